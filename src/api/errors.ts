@@ -1,0 +1,100 @@
+/**
+ * The one error catalog. Every failure that reaches a client is an ApiError built here and
+ * rendered by `renderError` in envelope.ts, so codes, statuses and messages never drift.
+ *
+ * Example: `throw errors.notFound('identities', id)` → 404 `NOT_FOUND`.
+ */
+
+export interface FieldCause {
+  field: string;
+  reason: string;
+  value: string;
+}
+
+export interface NestedCause {
+  code?: string;
+  message: string;
+  data?: unknown;
+}
+
+export type ErrorCause = FieldCause | NestedCause;
+
+const catalog = {
+  NOT_FOUND: [404, 'The resource requested was not found or is no longer available'],
+  UNHANDLED: [500, 'An unhandled error occurred'],
+  NOT_IMPLEMENTED: [501, 'This operation is not implemented yet'],
+  INVALID_FIELD: [400, 'The field contains an invalid value'],
+  ENTITY_CAN_NOT_BE_DELETED: [400, 'The entity requested for delete can not be deleted'],
+  ENTITY_CAN_NOT_BE_UPDATED: [400, 'The entity requested for update can not be updated'],
+  COULD_NOT_VALIDATE: [400, 'The supplied request contains an invalid document or no valid accept content were available, see cause'],
+  UNAUTHORIZED: [401, 'The request could not be completed. The session is not authorized or the credentials are invalid'],
+  FORBIDDEN: [403, 'The request is forbidden'],
+  INVALID_FILTER: [400, 'The filter query supplied is invalid'],
+  INVALID_PAGINATION: [400, 'The pagination properties provided are invalid'],
+  INVALID_SORT_IDENTIFIER: [400, 'The sort order supplied is invalid'],
+  METHOD_NOT_ALLOWED: [405, 'The resource requested does not support this HTTP verb'],
+  COULD_NOT_PARSE_BODY: [400, 'The body of the request could not be parsed'],
+  REQUEST_TOO_LARGE: [413, 'The body of the request exceeds the maximum allowed size'],
+  INVALID_CONTENT_TYPE: [400, 'The content type of the request is not supported'],
+  INVALID_AUTH: [401, 'The authentication request failed'],
+  INVALID_AUTH_METHOD: [400, 'The authentication method is not supported'],
+  CAN_NOT_DELETE_REFERENCED_ENTITY: [409, 'The entity requested for delete is referenced by other entities and can not be deleted'],
+  REFERENCED_ENTITY_NOT_FOUND: [400, 'A referenced entity does not exist'],
+  INVALID_AUTHENTICATOR_PROPERTIES: [400, 'The authenticator properties are not valid for its method'],
+  CAN_NOT_UPDATE_AUTHENTICATOR: [409, 'The authenticator can not be updated in this way'],
+  MAX_AUTHENTICATOR_METHODS_REACHED: [409, 'The identity already has an authenticator of this method'],
+  CERTIFICATE_IS_NOT_CA: [400, 'The certificate supplied is not a certificate authority'],
+  INVALID_CERT_PEM: [400, 'The certificate PEM is invalid'],
+  CERT_IN_USE: [409, 'The certificate is already in use by another authenticator or CA'],
+  RATE_LIMITED: [429, 'The rate limit has been exceeded. Please try again later'],
+  SERVER_TOO_MANY_REQUESTS: [429, 'Too many requests, the server is busy. Please try again later'],
+  TIMEOUT: [503, 'The request timed out'],
+  ENROLLMENT_EXISTS: [409, 'An enrollment of this method already exists for the identity'],
+} as const satisfies Record<string, readonly [number, string]>;
+
+export type ErrorCode = keyof typeof catalog;
+
+export class ApiError extends Error {
+  readonly status: number;
+  constructor(
+    readonly code: ErrorCode,
+    message?: string,
+    readonly errorCause?: ErrorCause,
+    readonly headers?: Record<string, string>,
+  ) {
+    super(message ?? catalog[code][1]);
+    this.status = catalog[code][0];
+  }
+}
+
+/** Stringify a field value the way upstream does (`fmt %v`): strings raw, everything else JSON. */
+export function causeValue(value: unknown): string {
+  if (value === undefined) return '';
+  if (typeof value === 'string') return value.length > 256 ? value.slice(0, 256) + '…' : value;
+  const s = JSON.stringify(value) ?? String(value);
+  return s.length > 256 ? s.slice(0, 256) + '…' : s;
+}
+
+export const errors = {
+  notFound: (entity?: string, id?: string) =>
+    new ApiError('NOT_FOUND', undefined, entity && id !== undefined ? { code: 'NOT_FOUND', message: `${entity} with id ${id} not found` } : undefined),
+  unauthorized: (headers?: Record<string, string>) => new ApiError('UNAUTHORIZED', undefined, undefined, headers),
+  invalidAuth: () => new ApiError('INVALID_AUTH'),
+  field: (field: string, reason: string, value?: unknown) =>
+    new ApiError('COULD_NOT_VALIDATE', undefined, { field, reason, value: causeValue(value) }),
+  parseBody: (reason: string) => new ApiError('COULD_NOT_PARSE_BODY', undefined, { code: 'COULD_NOT_PARSE_BODY', message: reason }),
+  invalidFilter: (reason: string) => new ApiError('INVALID_FILTER', undefined, { code: 'INVALID_FILTER', message: reason }),
+  invalidPagination: (field: string, value: unknown) =>
+    new ApiError('INVALID_PAGINATION', undefined, { field, reason: `${field} must be an integer`, value: causeValue(value) }),
+  invalidSort: (reason: string) => new ApiError('INVALID_SORT_IDENTIFIER', undefined, { code: 'INVALID_SORT_IDENTIFIER', message: reason }),
+  referenced: (field: string, reason: string, value?: unknown) =>
+    new ApiError('CAN_NOT_DELETE_REFERENCED_ENTITY', undefined, { field, reason, value: causeValue(value) }),
+  cannotDelete: (reason: string) => new ApiError('ENTITY_CAN_NOT_BE_DELETED', undefined, { code: 'ENTITY_CAN_NOT_BE_DELETED', message: reason }),
+  cannotUpdate: (reason: string) => new ApiError('ENTITY_CAN_NOT_BE_UPDATED', undefined, { code: 'ENTITY_CAN_NOT_BE_UPDATED', message: reason }),
+  notImplemented: (issue: number) =>
+    new ApiError('NOT_IMPLEMENTED', `This operation is not implemented yet (planned in issue #${issue})`),
+  methodNotAllowed: () => new ApiError('METHOD_NOT_ALLOWED'),
+  tooLarge: (limit: number) => new ApiError('REQUEST_TOO_LARGE', `The body of the request exceeds the maximum allowed size of ${limit} bytes`),
+  rateLimited: () => new ApiError('RATE_LIMITED'),
+  unhandled: () => new ApiError('UNHANDLED'),
+};

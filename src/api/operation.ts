@@ -1,0 +1,86 @@
+/**
+ * The Operation type: one value per endpoint. Routing, the served OpenAPI documents and the
+ * contract tests all iterate the same table (src/api/operations.ts); nothing registers a route by hand.
+ *
+ * Example:
+ *   { api: 'management', method: 'get', path: '/identities/{id}', operationId: 'detailIdentity',
+ *     auth: 'admin', permission: { family: 'identity', action: 'read' }, spec, handler }
+ */
+import type { ApiError } from './errors.js';
+
+export type ApiName = 'client' | 'management';
+export type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete';
+
+/**
+ * Who may call an operation.
+ * - `none`: no credential.
+ * - `partial`: any API session, also while MFA or another secondary factor is still pending.
+ * - `session`: a fully authenticated API session.
+ * - `admin`: Management API; an admin, or a holder of `permission` (see src/auth/permissions.ts).
+ */
+export type AuthLevel = 'none' | 'partial' | 'session' | 'admin';
+
+export type PermissionAction = 'read' | 'create' | 'update' | 'delete';
+
+export interface Permission {
+  /** Permission family, the resource's singular wire name: `identity`, `service-policy`, `ops`… */
+  family: string;
+  action: PermissionAction;
+}
+
+/** A request as the HTTP adapters hand it over: plain data, copied synchronously from the transport. */
+export interface Req {
+  method: string;
+  /** Path without query, with runs of `/` collapsed. */
+  path: string;
+  query: URLSearchParams;
+  /** Header names lower-cased. */
+  headers: Record<string, string>;
+  body: Buffer;
+  remoteAddress: string;
+  /** DER of the TLS client certificate chain, leaf first; only on the mutual-TLS listener. */
+  peerCertificates?: Buffer[];
+  /** Set by the adapter when the client went away; handlers may stop early. */
+  aborted: boolean;
+}
+
+export interface Reply {
+  status: number;
+  /** JSON-serialisable value (sent as JSON) or a string/Buffer sent as is with `contentType`. */
+  body?: unknown;
+  contentType?: string;
+  headers?: Record<string, string>;
+}
+
+/** The (swagger 2.0) operation object that the served spec carries for this operation. */
+export interface OperationSpec {
+  summary?: string;
+  description?: string;
+  tags?: string[];
+  consumes?: string[];
+  produces?: string[];
+  parameters?: Record<string, unknown>[];
+  responses: Record<string, unknown>;
+  security?: Record<string, string[]>[];
+  [extension: string]: unknown;
+}
+
+export interface Operation<C = unknown> {
+  api: ApiName;
+  method: HttpMethod;
+  /** Path relative to the API base path, with `{param}` placeholders, as in the upstream spec. */
+  path: string;
+  operationId: string;
+  auth: AuthLevel;
+  permission?: Permission;
+  spec: OperationSpec;
+  /** Name of the swagger definition the JSON body must satisfy, if any. */
+  bodyDefinition?: string;
+  /** Body is an array of this definition (bulk operations). */
+  bodyIsArray?: boolean;
+  /** Issue number that will deliver this operation; until then it answers 501 NOT_IMPLEMENTED. */
+  pending?: number;
+  handler: (ctx: C) => Reply | Promise<Reply>;
+}
+
+export type ErrorLike = ApiError | Error;
