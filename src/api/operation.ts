@@ -78,6 +78,10 @@ export interface Operation<C = unknown> {
   bodyDefinition?: string;
   /** Body is an array of this definition (bulk operations). */
   bodyIsArray?: boolean;
+  /** The spec marks the body parameter required (an empty body is then a 400). */
+  bodyRequired?: boolean;
+  /** Inline body schema, when the spec has no definition for it. */
+  bodySchema?: Record<string, unknown>;
   /** Issue number that will deliver this operation; until then it answers 501 NOT_IMPLEMENTED. */
   pending?: number;
   handler: (ctx: C) => Reply | Promise<Reply>;

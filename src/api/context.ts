@@ -1,0 +1,44 @@
+/** What every handler receives: the application's services and the request being served. */
+import type { Logger } from 'pino';
+import type { Config } from '../config.js';
+import type { Store, Rec } from '../store/store.js';
+import type { WorkerPool } from '../pool.js';
+import type { Pki } from '../pki/bootstrap.js';
+import type { ApiSessions, ApiSession } from '../auth/api-sessions.js';
+import type { ApiName, Operation, Req } from './operation.js';
+import type { BodyValidator } from './validate.js';
+
+export interface App {
+  config: Config;
+  store: Store;
+  pool: WorkerPool;
+  sessions: ApiSessions;
+  log: Logger;
+  pki: Pki;
+  validators: Record<ApiName, BodyValidator>;
+  /** Epoch ms of this process's start (service-update floor). */
+  startedAt: number;
+  /** Controller build version, e.g. `v0.1.0`, with its git revision and build date. */
+  version: string;
+  revision: string;
+  buildDate: string;
+  /** Random per-process id sent as `mesh-instance-id`. */
+  instanceId: string;
+  /** `https://<advertised host:port>` */
+  baseUrl: string;
+}
+
+export interface Ctx {
+  app: App;
+  req: Req;
+  op: Operation<Ctx>;
+  params: Record<string, string>;
+  /** Parsed and validated JSON body (undefined when none). */
+  body: any;
+  requestId: string;
+  session?: ApiSession;
+  /** The session's identity record. */
+  identity?: Rec;
+}
+
+export type Op = Operation<Ctx>;

@@ -1,0 +1,169 @@
+/**
+ * Management operations beyond the standard resource set that need no policy engine: authenticator
+ * writes (password hashing in the pool), the caller's own authenticators, controller settings,
+ * identity tracing, and sub-lists that follow plain references.
+ */
+import crypto from 'node:crypto';
+import type { Ctx } from '../context.js';
+import type { Reply } from '../operation.js';
+import { errors } from '../errors.js';
+import { created, empty, ok } from '../envelope.js';
+import { createRecord, listRecords, mustGet, renderRecord, write, type Registry } from '../../resources/define.js';
+import { checkPassword, hashPassword } from '../../auth/passwords.js';
+import { parseCert } from '../../pki/certs.js';
+import type { Rec } from '../../store/store.js';
+
+type H = (ctx: Ctx) => Reply | Promise<Reply>;
+
+export function adminHandlers(reg: Registry): Record<string, H> {
+  const authDef = reg.def('authenticators');
+  const view = (ctx: Ctx) => ({ store: ctx.app.store, ctx });
+
+  /** Shared by admin and current-identity authenticator updates. */
+  async function updateAuthenticator(ctx: Ctx, id: string, mode: 'put' | 'patch', ownerId?: string): Promise<Reply> {
+    const before = mustGet(ctx.app.store, authDef, id);
+    if (ownerId && before.identityId !== ownerId) throw errors.notFound();
+    const body = ctx.body ?? {};
+    if (ownerId) {
+      // The caller proves knowledge of the current password.
+      if (before.method !== 'updb') throw errors.field('method', 'only updb authenticators can be updated', before.method);
+      const good = await ctx.app.pool.run('verifyPassword', { hash: before.passwordHash, password: String(body.currentPassword ?? '') });
+      if (!good) throw errors.unauthorized();
+    }
+    if (before.method !== 'updb' && (body.username !== undefined || body.password !== undefined))
+      throw errors.field('method', 'only updb authenticators have a username and password', before.method);
+    const identity = mustGet(ctx.app.store, reg.def('identities'), before.identityId);
+    const changes: Record<string, unknown> = {};
+    if (mode === 'put' || (body.username !== undefined && body.username !== null)) {
+      if (typeof body.username !== 'string' || body.username === '') throw errors.field('username', 'is required', body.username);
+      changes.username = body.username;
+    }
+    if (mode === 'put' || (body.password !== undefined && body.password !== null)) {
+      changes.passwordHash = await hashPassword(ctx.app, checkPassword(ctx.app, identity, body.password));
+    }
+    if (mode === 'put') changes.tags = body.tags ?? {};
+    else if (body.tags !== undefined && body.tags !== null) changes.tags = body.tags;
+    await write(ctx.app.store, (tx) => {
+      const cur = tx.get('authenticators', id);
+      if (!cur) throw errors.notFound();
+      tx.put('authenticators', { ...cur, ...changes, updatedAt: Date.now() });
+    });
+    return empty();
+  }
+
+  const settingsDef = reg.def('controllerSettings');
+  const effective = (ctx: Ctx) => {
+    const global = ctx.app.store.get('controllerSettings', 'global');
+    const own = ctx.app.store.get('controllerSettings', ctx.params.id);
+    if (!own && ctx.params.id !== 'global') throw errors.notFound();
+    const merged: Rec = {
+      ...(global ?? {}),
+      ...(own ?? {}),
+      oidc: { ...(global?.oidc ?? {}), ...(own?.oidc ?? {}) },
+      id: ctx.params.id,
+      createdAt: own?.createdAt ?? global?.createdAt ?? ctx.app.startedAt,
+      updatedAt: own?.updatedAt ?? global?.updatedAt ?? ctx.app.startedAt,
+    };
+    return renderRecord(reg, settingsDef, merged, view(ctx));
+  };
+  async function writeSettings(ctx: Ctx, mode: 'put' | 'patch' | 'delete'): Promise<Reply> {
+    const id = ctx.params.id;
+    await write(ctx.app.store, (tx) => {
+      const cur = tx.get('controllerSettings', id);
+      if (!cur && id !== 'global') throw errors.notFound();
+      const now = Date.now();
+      const base: Rec = cur ?? { id, createdAt: now, updatedAt: now, tags: {} };
+      if (mode === 'delete') {
+        if (id === 'global') tx.put('controllerSettings', { ...base, oidc: {}, updatedAt: now });
+        else tx.delete('controllerSettings', id);
+        return;
+      }
+      const body = ctx.body ?? {};
+      const oidc = mode === 'put' ? body.oidc ?? {} : { ...(base.oidc ?? {}), ...(body.oidc ?? {}) };
+      tx.put('controllerSettings', { ...base, oidc, tags: body.tags ?? base.tags ?? {}, updatedAt: now });
+    });
+    return empty();
+  }
+
+  const sub = (parent: string, child: string, where: (ctx: Ctx) => (r: Rec) => boolean, candidates?: (ctx: Ctx) => string[]): H => (ctx) => {
+    mustGet(ctx.app.store, reg.def(parent), ctx.params.id);
+    return listRecords(reg, reg.def(child), ctx, { where: where(ctx), candidates: candidates?.(ctx) });
+  };
+
+  return {
+    createAuthenticator: async (ctx) => {
+      const body = ctx.body ?? {};
+      const identity = ctx.app.store.get('identities', body.identityId);
+      if (!identity) throw errors.field('identityId', 'no identity found with the given id', body.identityId);
+      const method = body.method;
+      let extra: Record<string, unknown>;
+      if (method === 'updb') {
+        if (typeof body.username !== 'string' || body.username === '') throw errors.field('username', 'is required', body.username);
+        const passwordHash = await hashPassword(ctx.app, checkPassword(ctx.app, identity, body.password));
+        extra = { method, username: body.username, passwordHash };
+      } else if (method === 'cert') {
+        const info = parseCert(body.certPem, 'certPem');
+        extra = { method, certPem: body.certPem, fingerprint: info.fingerprint, isIssuedByNetwork: false, isExtendRequested: false, isKeyRollRequested: false };
+      } else throw errors.field('method', 'must be one of updb, cert', method);
+      const rec = await createRecord(reg, authDef, ctx, { tags: body.tags }, (r, tx) => {
+        if (!tx.exists('identities', identity.id)) throw errors.field('identityId', 'no identity found with the given id', identity.id);
+        for (const aid of tx.idsByIndex('authenticators', 'identityId', identity.id)) {
+          if (tx.get('authenticators', aid)?.method === method) throw errors.field('method', `identity already has a ${method} authenticator`, method);
+        }
+        Object.assign(r, extra, { identityId: identity.id });
+      });
+      return created(rec.id, `./authenticators/${rec.id}`);
+    },
+    updateAuthenticator: (ctx) => updateAuthenticator(ctx, ctx.params.id, 'put'),
+    patchAuthenticator: (ctx) => updateAuthenticator(ctx, ctx.params.id, 'patch'),
+
+    listCurrentIdentityAuthenticators: (ctx) => listRecords(reg, authDef, ctx, { candidates: ctx.app.store.idsByIndex('authenticators', 'identityId', ctx.identity!.id) }),
+    detailCurrentIdentityAuthenticator: (ctx) => {
+      const rec = mustGet(ctx.app.store, authDef, ctx.params.id);
+      if (rec.identityId !== ctx.identity!.id) throw errors.notFound();
+      return ok(renderRecord(reg, authDef, rec, view(ctx)));
+    },
+    updateCurrentIdentityAuthenticator: (ctx) => updateAuthenticator(ctx, ctx.params.id, 'put', ctx.identity!.id),
+    patchCurrentIdentityAuthenticator: (ctx) => updateAuthenticator(ctx, ctx.params.id, 'patch', ctx.identity!.id),
+
+    createControllerSetting: async (ctx) => {
+      const body = ctx.body ?? {};
+      const id = body.controllerId;
+      if (typeof id !== 'string' || id === '') throw errors.field('controllerId', 'is required', id);
+      await write(ctx.app.store, (tx) => {
+        if (tx.exists('controllerSettings', id)) throw errors.field('controllerId', 'settings for this controller already exist', id);
+        const now = Date.now();
+        tx.put('controllerSettings', { id, createdAt: now, updatedAt: now, tags: body.tags ?? {}, oidc: body.oidc ?? {} });
+      });
+      return created(id, `./controller-settings/${id}`);
+    },
+    detailControllerSettingEffective: (ctx) => ok(effective(ctx)),
+    updateControllerSetting: (ctx) => writeSettings(ctx, 'put'),
+    patchControllerSetting: (ctx) => writeSettings(ctx, 'patch'),
+    deleteControllerSetting: (ctx) => writeSettings(ctx, 'delete'),
+
+    updateIdentityTracing: async (ctx) => {
+      const body = ctx.body ?? {};
+      let ms = 0;
+      if (body.enabled) {
+        const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/.exec(String(body.duration ?? '10m'));
+        if (!m) throw errors.field('duration', 'must be a duration such as 90s, 10m or 1h', body.duration);
+        ms = Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[m[2] as 'ms' | 's' | 'm' | 'h'];
+      }
+      const trace = { enabled: body.enabled === true, traceId: body.traceId || crypto.randomUUID(), until: Date.now() + ms, channels: body.channels ?? [] };
+      await write(ctx.app.store, (tx) => {
+        const cur = tx.get('identities', ctx.params.id);
+        if (!cur) throw errors.notFound();
+        tx.put('identities', { ...cur, trace, updatedAt: Date.now() });
+      });
+      return ok({ enabled: trace.enabled, traceId: trace.traceId, until: new Date(trace.until).toISOString() });
+    },
+
+    listConfigsForConfigType: sub('configTypes', 'configs', () => () => true, (ctx) => ctx.app.store.idsByIndex('configs', 'configTypeId', ctx.params.id)),
+    listConfigServices: sub('configs', 'services', () => () => true, (ctx) => ctx.app.store.idsByIndex('services', 'configs', ctx.params.id)),
+    listServiceConfig: sub('services', 'configs', () => () => true, (ctx) => ctx.app.store.get('services', ctx.params.id)?.configs ?? []),
+    getIdentityAuthenticators: sub('identities', 'authenticators', () => () => true, (ctx) => ctx.app.store.idsByIndex('authenticators', 'identityId', ctx.params.id)),
+    getIdentityEnrollments: sub('identities', 'enrollments', () => () => true, (ctx) => ctx.app.store.idsByIndex('enrollments', 'identityId', ctx.params.id)),
+    'management:listServiceTerminators': sub('services', 'terminators', () => () => true, (ctx) => ctx.app.store.idsByIndex('terminators', 'serviceId', ctx.params.id)),
+  };
+}

@@ -1,0 +1,106 @@
+/** Unauthenticated documents: version, capabilities, specs, protocols, CA bundle, controllers, fixed type lists. */
+import type { Ctx } from '../context.js';
+import type { Reply } from '../operation.js';
+import { errors } from '../errors.js';
+import { ok, list } from '../envelope.js';
+import { BASE_PATHS } from '../router.js';
+import { buildServedSpec, specDetail, specSummaries, SPEC_IDS } from '../openapi.js';
+import { IDENTITY_TYPES } from '../../resources/identities.js';
+import { POSTURE_CHECK_TYPES } from '../../resources/posture.js';
+import { fingerprintOf, splitPem } from '../../pki/certs.js';
+import type { Op } from '../context.js';
+
+export const CAPABILITIES = ['OIDC_AUTH', 'HA_CONTROLLER'] as const;
+
+export function versionDocument(ctx: Ctx) {
+  const base = ctx.app.baseUrl;
+  const apiVersion = (path: string) => ({ v1: { path, apiBaseUrls: [base + path] } });
+  return {
+    version: ctx.app.version,
+    revision: ctx.app.revision,
+    buildDate: ctx.app.buildDate,
+    runtimeVersion: process.version,
+    // Neither OIDC login nor HA is implemented, so no capability is enabled.
+    capabilities: [],
+    apiVersions: {
+      edge: apiVersion(BASE_PATHS.client),
+      'edge-client': apiVersion(BASE_PATHS.client),
+      'edge-management': apiVersion(BASE_PATHS.management),
+    },
+  };
+}
+
+const version = (ctx: Ctx) => ok(versionDocument(ctx));
+
+/** Fixed entities (identity types, posture check types) carry the controller's start time. */
+function fixed(ctx: Ctx, path: string, id: string, fields: Record<string, unknown>) {
+  const at = new Date(ctx.app.startedAt).toISOString();
+  return { id, createdAt: at, updatedAt: at, tags: {}, _links: { self: { href: `./${path}/${id}` } }, ...fields };
+}
+
+function fixedList(ctx: Ctx, items: Record<string, unknown>[]): Reply {
+  return list(items, { limit: -1, offset: 0, totalCount: items.length }, []);
+}
+
+export function metaHandlers(ops: () => Op[]): Record<string, (ctx: Ctx) => Reply | Promise<Reply>> {
+  const specOps = (api: 'client' | 'management') => ops().filter((o) => o.api === api);
+  return {
+    listRoot: version,
+    listVersion: version,
+    listEnumeratedCapabilities: () => ok([...CAPABILITIES]),
+    listSpecs: () => ok(specSummaries('.')),
+    detailSpec: (ctx) => {
+      if (!SPEC_IDS[ctx.params.id]) throw errors.notFound();
+      return ok(specDetail(ctx.params.id, '.'));
+    },
+    detailSpecBody: (ctx) => {
+      const api = SPEC_IDS[ctx.params.id];
+      if (!api) throw errors.notFound();
+      return { status: 200, body: buildServedSpec(api, specOps(api)) };
+    },
+    listProtocols: (ctx) => ok({ https: { address: ctx.app.config.advertisedAddress } }),
+    listWellKnownCas: (ctx) => ({
+      status: 200,
+      body: ctx.app.pki.wellKnownCaStore(),
+      contentType: 'application/pkcs7-mime',
+      headers: { 'content-transfer-encoding': 'base64' },
+    }),
+    listControllers: (ctx) => {
+      const pem = splitPem(ctx.app.pki.serverCertPem)[0] ?? ctx.app.pki.serverCertPem;
+      const at = new Date(ctx.app.startedAt).toISOString();
+      const der = Buffer.from(pem.replace(/-----[^-]+-----|\s/g, ''), 'base64');
+      const item = {
+        id: ctx.app.instanceId,
+        createdAt: at,
+        updatedAt: at,
+        tags: {},
+        _links: { self: { href: `./controllers/${ctx.app.instanceId}` } },
+        name: ctx.app.config.advertisedAddress,
+        certPem: pem,
+        fingerprint: fingerprintOf(der),
+        isOnline: true,
+        isPreferredLeader: true,
+        lastJoinedAt: at,
+        ctrlAddress: null,
+        apiAddresses: {
+          'edge-client': [{ url: ctx.app.baseUrl + BASE_PATHS.client, version: 'v1' }],
+          'edge-management': [{ url: ctx.app.baseUrl + BASE_PATHS.management, version: 'v1' }],
+        },
+      };
+      return fixedList(ctx, [item]);
+    },
+    listIdentityTypes: (ctx) => fixedList(ctx, IDENTITY_TYPES.map((t) => fixed(ctx, 'identity-types', t, { name: t }))),
+    detailIdentityType: (ctx) => {
+      const t = IDENTITY_TYPES.find((x) => x === ctx.params.id);
+      if (!t) throw errors.notFound();
+      return ok(fixed(ctx, 'identity-types', t, { name: t }));
+    },
+    listPostureCheckTypes: (ctx) =>
+      fixedList(ctx, POSTURE_CHECK_TYPES.map((t) => fixed(ctx, 'posture-check-types', t.id, { name: t.name, operatingSystems: t.operatingSystems, version: '1' }))),
+    detailPostureCheckType: (ctx) => {
+      const t = POSTURE_CHECK_TYPES.find((x) => x.id === ctx.params.id);
+      if (!t) throw errors.notFound();
+      return ok(fixed(ctx, 'posture-check-types', t.id, { name: t.name, operatingSystems: t.operatingSystems, version: '1' }));
+    },
+  };
+}

@@ -1,0 +1,168 @@
+/**
+ * The one operation table. Every operation of both upstream specs becomes exactly one entry; its
+ * auth level and permission are derived here from the spec (secured or not) and the path (the
+ * family it exposes), its handler comes from the resource definitions or a handler module, and
+ * what a later issue delivers is marked `pending` with that issue's number (501 until then).
+ * Starting fails if an upstream operation has neither a handler nor a pending mark.
+ */
+import type { Ctx, Op } from './context.js';
+import type { ApiName, AuthLevel, HttpMethod, Permission, PermissionAction, Reply } from './operation.js';
+import { upstreamDocument, upstreamOperations, type UpstreamOp } from './spec/index.js';
+import { standardHandlers, type Registry } from '../resources/define.js';
+import { ALIASES, RESOURCES } from '../resources/index.js';
+import { metaHandlers } from './handlers/meta.js';
+import { sessionHandlers } from './handlers/session.js';
+import { adminHandlers } from './handlers/admin.js';
+
+type Handler = (ctx: Ctx) => Reply | Promise<Reply>;
+
+/** Operations a later issue delivers; keyed `operationId` (both APIs) or `api:operationId`. */
+export const PENDING: Record<string, number> = {
+  // #4 policy engine: policy-derived views, client services and sessions, service configs, posture.
+  ...Object.fromEntries(
+    [
+      'listEdgeRouterPolicyEdgeRouters', 'listEdgeRouterPolicyIdentities', 'listEdgeRouterRoleAttributes',
+      'listEdgeRouterEdgeRouterPolicies', 'listEdgeRouterIdentities', 'listEdgeRouterServiceEdgeRouterPolicies',
+      'listEdgeRouterServices', 'listIdentitysEdgeRouterPolicies', 'listIdentityEdgeRouters',
+      'getIdentityFailedServiceRequests', 'getIdentityPolicyAdvice', 'getIdentityPostureData',
+      'disassociateIdentitysServiceConfigs', 'listIdentitysServiceConfigs', 'associateIdentitysServiceConfigs',
+      'listIdentityServicePolicies', 'listIdentityServices', 'listIdentityRoleAttributes',
+      'listPostureCheckRoleAttributes', 'listServiceEdgeRouterPolicyEdgeRouters', 'listServiceEdgeRouterPolicyServices',
+      'listServicePolicyIdentities', 'listServicePolicyPostureChecks', 'listServicePolicyServices',
+      'listServiceRoleAttributes', 'listServiceEdgeRouters', 'listServiceIdentities',
+      'listServiceServiceEdgeRouterPolicies', 'listServiceServicePolicies', 'detailSessionRoutePath', 'listSummary',
+      'client:listServices', 'client:detailService', 'client:deleteService', 'client:patchService', 'client:updateService',
+      'client:listServiceTerminators', 'client:listSessions', 'client:detailSession', 'client:deleteSession',
+      'createSession', 'listServiceUpdates', 'getCurrentIdentityEdgeRouters', 'createPostureResponse', 'createPostureResponseBulk',
+    ].map((id) => [id, 4]),
+  ),
+  // #5 PKI and enrollment.
+  ...Object.fromEntries(
+    [
+      'createEnrollment', 'refreshEnrollment', 'verifyCa', 'getCaJwt', 'reEnrollEdgeRouter', 'reEnrollAuthenticator',
+      'requestExtendAuthenticator', 'extendCurrentIdentityAuthenticator', 'extendVerifyCurrentIdentityAuthenticator',
+      'listNetworkJWTs', 'enroll', 'enrollCa', 'enrollmentChallenge', 'extendRouterEnrollment', 'getEnrollmentJwks',
+      'enrollErOtt', 'enrollOtt', 'enrollOttCa', 'enrollToken', 'enrollUpdb',
+      'listCurrentApiSessionCertificates', 'createCurrentApiSessionCertificate', 'deleteCurrentApiSessionCertificate',
+      'detailCurrentApiSessionCertificate',
+    ].map((id) => [id, 5]),
+  ),
+  // #6 authentication complete: MFA, ext-JWT signer list for clients, identity disable.
+  ...Object.fromEntries(
+    [
+      'authenticateMfa', 'createTotpToken', 'deleteMfa', 'detailMfa', 'enrollMfa', 'detailMfaQrCode', 'detailMfaRecoveryCodes',
+      'createMfaRecoveryCodes', 'verifyMfa', 'disableIdentity', 'enableIdentity', 'removeIdentityMfa', 'client:listExternalJwtSigners',
+    ].map((id) => [id, 6]),
+  ),
+  // #7 operations: datastore integrity and snapshots.
+  ...Object.fromEntries(['checkDataIntegrity', 'dataIntegrityResults', 'fixDataIntegrity', 'createDatabaseSnapshot'].map((id) => [id, 7])),
+};
+
+/** Path segment → permission family (semantics §14); sub-resources use the family they expose. */
+const FAMILY_BY_SEGMENT: Record<string, string> = {
+  identities: 'identity', 'identity-role-attributes': 'identity', 'identity-types': 'identity',
+  enrollments: 'enrollment', authenticators: 'authenticator',
+  services: 'service', 'service-role-attributes': 'service', configs: 'config', 'config-types': 'config-type',
+  'service-configs': 'identity',
+  'service-policies': 'service-policy', 'edge-router-policies': 'edge-router-policy',
+  'service-edge-router-policies': 'service-edge-router-policy',
+  'posture-checks': 'posture-check', 'posture-check-types': 'posture-check', 'posture-check-role-attributes': 'posture-check',
+  'posture-data': 'identity', 'failed-service-requests': 'identity',
+  'edge-routers': 'router', 'edge-router-role-attributes': 'router', routers: 'router', 'transit-routers': 'router',
+  terminators: 'terminator', cas: 'ca', 'auth-policies': 'auth-policy', 'external-jwt-signers': 'external-jwt-signer',
+  'api-sessions': 'ops', sessions: 'ops', 'route-path': 'ops', 'controller-settings': 'ops', controllers: 'ops',
+};
+
+const ACTION: Record<HttpMethod, PermissionAction> = { get: 'read', post: 'create', put: 'update', patch: 'update', delete: 'delete' };
+
+/** Operations only a full admin may call, whatever permissions the caller holds. */
+const ADMIN_ONLY = new Set([
+  'createAuthenticator', 'updateAuthenticator', 'patchAuthenticator', 'deleteAuthenticator', 'reEnrollAuthenticator',
+  'requestExtendAuthenticator', 'checkDataIntegrity', 'dataIntegrityResults', 'fixDataIntegrity', 'createDatabaseSnapshot', 'listSummary',
+]);
+
+/** Operations that change an identity in place (disable, MFA removal, service configs, tracing) need `identity.update`. */
+const IDENTITY_UPDATES = new Set([
+  'disableIdentity', 'enableIdentity', 'removeIdentityMfa', 'associateIdentitysServiceConfigs',
+  'disassociateIdentitysServiceConfigs', 'updateIdentityTracing',
+]);
+
+/** Session-level operations open while a secondary factor is still pending (api-reference §8.2). */
+const PARTIAL = new Set([
+  'getCurrentAPISession', 'deleteCurrentAPISession', 'authenticateMfa', 'getCurrentIdentity',
+  'detailMfa', 'enrollMfa', 'verifyMfa', 'detailMfaQrCode', 'deleteMfa',
+]);
+
+function permissionFor(op: UpstreamOp, method: HttpMethod): Permission | undefined {
+  if (ADMIN_ONLY.has(op.operationId)) {
+    // Reads of authenticators remain open to admin_readonly; `authenticator` is no grantable family.
+    return method === 'get' ? { family: 'authenticator', action: 'read' } : undefined;
+  }
+  if (IDENTITY_UPDATES.has(op.operationId)) return { family: 'identity', action: 'update' };
+  const literal = op.path.split('/').filter((s) => s && !s.startsWith('{'));
+  // The last literal segment names what is exposed (`identities/{id}/edge-routers` → router).
+  for (let i = literal.length - 1; i >= 0; i--) {
+    const family = FAMILY_BY_SEGMENT[literal[i]];
+    if (family) {
+      // Reads of an entity's sub-lists, and policy advice (`service` read), are reads.
+      const action = literal.length > 1 && i > 0 ? 'read' : ACTION[method];
+      if (op.operationId === 'getIdentityPolicyAdvice') return { family: 'service', action: 'read' };
+      return { family, action: method === 'get' ? 'read' : action };
+    }
+  }
+  return undefined;
+}
+
+function authFor(op: UpstreamOp): AuthLevel {
+  if (!op.secured) return 'none';
+  if (PARTIAL.has(op.operationId)) return 'partial';
+  if (op.api === 'client') return 'session';
+  if (op.path.startsWith('/current-')) return 'session';
+  return 'admin';
+}
+
+function specOf(api: ApiName, op: UpstreamOp) {
+  return upstreamDocument(api).paths[op.path][op.method.toLowerCase()];
+}
+
+export function buildOperations(reg: Registry): Op[] {
+  const ops: Op[] = [];
+  const shared: Record<string, Handler | undefined> = {
+    ...metaHandlers(() => ops),
+    ...sessionHandlers(reg),
+  };
+  const management: Record<string, Handler | undefined> = {
+    ...Object.assign({}, ...[...RESOURCES, ...ALIASES].map((def) => standardHandlers(reg, def))),
+    ...adminHandlers(reg),
+  };
+  for (const api of ['client', 'management'] as const) {
+    for (const u of upstreamOperations(api)) {
+      const key = `${api}:${u.operationId}`;
+      const method = u.method.toLowerCase() as HttpMethod;
+      const pending = PENDING[key] ?? PENDING[u.operationId];
+      const handler: Handler | undefined =
+        management[key] ??
+        shared[u.operationId] ??
+        // The caller's own resources (`/current-…`) are served alike on both APIs.
+        (api === 'management' || u.path.startsWith('/current-') ? management[u.operationId] : undefined);
+      if (!handler && pending === undefined) throw new Error(`operation ${key} has neither a handler nor a pending issue`);
+      const auth = authFor(u);
+      ops.push({
+        api,
+        method,
+        path: u.path,
+        operationId: u.operationId,
+        auth,
+        permission: auth === 'admin' ? permissionFor(u, method) : undefined,
+        spec: specOf(api, u),
+        bodyDefinition: u.bodyDefinition,
+        bodyIsArray: u.bodyIsArray,
+        bodyRequired: u.bodyRequired,
+        bodySchema: u.bodySchema,
+        pending: handler ? undefined : pending,
+        handler: handler ?? (() => ({ status: 501 })),
+      });
+    }
+  }
+  return ops;
+}

@@ -1,0 +1,196 @@
+/**
+ * List queries: `limit`, `offset`, `sort` and `filter` (api-reference §4–§5), executed against the
+ * store. An equality/`in`/range filter on an indexed field reads only the index's candidates; a
+ * sort on an indexed field walks the index in order; everything else scans in id order.
+ */
+import { errors } from './errors.js';
+import { list, type Pagination } from './envelope.js';
+import type { Reply } from './operation.js';
+import { parseFilter, compileFilter, checkSort, planIndex, type FilterQuery, type SymbolTable } from './filter/index.js';
+import type { Rec, Store } from '../store/store.js';
+
+export const DEFAULT_LIMIT = 10;
+export const MAX_LIMIT = 500;
+export const MAX_OFFSET = 100_000;
+
+export interface ListParams {
+  limit: number; // -1 = no limit
+  offset: number;
+  filter: FilterQuery;
+  sort: { field: string; desc: boolean }[];
+}
+
+const INT = /^-?\d{1,18}$/;
+
+function intParam(q: URLSearchParams, name: string): number | undefined {
+  const v = q.get(name);
+  if (v === null || v === '') return undefined;
+  if (!INT.test(v.trim())) throw errors.invalidPagination(name, v);
+  return Number(v.trim());
+}
+
+function clampLimit(limit: number | undefined): number {
+  if (limit === undefined || limit === 0 || limit < -1) return DEFAULT_LIMIT;
+  if (limit === -1) return -1;
+  return Math.min(limit, MAX_LIMIT);
+}
+
+function clampOffset(offset: number | undefined): number {
+  if (offset === undefined || offset < 0) return 0;
+  return Math.min(offset, MAX_OFFSET);
+}
+
+/** `sort=name asc,createdAt desc` */
+function parseSortParam(v: string | null): { field: string; desc: boolean }[] {
+  if (v === null || v.trim() === '') return [];
+  return v.split(',').map((part) => {
+    const words = part.trim().split(/\s+/);
+    if (words.length > 2 || !/^[A-Za-z][A-Za-z_.-]*$/.test(words[0])) throw errors.invalidSort(`invalid sort field: ${part.trim()}`);
+    const dir = (words[1] ?? 'asc').toLowerCase();
+    if (dir !== 'asc' && dir !== 'desc') throw errors.invalidSort(`invalid sort direction: ${words[1]}`);
+    return { field: words[0], desc: dir === 'desc' };
+  });
+}
+
+export function parseListParams(q: URLSearchParams, symbols: SymbolTable): ListParams {
+  const filterText = q.get('filter') ?? '';
+  const filter = parseFilter(filterText);
+  const limitQ = intParam(q, 'limit');
+  const offsetQ = intParam(q, 'offset');
+  const sort = filter.sort ?? parseSortParam(q.get('sort'));
+  checkSort(sort, symbols);
+  return {
+    limit: clampLimit(filter.limit ?? limitQ),
+    offset: clampOffset(filter.skip ?? offsetQ),
+    filter,
+    sort: sort.slice(0, 5),
+  };
+}
+
+type Val = string | number | boolean | null | undefined;
+
+function compareVals(a: Val, b: Val): number {
+  if (a === b) return 0;
+  if (a === null || a === undefined) return -1;
+  if (b === null || b === undefined) return 1;
+  if (typeof a === 'number' && typeof b === 'number') return a - b;
+  const sa = String(a);
+  const sb = String(b);
+  return sa < sb ? -1 : sa > sb ? 1 : 0;
+}
+
+export interface ListSource {
+  collection: string;
+  symbols: SymbolTable;
+  filterableFields: string[];
+  /** Restrict to these ids (sub-lists such as a policy's identities). */
+  candidates?: Iterable<string>;
+  /** Extra condition applied with the filter (roleFilter, visibility). */
+  where?: (rec: Rec) => boolean;
+}
+
+export interface ListResult {
+  records: Rec[];
+  pagination: Pagination;
+}
+
+/** Run a list query; returns the page of records and the pagination block. */
+export function runList(store: Store, src: ListSource, p: ListParams): ListResult {
+  const pred = compileFilter(p.filter.where, src.symbols);
+  const extra = src.where;
+  const match = extra ? (r: Rec) => extra(r) && pred(r) : pred;
+  const limit = p.limit;
+  const offset = p.offset;
+  const end = limit === -1 ? Infinity : offset + limit;
+  const pagination = (totalCount: number): Pagination => ({ limit, offset, totalCount });
+
+  let ids: string[] | undefined;
+  if (src.candidates) {
+    ids = [...new Set(src.candidates)];
+  } else if (p.filter.where) {
+    const indexed = new Set(Object.keys(src.symbols).filter((f) => store.isIndexed(src.collection, f)));
+    const plan = planIndex(p.filter.where, indexed);
+    if (plan) {
+      const set = new Set<string>();
+      if ('values' in plan) for (const v of plan.values) for (const id of store.idsByIndex(src.collection, plan.field, v)) set.add(id);
+      else {
+        const r = plan.range as { gte?: any; gt?: any; lt?: any; lte?: any };
+        // Index ranges are [start, end); widen for gt/lte and let the predicate trim the edges.
+        const start = r.gte ?? r.gt;
+        const endKey = r.lt ?? (typeof r.lte === 'string' ? r.lte + '\u0000' : r.lte !== undefined ? r.lte + 1e-9 : undefined);
+        for (const id of store.idsByRange(src.collection, plan.field, { start, end: endKey })) set.add(id);
+      }
+      ids = [...set];
+    }
+  }
+
+  const sort = p.sort;
+  // Fast path: no filter, no sort, whole collection: page straight from the id order.
+  if (!ids && !p.filter.where && !extra && sort.length === 0) {
+    const total = store.count(src.collection);
+    const records = limit === -1 && offset === 0 ? [...store.scan(src.collection)] : [...store.scan(src.collection, { offset, limit: limit === -1 ? undefined : limit })];
+    return { records, pagination: pagination(total) };
+  }
+
+  // Sorted by a unique field (always present, e.g. `name`): walk its index in order.
+  if (!ids && sort.length >= 1 && store.isUnique(src.collection, sort[0].field) && (sort.length === 1 || (sort.length === 2 && sort[1].field === 'id'))) {
+    const records: Rec[] = [];
+    let total = 0;
+    for (const id of store.idsByRange(src.collection, sort[0].field, { reverse: sort[0].desc })) {
+      const rec = store.get(src.collection, id);
+      if (!rec || !match(rec)) continue;
+      if (total >= offset && total < end) records.push(rec);
+      total++;
+    }
+    return { records, pagination: pagination(total) };
+  }
+
+  let source: Iterable<Rec>;
+  if (ids) {
+    ids.sort();
+    source = (function* () {
+      for (const id of ids!) {
+        const rec = store.get(src.collection, id);
+        if (rec) yield rec;
+      }
+    })();
+  } else {
+    source = store.scan(src.collection);
+  }
+
+  if (sort.length === 0) {
+    const records: Rec[] = [];
+    let total = 0;
+    for (const rec of source) {
+      if (!match(rec)) continue;
+      if (total >= offset && total < end) records.push(rec);
+      total++;
+    }
+    return { records, pagination: pagination(total) };
+  }
+
+  const all: Rec[] = [];
+  for (const rec of source) if (match(rec)) all.push(rec);
+  sortRecords(all, src.symbols, sort);
+  return { records: all.slice(offset, end), pagination: pagination(all.length) };
+}
+
+export function sortRecords(all: Rec[], symbols: SymbolTable, sort: ListParams['sort']) {
+  const keys = [...sort];
+  if (!keys.some((k) => k.field === 'id')) keys.push({ field: 'id', desc: false });
+  const getters = keys.map((k) => ({ get: symbols[k.field]?.get ?? ((r: Rec) => r[k.field]), desc: k.desc }));
+  all.sort((a, b) => {
+    for (const g of getters) {
+      const c = compareVals(g.get(a) as Val, g.get(b) as Val);
+      if (c !== 0) return g.desc ? -c : c;
+    }
+    return 0;
+  });
+}
+
+/** Convenience: run and wrap in the list envelope. */
+export function listReply(store: Store, src: ListSource, q: URLSearchParams, render: (r: Rec) => unknown): Reply {
+  const p = parseListParams(q, src.symbols);
+  const { records, pagination } = runList(store, src, p);
+  return list(records.map(render), pagination, src.filterableFields);
+}

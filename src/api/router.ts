@@ -1,0 +1,206 @@
+/**
+ * The router: finds the Operation for a request, authenticates it (token → API session from
+ * memory), checks the permission, parses and validates the body, runs the handler and renders
+ * every failure through the one error catalog. Transport-independent: both the uWS and the
+ * node:https adapters call `handle`.
+ */
+import { ApiError, errors } from './errors.js';
+import { renderError, shortId } from './envelope.js';
+import type { App, Ctx, Op } from './context.js';
+import type { ApiName, Reply, Req } from './operation.js';
+import { isPermitted } from '../auth/permissions.js';
+
+export const BASE_PATHS: Record<ApiName, string> = {
+  client: '/edge/client/v1',
+  management: '/edge/management/v1',
+};
+
+interface Route {
+  op: Op;
+  segments: string[]; // literal segments, or '{name}'
+}
+
+const WWW_MISSING =
+  'zt-session realm="zt-session" error="missing" error_description="no matching token was provided"';
+const WWW_INVALID = 'zt-session realm="zt-session" error="invalid" error_description="token is invalid"';
+
+/** Go's time.String() form, which upstream uses for the `expires-at` header. */
+export function goTime(ms: number): string {
+  const iso = new Date(ms).toISOString(); // 2026-03-10T12:00:00.123Z
+  return `${iso.slice(0, 10)} ${iso.slice(11, 23)} +0000 UTC`;
+}
+
+export class Router {
+  private readonly routes: Record<ApiName, Map<number, Route[]>> = { client: new Map(), management: new Map() };
+  private readonly serverHeader: string;
+
+  constructor(private readonly app: App, ops: Op[]) {
+    for (const op of ops) {
+      const segments = op.path.split('/').filter(Boolean);
+      const byLen = this.routes[op.api];
+      if (!byLen.has(segments.length)) byLen.set(segments.length, []);
+      byLen.get(segments.length)!.push({ op, segments });
+    }
+    // Literal segments win over parameters: `/identities/{id}` must not shadow `/current-identity/mfa`-like paths.
+    for (const byLen of Object.values(this.routes)) {
+      for (const list of byLen.values()) list.sort((a, b) => specificity(b) - specificity(a));
+    }
+    this.serverHeader = `mesh-controller/${app.version}`;
+  }
+
+  /** Resolve the API and the path inside it; host-root aliases go to the Client API. */
+  private locate(path: string): { api: ApiName; rest: string } | undefined {
+    for (const api of ['client', 'management'] as const) {
+      const base = BASE_PATHS[api];
+      if (path === base || path.startsWith(base + '/')) return { api, rest: path.slice(base.length) || '/' };
+    }
+    if (path === '/edge/v1' || path.startsWith('/edge/v1/')) return { api: 'client', rest: path.slice('/edge/v1'.length) || '/' };
+    if (path === '/' || path === '/version' || path === '/.well-known/est/cacerts') return { api: 'client', rest: path };
+    return undefined;
+  }
+
+  private match(api: ApiName, rest: string, method: string): { op?: Op; params: Record<string, string>; pathKnown: boolean } {
+    let segs: string[];
+    try {
+      segs = rest.split('/').filter(Boolean).map(decodeURIComponent);
+    } catch {
+      return { params: {}, pathKnown: false };
+    }
+    const candidates = this.routes[api].get(segs.length) ?? [];
+    let pathKnown = false;
+    let pathParams: Record<string, string> | undefined;
+    let pathShape: string | undefined;
+    for (const route of candidates) {
+      const params: Record<string, string> = {};
+      let ok = true;
+      for (let i = 0; i < segs.length; i++) {
+        const s = route.segments[i];
+        if (s.startsWith('{')) params[s.slice(1, -1)] = segs[i];
+        else if (s !== segs[i]) {
+          ok = false;
+          break;
+        }
+      }
+      if (!ok) continue;
+      // The first (most specific) matching shape decides; other methods on it only make a 405.
+      const shape = route.segments.join('/');
+      if (pathShape !== undefined && shape !== pathShape) continue;
+      pathShape = shape;
+      pathKnown = true;
+      pathParams = params;
+      if (route.op.method === method) return { op: route.op, params, pathKnown };
+    }
+    return { params: pathParams ?? {}, pathKnown };
+  }
+
+  /** Never rejects: every failure becomes an error envelope. */
+  async handle(req: Req): Promise<Reply> {
+    const requestId = shortId();
+    const started = process.hrtime.bigint();
+    let reply: Reply;
+    let ctx: Ctx | undefined;
+    try {
+      req.path = normalizePath(req.path);
+      if (req.method === 'options') {
+        reply = { status: 200, body: '', headers: corsPreflight() };
+      } else {
+        ctx = await this.prepare(req, requestId);
+        reply = await ctx.op.handler(ctx);
+      }
+    } catch (e) {
+      reply = this.failure(e, req, requestId);
+    }
+    const headers: Record<string, string> = { server: this.serverHeader, 'access-control-allow-origin': '*', ...reply.headers };
+    if (ctx?.op.api === 'client' || !ctx) headers['mesh-instance-id'] = this.app.instanceId;
+    if (ctx?.session && !this.app.sessions.isEnded(ctx.session)) {
+      headers['expiration-seconds'] = String(this.app.sessions.timeoutSeconds);
+      headers['expires-at'] = goTime(this.app.sessions.expiresAt(ctx.session));
+    }
+    reply.headers = headers;
+    const log = this.app.log;
+    if (log.isLevelEnabled('debug') || reply.status >= 500) {
+      const ms = Number(process.hrtime.bigint() - started) / 1e6;
+      // Never log bodies, tokens or query strings that may carry secrets: method, path, status only.
+      (reply.status >= 500 ? log.error.bind(log) : log.debug.bind(log))(
+        { requestId, method: req.method, path: req.path, operationId: ctx?.op.operationId, status: reply.status, ms },
+        'request',
+      );
+    }
+    return reply;
+  }
+
+  private failure(e: unknown, req: Req, requestId: string): Reply {
+    if (e instanceof ApiError) return renderError(e, requestId);
+    this.app.log.error({ requestId, method: req.method, path: req.path, err: e }, 'unhandled error');
+    return renderError(errors.unhandled(), requestId);
+  }
+
+  private async prepare(req: Req, requestId: string): Promise<Ctx> {
+    const where = this.locate(req.path);
+    if (!where) throw errors.notFound();
+    const { op, params, pathKnown } = this.match(where.api, where.rest, req.method === 'head' ? 'get' : req.method);
+    if (!op) throw pathKnown ? errors.methodNotAllowed() : errors.notFound();
+    const ctx: Ctx = { app: this.app, req, op, params, body: undefined, requestId };
+    if (op.auth !== 'none') this.authenticate(ctx);
+    if (op.pending) throw errors.notImplemented(op.pending);
+    if (op.bodyDefinition || op.bodySchema) ctx.body = this.parseBody(ctx);
+    return ctx;
+  }
+
+  private authenticate(ctx: Ctx) {
+    const { op, req } = ctx;
+    const token = req.headers['zt-session']?.trim();
+    if (!token) throw errors.unauthorized({ 'www-authenticate': WWW_MISSING });
+    const session = this.app.sessions.resolve(token);
+    if (!session) throw errors.unauthorized({ 'www-authenticate': WWW_INVALID });
+    const identity = this.app.store.get('identities', session.identityId);
+    if (!identity) throw errors.unauthorized({ 'www-authenticate': WWW_INVALID });
+    ctx.session = session;
+    ctx.identity = identity;
+    // Secondary factors still pending: only the operations marked `partial` are open.
+    if (op.auth !== 'partial' && !this.app.sessions.isFullyAuthenticated(session)) throw errors.unauthorized();
+    if (op.auth === 'admin' && !isPermitted(identity, op.permission)) throw errors.unauthorized();
+  }
+
+  private parseBody(ctx: Ctx): unknown {
+    const { req, op } = ctx;
+    let value: unknown;
+    if (req.body.length > 0) {
+      const type = (req.headers['content-type'] ?? '').toLowerCase();
+      if (type.startsWith('text/plain') || type.startsWith('application/x-pem-file')) return req.body.toString('utf8');
+      try {
+        value = JSON.parse(req.body.toString('utf8'));
+      } catch (e) {
+        throw errors.parseBody((e as Error).message);
+      }
+    }
+    const v = this.app.validators[op.api];
+    if (op.bodyDefinition) return v.validate(op.bodyDefinition, value, op.bodyIsArray, op.bodyRequired);
+    return v.validateSchema(op.bodySchema!, value, op.bodyRequired ?? false);
+  }
+
+  tooLarge(): Reply {
+    const reply = renderError(errors.tooLarge(this.app.config.maxBodyBytes), shortId());
+    reply.headers = { ...reply.headers, server: this.serverHeader, connection: 'close' };
+    return reply;
+  }
+}
+
+function specificity(r: Route): number {
+  return r.segments.reduce((n, s, i) => n + (s.startsWith('{') ? 0 : 1 << (16 - i)), 0);
+}
+
+export function normalizePath(p: string): string {
+  let out = p.replace(/\/{2,}/g, '/');
+  if (out.length > 1 && out.endsWith('/')) out = out.slice(0, -1);
+  return out;
+}
+
+function corsPreflight(): Record<string, string> {
+  return {
+    'access-control-allow-methods': 'GET, HEAD, POST, PUT, PATCH, DELETE',
+    'access-control-allow-headers': 'content-type, accept, authorization, zt-session, mfa-validation-code, session-token, mesh-token-issuer-id',
+    'access-control-allow-credentials': 'true',
+    'access-control-max-age': '600',
+  };
+}

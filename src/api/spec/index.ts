@@ -1,0 +1,124 @@
+/**
+ * The imported upstream edge API v0.28.0 Swagger 2.0 documents (see scripts/import-upstream-spec.ts)
+ * and a flat, document-ordered view of their operations.
+ *
+ * Example: `upstreamOperations('management').find(o => o.operationId === 'createIdentity')`
+ *   → `{ api: 'management', method: 'POST', path: '/identities', bodyDefinition: 'identityCreate', secured: true, … }`
+ */
+import clientDoc from './client.json' with { type: 'json' };
+import managementDoc from './management.json' with { type: 'json' };
+import type { ApiName } from '../operation.js';
+
+export type { ApiName };
+
+export type UpstreamMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+export interface UpstreamOp {
+  api: ApiName;
+  method: UpstreamMethod;
+  /** Path relative to the base path, as written in the spec (`/identities/{id}`). */
+  path: string;
+  operationId: string;
+  /** The operation has a non-empty security requirement (its own, or the document's global one). */
+  secured: boolean;
+  /** Definition name of the `in: body` parameter's schema (`$ref` target, or the items' target for arrays). */
+  bodyDefinition?: string;
+  /** The body schema is an array of `$ref` (bulk operations). */
+  bodyIsArray?: boolean;
+  /** The `in: body` parameter is marked `required`. Only set when the operation has a body parameter. */
+  bodyRequired?: boolean;
+  /**
+   * The raw schema of the `in: body` parameter, when it is not a plain `$ref` (or array of `$ref`):
+   * e.g. the inline object of `enrollUpdb` or the `type: string` body of `verifyCa`.
+   * Validate it with `BodyValidator.validateSchema`.
+   */
+  bodySchema?: Record<string, unknown>;
+  /** Names of the `in: query` parameters (path-level and operation-level, in document order). */
+  queryParams: string[];
+  /** Names of the `in: header` parameters. */
+  headerParams: string[];
+  tags: string[];
+  summary?: string;
+}
+
+const documents: Record<ApiName, any> = { client: clientDoc, management: managementDoc };
+
+const METHODS: readonly string[] = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch'];
+const SUPPORTED = new Set(['get', 'post', 'put', 'patch', 'delete']);
+
+/** The parsed upstream document. Shared: treat as read-only (deep-copy before changing anything). */
+export function upstreamDocument(api: ApiName): any {
+  const doc = documents[api];
+  if (!doc) throw new Error(`unknown api ${String(api)}`);
+  return doc;
+}
+
+const DEF_PREFIX = '#/definitions/';
+
+function refName(schema: any): string | undefined {
+  const ref = schema?.$ref;
+  return typeof ref === 'string' && ref.startsWith(DEF_PREFIX) ? ref.slice(DEF_PREFIX.length) : undefined;
+}
+
+/** Resolve a `#/parameters/x` reference (none in the current documents, kept for robustness). */
+function resolveParam(doc: any, p: any): any {
+  const ref = p?.$ref;
+  if (typeof ref === 'string' && ref.startsWith('#/parameters/')) return doc.parameters?.[ref.slice('#/parameters/'.length)] ?? p;
+  return p;
+}
+
+/** Operation parameters override path-level ones with the same `in` + `name` (Swagger 2.0 rule). */
+function mergeParams(doc: any, pathParams: any[] | undefined, opParams: any[] | undefined): any[] {
+  const merged: any[] = [];
+  const own = (opParams ?? []).map((p) => resolveParam(doc, p));
+  for (const p of (pathParams ?? []).map((p) => resolveParam(doc, p))) {
+    if (!own.some((o) => o.in === p.in && o.name === p.name)) merged.push(p);
+  }
+  merged.push(...own);
+  return merged;
+}
+
+const cache = new Map<ApiName, UpstreamOp[]>();
+
+/** Every operation of the document, in document order (paths, then methods as written). */
+export function upstreamOperations(api: ApiName): UpstreamOp[] {
+  const hit = cache.get(api);
+  if (hit) return hit;
+  const doc = upstreamDocument(api);
+  const globalSecured = Array.isArray(doc.security) && doc.security.length > 0;
+  const ops: UpstreamOp[] = [];
+  for (const [path, item] of Object.entries<any>(doc.paths ?? {})) {
+    for (const [method, op] of Object.entries<any>(item)) {
+      if (!METHODS.includes(method)) continue;
+      if (!SUPPORTED.has(method)) throw new Error(`unsupported method ${method} ${path} in ${api} spec`);
+      const params = mergeParams(doc, item.parameters, op.parameters);
+      const body = params.find((p) => p.in === 'body');
+      const security = op.security !== undefined ? op.security : doc.security;
+      const u: UpstreamOp = {
+        api,
+        method: method.toUpperCase() as UpstreamMethod,
+        path,
+        operationId: op.operationId,
+        secured: op.security !== undefined ? Array.isArray(security) && security.length > 0 : globalSecured,
+        queryParams: params.filter((p) => p.in === 'query').map((p) => p.name),
+        headerParams: params.filter((p) => p.in === 'header').map((p) => p.name),
+        tags: Array.isArray(op.tags) ? [...op.tags] : [],
+      };
+      if (op.summary !== undefined) u.summary = op.summary;
+      if (body) {
+        u.bodyRequired = body.required === true;
+        const schema = body.schema;
+        const direct = refName(schema);
+        const items = schema?.type === 'array' ? refName(schema.items) : undefined;
+        if (direct) u.bodyDefinition = direct;
+        else if (items) {
+          u.bodyDefinition = items;
+          u.bodyIsArray = true;
+        } else if (schema) u.bodySchema = schema;
+      }
+      ops.push(Object.freeze(u) as UpstreamOp);
+    }
+  }
+  cache.set(api, ops);
+  return ops;
+}

@@ -1,0 +1,477 @@
+/**
+ * Request-body validation against the upstream Swagger 2.0 definitions.
+ *
+ * The definitions of an API are converted once into one draft-07 JSON Schema document
+ * (`$id: swagger-<api>`); one ajv validator per definition is compiled on first use and cached.
+ * The first violation becomes `errors.field(field, reason, value)` → 400 COULD_NOT_VALIDATE.
+ *
+ * Rules on top of the plain schema:
+ * - `null` is accepted for optional properties (clients send null for "unset") and for `x-nullable`
+ *   ones; `null` for a required, non-nullable property is reported as "<field> is required".
+ * - required, non-nullable strings must be non-empty (a few upstream-defined exemptions, see EMPTY_OK).
+ * - strings without a `maxLength` get a default one (NAME_MAX_LENGTH for `name`, STRING_MAX_LENGTH otherwise).
+ * - `tags` values must be string, boolean, number or null.
+ * - polymorphic bodies (`discriminator`, e.g. `postureCheckCreate.typeId`) are validated against the
+ *   subtype whose `x-class` equals the discriminator value; the subtype's definition name
+ *   (`postureCheckDomainCreate`) is accepted as an alias and rewritten in place to the `x-class`
+ *   value (`DOMAIN`) after validation succeeds.
+ * - no defaults are applied, nothing is coerced.
+ *
+ * Field paths are dotted, array indices as numbers (go-openapi style): `name`, `envInfo.arch`,
+ * `operatingSystems.0.type`; for an array body the first segment is the index (`0.domain`);
+ * problems with the body as a whole use `(root)`.
+ *
+ * Example:
+ *   const v = new BodyValidator('management');
+ *   v.validate('identityCreate', { name: 'x', type: 'User', isAdmin: false });    // → the value
+ *   v.validate('identityCreate', { type: 'User', isAdmin: false });               // throws: cause {field: 'name', reason: 'name is required', value: ''}
+ */
+import AjvModule from 'ajv';
+import type { ErrorObject, ValidateFunction } from 'ajv';
+import addFormatsModule from 'ajv-formats';
+import { errors } from './errors.js';
+import type { ApiName } from './operation.js';
+import { upstreamDocument, upstreamOperations } from './spec/index.js';
+
+// ajv and ajv-formats are CommonJS with a `default` export property.
+const Ajv = AjvModule.default;
+const addFormats = addFormatsModule.default;
+
+/** Default maximum length of a `name` string property without an explicit `maxLength`. */
+export const NAME_MAX_LENGTH = 1024;
+/** Default maximum length of any other string without an explicit `maxLength` (PEM chains, CSRs, JWTs fit). */
+export const STRING_MAX_LENGTH = 65536;
+
+/**
+ * Required strings that may be empty: upstream answers these with a domain error rather than a
+ * validation error, or treats empty as "use the default".
+ */
+const EMPTY_OK = new Set([
+  'mfaCode.code', // empty MFA code → 400 MFA_INVALID_TOKEN (behaviors §4)
+  'routerExtendEnrollmentRequest.certCsr', // empty → 400 COULD_NOT_PROCESS_CSR (behaviors §9)
+  'routerExtendEnrollmentRequest.serverCertCsr',
+  'caUpdate.identityNameFormat', // empty → default format (behaviors §10)
+  'externalIdClaim.matcherCriteria',
+  'externalIdClaim.parserCriteria',
+]);
+
+const DEF_PREFIX = '#/definitions/';
+/** Suffix of the synthetic definition holding a discriminated base type without its dispatch. */
+const BASE_SUFFIX = '__base';
+
+type Schema = Record<string, any>;
+
+/** Keywords copied from Swagger schemas unchanged (everything else, `x-*`, `example`, `default`… is dropped). */
+const COPIED = [
+  'type', 'enum', 'minLength', 'maxLength', 'pattern', 'minimum', 'maximum', 'multipleOf',
+  'minItems', 'maxItems', 'uniqueItems', 'minProperties', 'maxProperties', 'required',
+] as const;
+
+const UUID_RE = /^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$/i;
+const DATE_TIME_RE = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:?\d{2})?$/;
+const URI_RE = /^(?:[A-Za-z][A-Za-z0-9+.-]*:|\/)\S*$/;
+
+/** Date-times as go-openapi `strfmt.DateTime` parses them: RFC 3339, zone optional, `T` or space. */
+function isDateTime(s: string): boolean {
+  const m = DATE_TIME_RE.exec(s);
+  if (!m) return false;
+  const [mo, d, h, mi, se] = [+m[2]!, +m[3]!, +m[4]!, +m[5]!, +m[6]!];
+  return mo >= 1 && mo <= 12 && d >= 1 && d <= 31 && h <= 23 && mi <= 59 && se <= 60;
+}
+
+const KNOWN_FORMATS = new Set(['date-time', 'uuid', 'uri', 'url', 'byte', 'int32', 'int64']);
+
+function refName(schema: any): string | undefined {
+  const ref = schema?.$ref;
+  return typeof ref === 'string' && ref.startsWith(DEF_PREFIX) ? ref.slice(DEF_PREFIX.length) : undefined;
+}
+
+/** Converts one API's Swagger definitions into a JSON Schema document. */
+class Converter {
+  readonly subtypes = new Map<string, { prop: string; byValue: Map<string, string>; xclassOf: Map<string, string> }>();
+
+  constructor(
+    private readonly defs: Record<string, Schema>,
+    private readonly rootId: string,
+  ) {
+    for (const [name, def] of Object.entries(defs)) {
+      if (typeof def?.discriminator !== 'string') continue;
+      const byValue = new Map<string, string>();
+      const xclassOf = new Map<string, string>();
+      for (const [sub, sdef] of Object.entries(defs)) {
+        if (!Array.isArray(sdef?.allOf) || !sdef.allOf.some((p: any) => refName(p) === name)) continue;
+        const xclass = typeof sdef['x-class'] === 'string' ? sdef['x-class'] : sub;
+        byValue.set(xclass, sub);
+        if (!byValue.has(sub)) byValue.set(sub, sub);
+        xclassOf.set(sub, xclass);
+      }
+      this.subtypes.set(name, { prop: def.discriminator, byValue, xclassOf });
+    }
+  }
+
+  ref(name: string): Schema {
+    return { $ref: `${this.rootId}${DEF_PREFIX}${name}` };
+  }
+
+  /** Follows `$ref`s and single-element `allOf` wrappers to the schema that carries the type. */
+  resolve(schema: any): any {
+    let s = schema;
+    for (let i = 0; s && i < 32; i++) {
+      const r = refName(s);
+      if (r) s = this.defs[r];
+      else if (Array.isArray(s.allOf) && s.allOf.length === 1 && !s.properties && !s.type) s = s.allOf[0];
+      else break;
+    }
+    return s;
+  }
+
+  nullable(schema: any): boolean {
+    let s = schema;
+    for (let i = 0; s && i < 32; i++) {
+      if (s['x-nullable'] === true) return true;
+      const r = refName(s);
+      if (r) s = this.defs[r];
+      else if (Array.isArray(s.allOf) && s.allOf.length === 1 && !s.properties && !s.type) s = s.allOf[0];
+      else break;
+    }
+    return false;
+  }
+
+  document(): Schema {
+    const definitions: Schema = {};
+    for (const [name, def] of Object.entries(this.defs)) {
+      if (name === 'subTags') {
+        // go-swagger reads `additionalProperties: {type: object}` as "any value"; the seeds restrict
+        // tag values to null, string or boolean (numbers are let through as well).
+        definitions[name] = {
+          type: 'object',
+          additionalProperties: { type: ['string', 'boolean', 'number', 'null'], maxLength: STRING_MAX_LENGTH },
+        };
+        continue;
+      }
+      const disc = this.subtypes.get(name);
+      if (disc) {
+        const plain: Schema = { ...def, properties: { ...(def.properties ?? {}) } };
+        delete plain.discriminator;
+        // The discriminator accepts x-class values and subtype names; membership is checked by the dispatch.
+        plain.properties[disc.prop] = { type: 'string' };
+        definitions[name + BASE_SUFFIX] = this.conv(plain, name);
+        const original = this.resolve(def.properties?.[disc.prop]);
+        const accepted = new Set<string | null>([...(Array.isArray(original?.enum) ? original.enum : []), ...disc.byValue.keys()]);
+        // An optional discriminator may be sent as null ("unset"), like any optional property.
+        if (!(Array.isArray(def.required) && def.required.includes(disc.prop))) accepted.add(null);
+        const bySub = new Map<string, string[]>();
+        for (const [value, sub] of disc.byValue) bySub.set(sub, [...(bySub.get(sub) ?? []), value]);
+        definitions[name] = {
+          allOf: [
+            this.ref(name + BASE_SUFFIX),
+            {
+              properties: { [disc.prop]: { enum: [...accepted] } },
+              allOf: [...bySub].map(([sub, values]) => ({
+                if: { properties: { [disc.prop]: { enum: values } }, required: [disc.prop] },
+                then: this.ref(sub),
+              })),
+            },
+          ],
+        };
+        continue;
+      }
+      definitions[name] = this.conv(def, name);
+    }
+    return { $id: this.rootId, definitions };
+  }
+
+  /**
+   * Swagger schema → JSON Schema. `ctx` names the enclosing definition (for EMPTY_OK),
+   * `key` the property this schema describes (for the default max length of `name`).
+   */
+  conv(s: any, ctx: string, key?: string): Schema {
+    if (!s || typeof s !== 'object') return {};
+    const r = refName(s);
+    if (r) return this.ref(r);
+    const out: Schema = {};
+    for (const k of COPIED) if (s[k] !== undefined) out[k] = s[k];
+    if (typeof s.format === 'string' && KNOWN_FORMATS.has(s.format)) out.format = s.format;
+    if (s.exclusiveMinimum === true && s.minimum !== undefined) {
+      out.exclusiveMinimum = s.minimum;
+      delete out.minimum;
+    }
+    if (s.exclusiveMaximum === true && s.maximum !== undefined) {
+      out.exclusiveMaximum = s.maximum;
+      delete out.maximum;
+    }
+    if (Array.isArray(s.allOf)) {
+      out.allOf = s.allOf.map((part: any) => {
+        // A subtype's reference to its discriminated base must not re-enter the dispatch.
+        const pr = refName(part);
+        if (pr && this.subtypes.has(pr)) return this.ref(pr + BASE_SUFFIX);
+        return this.conv(part, ctx, key);
+      });
+    }
+    if (isStringSchema(out) && out.maxLength === undefined && !out.enum) {
+      out.maxLength = key === 'name' ? NAME_MAX_LENGTH : STRING_MAX_LENGTH;
+    }
+    if (s.items) out.items = this.item(s.items, ctx, key);
+    if (s.additionalProperties !== undefined) {
+      const ap = s.additionalProperties;
+      if (typeof ap === 'boolean') out.additionalProperties = ap;
+      else if (ap && typeof ap === 'object') {
+        const free = ap.type === 'object' && !ap.properties && !ap.additionalProperties && !ap.allOf && !ap.$ref;
+        out.additionalProperties = free ? true : this.item(ap, ctx, key);
+      }
+    }
+    if (s.properties && typeof s.properties === 'object') {
+      const required: string[] = Array.isArray(s.required) ? s.required : [];
+      out.properties = {};
+      for (const [name, prop] of Object.entries<any>(s.properties)) {
+        const isRequired = required.includes(name);
+        const nullable = !isRequired || this.nullable(prop);
+        let schema = this.conv(prop, `${ctx}.${name}`, name);
+        if (isRequired && !nullable && !EMPTY_OK.has(`${ctx}.${name}`)) schema = this.nonEmpty(prop, schema);
+        out.properties[name] = nullable ? withNull(schema) : schema;
+      }
+    }
+    return out;
+  }
+
+  /** Array items / map values: null only when the item schema is x-nullable. */
+  private item(s: any, ctx: string, key?: string): Schema {
+    const schema = this.conv(s, ctx, key);
+    return this.nullable(s) ? withNull(schema) : schema;
+  }
+
+  /** Required strings must be non-empty (unless the schema sets its own minLength or is an enum). */
+  private nonEmpty(prop: any, schema: Schema): Schema {
+    const target = this.resolve(prop);
+    if (!target || target.type !== 'string' || target.enum || (target.minLength ?? 0) > 0) return schema;
+    if (schema.$ref) return { allOf: [schema, { minLength: 1 }] };
+    return { ...schema, minLength: 1 };
+  }
+}
+
+function isStringSchema(s: Schema): boolean {
+  return s.type === 'string' || (Array.isArray(s.type) && s.type.includes('string'));
+}
+
+/** Allow JSON null in addition to what `schema` allows. */
+function withNull(schema: Schema): Schema {
+  if (typeof schema.type === 'string' && !schema.enum && !schema.allOf && !schema.$ref) {
+    return { ...schema, type: [schema.type, 'null'] };
+  }
+  // if/else keeps the inner schema's error first when the value is not null.
+  return { if: { type: 'null' }, else: schema };
+}
+
+const TYPE_WORDS: Record<string, string> = {
+  string: 'a string',
+  boolean: 'a boolean',
+  integer: 'an integer',
+  number: 'a number',
+  object: 'an object',
+  array: 'an array',
+};
+
+const FORMAT_WORDS: Record<string, string> = {
+  'date-time': 'a valid date-time (RFC 3339)',
+  uuid: 'a valid UUID',
+  uri: 'a valid URI',
+  url: 'a valid URL',
+  byte: 'base64 encoded',
+  int32: 'a 32-bit integer',
+  int64: 'a 64-bit integer',
+};
+
+function plural(n: number, word: string): string {
+  return `${n} ${word}${n === 1 ? '' : 's'}`;
+}
+
+function decodePointer(instancePath: string): string[] {
+  if (!instancePath) return [];
+  return instancePath
+    .slice(1)
+    .split('/')
+    .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+}
+
+function valueAt(root: unknown, segments: string[]): unknown {
+  let v: any = root;
+  for (const s of segments) {
+    if (v === null || typeof v !== 'object') return undefined;
+    v = v[s];
+  }
+  return v;
+}
+
+export class BodyValidator {
+  private readonly ajv: InstanceType<typeof Ajv>;
+  private readonly rootId: string;
+  private readonly converter: Converter;
+  private readonly defs: Record<string, Schema>;
+  private readonly compiled = new Map<string, ValidateFunction>();
+  private readonly compiledArrays = new Map<string, ValidateFunction>();
+  private readonly inline = new WeakMap<object, ValidateFunction>();
+  /** Definitions used by at least one operation whose body parameter is optional. */
+  private readonly optionalBody = new Set<string>();
+
+  constructor(readonly api: ApiName) {
+    const doc = upstreamDocument(api);
+    this.defs = doc.definitions ?? {};
+    this.rootId = `swagger-${api}`;
+    this.converter = new Converter(this.defs, this.rootId);
+    this.ajv = new Ajv({
+      allErrors: false,
+      strict: false,
+      coerceTypes: false,
+      useDefaults: false,
+      removeAdditional: false,
+      validateFormats: true,
+      messages: true,
+    });
+    addFormats(this.ajv, ['int32', 'int64', 'byte']);
+    this.ajv.addFormat('date-time', { type: 'string', validate: isDateTime });
+    this.ajv.addFormat('uuid', { type: 'string', validate: (s: string) => UUID_RE.test(s) });
+    this.ajv.addFormat('uri', { type: 'string', validate: (s: string) => URI_RE.test(s) });
+    this.ajv.addFormat('url', { type: 'string', validate: (s: string) => URI_RE.test(s) });
+    this.ajv.addSchema(this.converter.document());
+    for (const op of upstreamOperations(api)) {
+      if (op.bodyDefinition && op.bodyRequired === false) this.optionalBody.add(op.bodyDefinition);
+    }
+  }
+
+  /** Whether `definition` exists in this API's document. */
+  has(definition: string): boolean {
+    return Object.prototype.hasOwnProperty.call(this.defs, definition);
+  }
+
+  /**
+   * Validates `value` against `#/definitions/<definition>` (or an array of it) and returns it.
+   * `value === undefined` means "no body": accepted when `required` is false; when `required` is
+   * omitted, it is accepted only for definitions some operation takes as an optional body
+   * (`authenticate`, `genericEnroll`, `mfaCode`, `serviceConfigsAssignList`).
+   * Throws ApiError COULD_NOT_VALIDATE.
+   */
+  validate(definition: string, value: unknown, isArray?: boolean, required?: boolean): any {
+    if (value === undefined) {
+      const optional = required === undefined ? this.optionalBody.has(definition) : !required;
+      if (optional) return undefined;
+      throw errors.field('(root)', 'the request body is required');
+    }
+    const fn = isArray ? this.arrayValidator(definition) : this.validator(definition);
+    if (!fn(value)) throw this.toError(fn.errors, value);
+    this.normalise(definition, value, isArray);
+    return value;
+  }
+
+  /**
+   * Validates against an inline Swagger schema (e.g. `UpstreamOp.bodySchema`), which may `$ref`
+   * this API's definitions. Compiled once per schema object.
+   */
+  validateSchema(schema: Record<string, unknown>, value: unknown, required = true): any {
+    if (value === undefined) {
+      if (!required) return undefined;
+      throw errors.field('(root)', 'the request body is required');
+    }
+    let fn = this.inline.get(schema);
+    if (!fn) {
+      fn = this.ajv.compile(this.converter.conv(schema, '(inline)'));
+      this.inline.set(schema, fn);
+    }
+    if (!fn(value)) throw this.toError(fn.errors, value);
+    return value;
+  }
+
+  private validator(definition: string): ValidateFunction {
+    let fn = this.compiled.get(definition);
+    if (!fn) {
+      if (!this.has(definition)) throw new Error(`unknown definition ${definition} in ${this.api} spec`);
+      fn = this.ajv.compile(this.converter.ref(definition));
+      this.compiled.set(definition, fn);
+    }
+    return fn;
+  }
+
+  private arrayValidator(definition: string): ValidateFunction {
+    let fn = this.compiledArrays.get(definition);
+    if (!fn) {
+      if (!this.has(definition)) throw new Error(`unknown definition ${definition} in ${this.api} spec`);
+      fn = this.ajv.compile({ type: 'array', items: this.converter.ref(definition) });
+      this.compiledArrays.set(definition, fn);
+    }
+    return fn;
+  }
+
+  /** Rewrites subtype-name discriminator aliases (`postureCheckDomainCreate`) to their `x-class`. */
+  private normalise(definition: string, value: unknown, isArray?: boolean) {
+    const disc = this.converter.subtypes.get(definition);
+    if (!disc) return;
+    const fix = (v: any) => {
+      if (v && typeof v === 'object' && !Array.isArray(v)) {
+        const x = disc.xclassOf.get(v[disc.prop]);
+        if (x !== undefined && x !== v[disc.prop]) v[disc.prop] = x;
+      }
+    };
+    if (isArray && Array.isArray(value)) value.forEach(fix);
+    else fix(value);
+  }
+
+  private toError(errs: ErrorObject[] | null | undefined, root: unknown) {
+    const e = errs?.find((x) => x.keyword !== 'if') ?? errs?.[0];
+    if (!e) return errors.field('(root)', 'the request body is invalid', root);
+    const segments = decodePointer(e.instancePath);
+    const join = (segs: string[]) => (segs.length ? segs.join('.') : '(root)');
+    if (e.keyword === 'required') {
+      const field = join([...segments, String((e.params as any).missingProperty)]);
+      return errors.field(field, `${field} is required`);
+    }
+    const field = join(segments);
+    const data = valueAt(root, segments);
+    const last = segments[segments.length - 1];
+    if (data === null && segments.length > 0) {
+      return errors.field(field, /^\d+$/.test(last!) ? `${field} must not be null` : `${field} is required`, null);
+    }
+    return errors.field(field, `${field} ${this.reason(e)}`, data);
+  }
+
+  private reason(e: ErrorObject): string {
+    const p = e.params as any;
+    switch (e.keyword) {
+      case 'type': {
+        const types = String(p.type).split(',').filter((t) => t !== 'null');
+        return `must be ${types.map((t) => TYPE_WORDS[t] ?? t).join(' or ')}`;
+      }
+      case 'minLength':
+        return `must be at least ${plural(p.limit, 'character')} long`;
+      case 'maxLength':
+        return `must be at most ${plural(p.limit, 'character')} long`;
+      case 'minimum':
+        return `must be greater than or equal to ${p.limit}`;
+      case 'maximum':
+        return `must be less than or equal to ${p.limit}`;
+      case 'exclusiveMinimum':
+        return `must be greater than ${p.limit}`;
+      case 'exclusiveMaximum':
+        return `must be less than ${p.limit}`;
+      case 'minItems':
+        return `must have at least ${plural(p.limit, 'item')}`;
+      case 'maxItems':
+        return `must have at most ${plural(p.limit, 'item')}`;
+      case 'uniqueItems':
+        return 'must not contain duplicate items';
+      case 'enum': {
+        // Subtype-name aliases of discriminators are accepted but not advertised.
+        const allowed = (p.allowedValues as unknown[]).filter((v) => v !== null && (typeof v !== 'string' || !this.has(v)));
+        return `must be one of [${allowed.map((v) => String(v)).join(' ')}]`;
+      }
+      case 'format':
+        return `must be ${FORMAT_WORDS[p.format] ?? `a valid ${p.format}`}`;
+      case 'pattern':
+        return `must match the pattern ${p.pattern}`;
+      case 'multipleOf':
+        return `must be a multiple of ${p.multipleOf}`;
+      case 'additionalProperties':
+        return `must not have the property ${p.additionalProperty}`;
+      default:
+        return e.message ?? 'is invalid';
+    }
+  }
+}

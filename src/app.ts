@@ -1,0 +1,141 @@
+/**
+ * Composition root: config → store → PKI → bootstrap records → sessions → worker pool → router →
+ * HTTPS listener. `startController` is what `main.ts` runs and what benchmarks embed.
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { pino, type Logger } from 'pino';
+import type { Config } from './config.js';
+import { splitHostPort } from './config.js';
+import { Store } from './store/store.js';
+import { loadOrCreatePki } from './pki/bootstrap.js';
+import { ApiSessions } from './auth/api-sessions.js';
+import { WorkerPool } from './pool.js';
+import { Router } from './api/router.js';
+import { buildOperations } from './api/operations.js';
+import { BodyValidator } from './api/validate.js';
+import { startUws, type UwsServer } from './http/uws.js';
+import { createRegistry } from './resources/index.js';
+import { defaultAuthPolicy, DEFAULT_AUTH_POLICY_ID } from './resources/auth.js';
+import { newId } from './resources/define.js';
+import { hashPassword } from './auth/passwords.js';
+import type { App } from './api/context.js';
+import type { Static } from 'typebox';
+import type { ConfigSchema } from './config.js';
+
+const pkg = JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+
+export interface Controller {
+  app: App;
+  /** host:port actually bound. */
+  address: string;
+  /** `https://<advertised address>` */
+  baseUrl: string;
+  close(): Promise<void>;
+}
+
+function buildInfo(): { revision: string; buildDate: string } {
+  try {
+    const stat = fs.statSync(new URL('./main.js', import.meta.url));
+    return { revision: process.env.MESH_REVISION ?? 'local', buildDate: stat.mtime.toISOString().replace('T', ' ').slice(0, 19) };
+  } catch {
+    return { revision: 'local', buildDate: '' };
+  }
+}
+
+export async function startController(settings: Static<typeof ConfigSchema>, log: Logger = pino({ level: settings.logLevel })): Promise<Controller> {
+  const dataDir = path.resolve(settings.dataDir);
+  fs.mkdirSync(dataDir, { recursive: true });
+  const listen = splitHostPort(settings.address);
+  const advertisedHost = settings.advertisedAddress ? splitHostPort(settings.advertisedAddress).host : listen.host === '0.0.0.0' || listen.host === '::' ? 'localhost' : listen.host;
+
+  const reg = createRegistry();
+  const store = new Store(path.join(dataDir, 'db'), reg.collectionSpecs());
+  const pki = await loadOrCreatePki(path.join(dataDir, 'pki'), { advertisedHost, logger: log });
+  const pool = new WorkerPool({ threads: settings.workers, maxQueue: settings.workerQueue });
+  const sessions = new ApiSessions(store, { timeoutMinutes: settings.sessionTimeoutMinutes, flushMs: settings.activityFlushMs });
+
+  const config = { ...settings, advertisedAddress: settings.advertisedAddress ?? '' } as Config;
+  const app: App = {
+    config,
+    store,
+    pool,
+    sessions,
+    log,
+    pki,
+    validators: { client: new BodyValidator('client'), management: new BodyValidator('management') },
+    startedAt: Date.now(),
+    version: `v${pkg.version}`,
+    ...buildInfo(),
+    instanceId: crypto.randomUUID(),
+    baseUrl: '',
+  };
+
+  await bootstrap(app);
+
+  const router = new Router(app, buildOperations(reg));
+  let server: UwsServer;
+  try {
+    server = await startUws({
+      host: listen.host,
+      port: listen.port,
+      certFile: pki.paths.serverChain,
+      keyFile: pki.paths.serverKey,
+      maxBodyBytes: settings.maxBodyBytes,
+      handle: (req) => router.handle(req),
+      tooLarge: () => router.tooLarge(),
+    });
+  } catch (e) {
+    await sessions.close();
+    await pool.close();
+    await store.close();
+    throw e;
+  }
+  const host = listen.host.includes(':') ? `[${listen.host}]` : listen.host;
+  const address = `${host}:${server.port}`;
+  config.advertisedAddress = settings.advertisedAddress ?? `${advertisedHost.includes(':') ? `[${advertisedHost}]` : advertisedHost}:${server.port}`;
+  app.baseUrl = `https://${config.advertisedAddress}`;
+
+  let closing: Promise<void> | undefined;
+  return {
+    app,
+    address,
+    baseUrl: app.baseUrl,
+    close: () =>
+      (closing ??= (async () => {
+        await server.close(settings.shutdownGraceMs);
+        await sessions.close();
+        await pool.close();
+        await store.close();
+      })()),
+  };
+}
+
+/** First start: the default auth policy and the default admin (decisions §6). Idempotent. */
+async function bootstrap(app: App) {
+  const { store, config, log } = app;
+  const now = Date.now();
+  if (!store.get('authPolicies', DEFAULT_AUTH_POLICY_ID)) {
+    await store.write((tx) => tx.put('authPolicies', defaultAuthPolicy(now)));
+  }
+  if (store.count('identities') > 0) return;
+  const generated = config.adminPassword === undefined;
+  const password = config.adminPassword ?? crypto.randomBytes(18).toString('base64url');
+  const passwordHash = await hashPassword(app, password);
+  const identityId = newId();
+  await store.write((tx) => {
+    tx.put('identities', {
+      id: identityId, createdAt: now, updatedAt: now, tags: {}, name: 'Default Admin', typeId: 'Default', isAdmin: true,
+      isDefaultAdmin: true, authPolicyId: DEFAULT_AUTH_POLICY_ID, roleAttributes: [], defaultHostingCost: 0,
+      defaultHostingPrecedence: 'default', serviceHostingCosts: {}, serviceHostingPrecedences: {},
+    });
+    tx.put('authenticators', { id: newId(), createdAt: now, updatedAt: now, tags: {}, method: 'updb', identityId, username: config.adminUsername, passwordHash });
+  });
+  if (generated) {
+    // Printed once, on the console only; never logged through the structured logger.
+    process.stderr.write(`\nmesh-controller: created the default admin "${config.adminUsername}" with password: ${password}\n` +
+      'Set MESH_ADMIN_PASSWORD before the first start to choose it. This password is not shown again.\n\n');
+  }
+  log.info({ username: config.adminUsername, generatedPassword: generated }, 'default admin created');
+}

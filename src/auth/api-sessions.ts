@@ -1,0 +1,150 @@
+/**
+ * API sessions: persisted in the store (so a restart keeps logins) and mirrored in memory keyed by
+ * token, so authenticating a request is a Map lookup. The mirror follows store change events, so
+ * any write path (logout, admin delete, identity delete) is reflected at once.
+ *
+ * Last activity is kept in memory and flushed in one batched write every `activityFlushMs`,
+ * never one commit per request.
+ */
+import crypto from 'node:crypto';
+import type { ChangeEvent, Rec, Store, Tx } from '../store/store.js';
+
+export interface ApiSession extends Rec {
+  token: string;
+  identityId: string;
+  authenticatorId: string;
+  ipAddress: string;
+  configTypes: string[];
+  isMfaRequired: boolean;
+  isMfaComplete: boolean;
+  lastActivityAt: number;
+}
+
+export class ApiSessions {
+  private readonly byToken = new Map<string, ApiSession>();
+  private readonly byId = new Map<string, ApiSession>();
+  /** Live last-activity times not yet written: id → ms. */
+  private readonly activity = new Map<string, number>();
+  private flushTimer?: NodeJS.Timeout;
+  private sweepTimer?: NodeJS.Timeout;
+  readonly timeoutMs: number;
+
+  constructor(private readonly store: Store, opts: { timeoutMinutes: number; flushMs: number }) {
+    this.timeoutMs = opts.timeoutMinutes * 60_000;
+    for (const rec of store.scan('apiSessions')) this.remember(rec as ApiSession);
+    store.on('change', (events: ChangeEvent[]) => {
+      for (const ev of events) {
+        if (ev.collection !== 'apiSessions') continue;
+        if (ev.before) this.forget(ev.before as ApiSession);
+        if (ev.after) this.remember(ev.after as ApiSession);
+      }
+    });
+    this.flushTimer = setInterval(() => void this.flush().catch(() => {}), opts.flushMs);
+    this.sweepTimer = setInterval(() => void this.sweep().catch(() => {}), Math.min(60_000, this.timeoutMs));
+    this.flushTimer.unref();
+    this.sweepTimer.unref();
+  }
+
+  get timeoutSeconds(): number {
+    return Math.round(this.timeoutMs / 1000);
+  }
+
+  private remember(s: ApiSession) {
+    const live = this.activity.get(s.id);
+    const merged = live && live > s.lastActivityAt ? { ...s, lastActivityAt: live } : s;
+    this.byToken.set(s.token, merged);
+    this.byId.set(s.id, merged);
+  }
+
+  private forget(s: ApiSession) {
+    this.byToken.delete(s.token);
+    this.byId.delete(s.id);
+  }
+
+  get(id: string): ApiSession | undefined {
+    return this.byId.get(id);
+  }
+
+  /** The live session for a token, refreshing its activity; undefined when unknown or idle too long. */
+  resolve(token: string): ApiSession | undefined {
+    const s = this.byToken.get(token);
+    if (!s) return undefined;
+    const now = Date.now();
+    if (now - s.lastActivityAt > this.timeoutMs) return undefined;
+    s.lastActivityAt = now;
+    this.activity.set(s.id, now);
+    return s;
+  }
+
+  isEnded(s: ApiSession): boolean {
+    return !this.byId.has(s.id);
+  }
+
+  isFullyAuthenticated(s: ApiSession): boolean {
+    return !s.isMfaRequired || s.isMfaComplete;
+  }
+
+  expiresAt(s: ApiSession): number {
+    return s.lastActivityAt + this.timeoutMs;
+  }
+
+  /** Create and persist a session; resolves once durable (and mirrored). */
+  async create(fields: { identityId: string; authenticatorId: string; ipAddress: string; configTypes: string[]; isMfaRequired: boolean }): Promise<ApiSession> {
+    const now = Date.now();
+    const rec: ApiSession = {
+      id: crypto.randomUUID(),
+      createdAt: now,
+      updatedAt: now,
+      tags: {},
+      token: crypto.randomUUID(),
+      lastActivityAt: now,
+      isMfaComplete: false,
+      ...fields,
+    };
+    await this.store.write((tx) => tx.put('apiSessions', rec));
+    return this.byId.get(rec.id) ?? rec;
+  }
+
+  /** Delete API sessions (and their service sessions) inside a larger write. */
+  static deleteInTx(tx: Tx, apiSessionIds: Iterable<string>) {
+    for (const id of apiSessionIds) {
+      for (const sid of tx.idsByIndex('sessions', 'apiSessionId', id)) tx.delete('sessions', sid);
+      tx.delete('apiSessions', id);
+    }
+  }
+
+  async delete(id: string): Promise<boolean> {
+    return this.store.write((tx) => {
+      if (!tx.exists('apiSessions', id)) return false;
+      ApiSessions.deleteInTx(tx, [id]);
+      return true;
+    });
+  }
+
+  /** Write batched last-activity times. */
+  async flush(): Promise<void> {
+    if (this.activity.size === 0) return;
+    const pending = [...this.activity];
+    this.activity.clear();
+    await this.store.write((tx) => {
+      for (const [id, at] of pending) {
+        const rec = tx.get('apiSessions', id);
+        if (rec && rec.lastActivityAt < at) tx.put('apiSessions', { ...rec, lastActivityAt: at });
+      }
+    });
+  }
+
+  /** End sessions idle longer than the timeout, with their service sessions. */
+  async sweep(now = Date.now()): Promise<number> {
+    const expired = [...this.byId.values()].filter((s) => now - s.lastActivityAt > this.timeoutMs).map((s) => s.id);
+    if (expired.length === 0) return 0;
+    await this.store.write((tx) => ApiSessions.deleteInTx(tx, expired));
+    return expired.length;
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.flushTimer);
+    clearInterval(this.sweepTimer);
+    await this.flush();
+  }
+}

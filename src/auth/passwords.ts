@@ -1,0 +1,23 @@
+/** Password rules of an identity's auth policy (semantics §10), applied wherever a password is set. */
+import { errors } from '../api/errors.js';
+import type { App } from '../api/context.js';
+import type { Rec } from '../store/store.js';
+
+export function checkPassword(app: App, identity: Rec, password: unknown, field = 'password'): string {
+  if (typeof password !== 'string' || password.length === 0) throw errors.field(field, 'is required', password);
+  const policy = app.store.get('authPolicies', identity.authPolicyId ?? 'default');
+  const rules = policy?.primary?.updb ?? {};
+  const min = Math.max(5, rules.minPasswordLength ?? 5);
+  if (password.length < min) throw errors.field(field, `must be at least ${min} characters`, undefined);
+  if (password.length > 100) throw errors.field(field, 'must be at most 100 characters', undefined);
+  if (rules.requireMixedCase && !(/[a-z]/.test(password) && /[A-Z]/.test(password)))
+    throw errors.field(field, 'must contain upper and lower case letters', undefined);
+  if (rules.requireNumberChar && !/[0-9]/.test(password)) throw errors.field(field, 'must contain a number', undefined);
+  if (rules.requireSpecialChar && !/[^A-Za-z0-9]/.test(password)) throw errors.field(field, 'must contain a special character', undefined);
+  return password;
+}
+
+export function hashPassword(app: App, password: string): Promise<string> {
+  const c = app.config;
+  return app.pool.run('hashPassword', { password, memoryCost: c.argon2MemoryKiB, timeCost: c.argon2Iterations, parallelism: c.argon2Parallelism });
+}

@@ -1,0 +1,100 @@
+/**
+ * All settings in one TypeBox schema, read once at start-up from an optional JSON config file
+ * (`MESH_CONFIG`, or `<dataDir>/config.json` when present) and `MESH_*` environment variables
+ * (environment wins). Example: `MESH_ADDRESS=0.0.0.0:1280 MESH_DATA_DIR=/var/lib/mesh npm start`.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import Type, { type Static } from 'typebox';
+import { Value } from 'typebox/value';
+
+const HOST_PORT = '^(\\[[0-9a-fA-F:.]+\\]|[A-Za-z0-9_.-]+):[0-9]{1,5}$';
+
+export const ConfigSchema = Type.Object({
+  /** Everything the controller keeps lives here: LMDB environment, PKI, snapshots. */
+  dataDir: Type.String({ default: './data', minLength: 1 }),
+  /** HTTPS API listener (uWebSockets.js). Port 0 picks a free port; the bound address is logged. */
+  address: Type.String({ default: '127.0.0.1:1280', pattern: HOST_PORT }),
+  /** host:port written into URLs and JWTs; defaults to `address` (with the bound port when 0). */
+  advertisedAddress: Type.Optional(Type.String({ pattern: HOST_PORT })),
+  /** Password of the default admin created on first start; random (printed once) when absent. */
+  adminPassword: Type.Optional(Type.String({ minLength: 5, maxLength: 100 })),
+  adminUsername: Type.String({ default: 'admin', minLength: 4, maxLength: 100 }),
+  logLevel: Type.Union([Type.Literal('trace'), Type.Literal('debug'), Type.Literal('info'), Type.Literal('warn'), Type.Literal('error'), Type.Literal('fatal'), Type.Literal('silent')], { default: 'info' }),
+  /** Sliding inactivity timeout of API sessions. */
+  sessionTimeoutMinutes: Type.Integer({ default: 30, minimum: 1, maximum: 525600 }),
+  /** Largest accepted request body. */
+  maxBodyBytes: Type.Integer({ default: 512 * 1024, minimum: 1024, maximum: 64 * 1024 * 1024 }),
+  /** Worker threads for CPU-heavy work (password hashing, CSR signing). 0 = number of cores. */
+  workers: Type.Integer({ default: 0, minimum: 0, maximum: 64 }),
+  /** Tasks allowed to wait for a worker before callers get 429 RATE_LIMITED. */
+  workerQueue: Type.Integer({ default: 2048, minimum: 1, maximum: 1_000_000 }),
+  /** argon2id parameters for UPDB passwords (OWASP defaults: 19 MiB, t=2, p=1). */
+  argon2MemoryKiB: Type.Integer({ default: 19456, minimum: 1024, maximum: 4 * 1024 * 1024 }),
+  argon2Iterations: Type.Integer({ default: 2, minimum: 1, maximum: 100 }),
+  argon2Parallelism: Type.Integer({ default: 1, minimum: 1, maximum: 16 }),
+  /** How often batched API-session last-activity times are written to the store. */
+  activityFlushMs: Type.Integer({ default: 5000, minimum: 100, maximum: 600000 }),
+  /** Default lifetime of enrollments created together with an identity or router. */
+  enrollmentMinutes: Type.Integer({ default: 180, minimum: 5, maximum: 5256000 }),
+  /** Grace period for in-flight requests on SIGTERM/SIGINT. */
+  shutdownGraceMs: Type.Integer({ default: 10000, minimum: 0, maximum: 14000 }),
+});
+
+export type Config = Static<typeof ConfigSchema> & { advertisedAddress: string };
+
+const ENV: Record<string, keyof Static<typeof ConfigSchema>> = {
+  MESH_DATA_DIR: 'dataDir',
+  MESH_ADDRESS: 'address',
+  MESH_ADVERTISED_ADDRESS: 'advertisedAddress',
+  MESH_ADMIN_PASSWORD: 'adminPassword',
+  MESH_ADMIN_USERNAME: 'adminUsername',
+  MESH_LOG_LEVEL: 'logLevel',
+  MESH_SESSION_TIMEOUT_MINUTES: 'sessionTimeoutMinutes',
+  MESH_MAX_BODY_BYTES: 'maxBodyBytes',
+  MESH_WORKERS: 'workers',
+  MESH_WORKER_QUEUE: 'workerQueue',
+  MESH_ARGON2_MEMORY_KIB: 'argon2MemoryKiB',
+  MESH_ARGON2_ITERATIONS: 'argon2Iterations',
+  MESH_ARGON2_PARALLELISM: 'argon2Parallelism',
+  MESH_ACTIVITY_FLUSH_MS: 'activityFlushMs',
+  MESH_ENROLLMENT_MINUTES: 'enrollmentMinutes',
+  MESH_SHUTDOWN_GRACE_MS: 'shutdownGraceMs',
+};
+
+export class ConfigError extends Error {}
+
+/** Parse settings from a config file and the environment; throws ConfigError with every problem listed. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Static<typeof ConfigSchema> {
+  let fromFile: Record<string, unknown> = {};
+  const file = env.MESH_CONFIG ?? (env.MESH_DATA_DIR ? path.join(env.MESH_DATA_DIR, 'config.json') : undefined);
+  if (file && fs.existsSync(file)) {
+    try {
+      fromFile = JSON.parse(fs.readFileSync(file, 'utf8'));
+    } catch (e) {
+      throw new ConfigError(`config file ${file}: ${(e as Error).message}`);
+    }
+    if (typeof fromFile !== 'object' || fromFile === null || Array.isArray(fromFile)) throw new ConfigError(`config file ${file}: must hold a JSON object`);
+  } else if (env.MESH_CONFIG) {
+    throw new ConfigError(`config file ${env.MESH_CONFIG} does not exist`);
+  }
+  const raw: Record<string, unknown> = { ...fromFile };
+  for (const [name, key] of Object.entries(ENV)) {
+    const v = env[name];
+    if (v === undefined || v === '') continue;
+    raw[key] = /^-?\d+$/.test(v) && typeof (Value.Default(ConfigSchema, {}) as Record<string, unknown>)[key] === 'number' ? Number(v) : v;
+  }
+  const unknown = Object.keys(raw).filter((k) => !(k in ConfigSchema.properties));
+  if (unknown.length) throw new ConfigError(`unknown setting(s): ${unknown.join(', ')}`);
+  const value = Value.Default(ConfigSchema, raw) as Record<string, unknown>;
+  const problems = [...Value.Errors(ConfigSchema, value)].map((e) => `${e.instancePath.slice(1) || '(root)'}: ${e.message}`);
+  if (problems.length) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
+  return value as Static<typeof ConfigSchema>;
+}
+
+export function splitHostPort(address: string): { host: string; port: number } {
+  const i = address.lastIndexOf(':');
+  let host = address.slice(0, i);
+  if (host.startsWith('[') && host.endsWith(']')) host = host.slice(1, -1);
+  return { host, port: Number(address.slice(i + 1)) };
+}

@@ -1,0 +1,51 @@
+/** What both transports (uWS and node:https) share: reply encoding and in-flight tracking. */
+import http from 'node:http';
+import type { Reply, Req } from '../api/operation.js';
+
+export type Handle = (req: Req) => Promise<Reply>;
+
+export const STATUS_TEXT: Record<number, string> = http.STATUS_CODES as Record<number, string>;
+
+/** Turn a Reply into status, headers and bytes: JSON unless the body is already a string or Buffer. */
+export function encodeReply(reply: Reply): { status: number; headers: Record<string, string>; body: Buffer | string } {
+  const headers: Record<string, string> = { ...reply.headers };
+  let body: Buffer | string;
+  if (reply.body === undefined) {
+    body = '';
+  } else if (typeof reply.body === 'string' || Buffer.isBuffer(reply.body)) {
+    body = reply.body;
+    headers['content-type'] = reply.contentType ?? 'text/plain; charset=utf-8';
+  } else {
+    body = JSON.stringify(reply.body);
+    headers['content-type'] = reply.contentType ?? 'application/json';
+  }
+  return { status: reply.status, headers, body };
+}
+
+/** Counts requests being served so shutdown can wait for them. */
+export class InFlight {
+  private n = 0;
+  private waiters: (() => void)[] = [];
+  begin(): () => void {
+    this.n++;
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      if (--this.n === 0) for (const w of this.waiters.splice(0)) w();
+    };
+  }
+  get count() {
+    return this.n;
+  }
+  drain(graceMs: number): Promise<void> {
+    if (this.n === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const t = setTimeout(resolve, graceMs);
+      this.waiters.push(() => {
+        clearTimeout(t);
+        resolve();
+      });
+    });
+  }
+}

@@ -1,0 +1,111 @@
+/**
+ * uWebSockets.js adapter: the HTTPS front end. It copies what a request needs synchronously (the
+ * uWS request object dies at the first await), reads the body with a size limit, hands a plain
+ * `Req` to the router and writes the `Reply` corked. Nothing else in src/ imports uWS.
+ */
+import uWS from 'uWebSockets.js';
+import { STATUS_TEXT, type Handle, encodeReply, InFlight } from './common.js';
+import type { Reply, Req } from '../api/operation.js';
+
+export interface UwsOptions {
+  host: string;
+  port: number;
+  certFile: string;
+  keyFile: string;
+  maxBodyBytes: number;
+  handle: Handle;
+  /** Reply sent when a body exceeds the limit (built by the router so the envelope stays in one place). */
+  tooLarge: () => Reply;
+}
+
+export interface UwsServer {
+  port: number;
+  /** Stop accepting connections and wait (up to graceMs) for in-flight requests. */
+  close(graceMs: number): Promise<void>;
+}
+
+const decoder = new TextDecoder();
+
+export function startUws(opts: UwsOptions): Promise<UwsServer> {
+  const inFlight = new InFlight();
+  const app = uWS.SSLApp({ cert_file_name: opts.certFile, key_file_name: opts.keyFile });
+
+  app.any('/*', (res, ureq) => {
+    const url = ureq.getUrl();
+    const q = ureq.getQuery();
+    const headers: Record<string, string> = {};
+    ureq.forEach((k, v) => {
+      headers[k] = headers[k] === undefined ? v : `${headers[k]}, ${v}`;
+    });
+    const req: Req = {
+      method: ureq.getCaseSensitiveMethod().toLowerCase(),
+      path: url,
+      query: new URLSearchParams(q ?? ''),
+      headers,
+      body: Buffer.alloc(0),
+      remoteAddress: decoder.decode(res.getRemoteAddressAsText()),
+      aborted: false,
+    };
+    res.onAborted(() => {
+      req.aborted = true;
+    });
+    const done = inFlight.begin();
+    const send = (reply: Reply) => {
+      if (req.aborted) return done();
+      const { status, headers: h, body } = encodeReply(reply);
+      res.cork(() => {
+        res.writeStatus(`${status} ${STATUS_TEXT[status] ?? ''}`);
+        for (const [k, v] of Object.entries(h)) res.writeHeader(k, v);
+        res.end(body);
+      });
+      done();
+    };
+    const dispatch = () => opts.handle(req).then(send, (e) => {
+      // The router never rejects; this is the last line of defence for the process.
+      console.error('router rejected', e);
+      send({ status: 500, body: { error: { code: 'UNHANDLED', message: 'An unhandled error occurred' }, meta: {} } });
+    });
+
+    const declared = Number(headers['content-length'] ?? 0);
+    if (declared > opts.maxBodyBytes) {
+      send(opts.tooLarge());
+      return;
+    }
+    if (req.method === 'get' || req.method === 'head' || (declared === 0 && headers['transfer-encoding'] === undefined)) {
+      dispatch();
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let rejected = false;
+    res.onData((chunk, isLast) => {
+      if (rejected) return;
+      size += chunk.byteLength;
+      if (size > opts.maxBodyBytes) {
+        rejected = true;
+        send(opts.tooLarge());
+        return;
+      }
+      // The ArrayBuffer is only valid during this callback: copy it.
+      chunks.push(Buffer.from(chunk.slice(0)));
+      if (isLast) {
+        req.body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
+        dispatch();
+      }
+    });
+  });
+
+  return new Promise((resolve, reject) => {
+    app.listen(opts.host, opts.port, (listenSocket) => {
+      if (!listenSocket) return reject(new Error(`cannot listen on ${opts.host}:${opts.port}`));
+      const port = uWS.us_socket_local_port(listenSocket as unknown as uWS.us_socket);
+      resolve({
+        port,
+        async close(graceMs: number) {
+          uWS.us_listen_socket_close(listenSocket);
+          await inFlight.drain(graceMs);
+        },
+      });
+    });
+  });
+}

@@ -1,0 +1,46 @@
+/**
+ * The worker pool for CPU-heavy work (password hashing, later CSR signing and index rebuilds).
+ * Its queue is bounded: when it is full a caller gets 429 RATE_LIMITED at once instead of an
+ * unbounded wait.
+ */
+import os from 'node:os';
+import { Piscina } from 'piscina';
+import { errors } from './api/errors.js';
+import type * as Tasks from '../workers/tasks.js';
+
+type TaskName = keyof typeof Tasks;
+type TaskInput<N extends TaskName> = Parameters<(typeof Tasks)[N]>[0];
+type TaskOutput<N extends TaskName> = Awaited<ReturnType<(typeof Tasks)[N]>>;
+
+export class WorkerPool {
+  private readonly piscina: Piscina;
+
+  constructor(opts: { threads: number; maxQueue: number }) {
+    const threads = opts.threads > 0 ? opts.threads : Math.max(1, os.availableParallelism());
+    this.piscina = new Piscina({
+      filename: new URL('../workers/tasks.js', import.meta.url).href,
+      minThreads: 1,
+      maxThreads: threads,
+      maxQueue: opts.maxQueue,
+      idleTimeout: 60_000,
+    });
+  }
+
+  async run<N extends TaskName>(name: N, input: TaskInput<N>): Promise<TaskOutput<N>> {
+    if (this.piscina.queueSize >= this.piscina.options.maxQueue) throw errors.rateLimited();
+    try {
+      return await this.piscina.run(input, { name });
+    } catch (e) {
+      if (e instanceof Error && /queue is at limit/i.test(e.message)) throw errors.rateLimited();
+      throw e;
+    }
+  }
+
+  get queueSize(): number {
+    return this.piscina.queueSize;
+  }
+
+  async close(): Promise<void> {
+    await this.piscina.destroy();
+  }
+}

@@ -1,0 +1,223 @@
+/**
+ * Authentication-related families: auth policies, external JWT signers, certificate authorities
+ * and authenticators (api-reference §6, behaviors §5–§8). The login flows that use them are in
+ * src/auth; the enrollment and verification flows are issue #5, MFA and signer logins issue #6.
+ */
+import crypto from 'node:crypto';
+import { errors } from '../api/errors.js';
+import { parseCert } from '../pki/certs.js';
+import type { Rec, Tx } from '../store/store.js';
+import type { ResourceDef } from './types.js';
+
+export const DEFAULT_AUTH_POLICY_ID = 'default';
+
+export function defaultAuthPolicy(now = Date.now()): Rec {
+  return {
+    id: DEFAULT_AUTH_POLICY_ID,
+    createdAt: now,
+    updatedAt: now,
+    tags: {},
+    isSystem: false,
+    name: 'Default',
+    primary: {
+      cert: { allowed: true, allowExpiredCerts: true },
+      extJwt: { allowed: true, allowedSigners: [] },
+      updb: {
+        allowed: true,
+        minPasswordLength: 5,
+        maxAttempts: 0,
+        lockoutDurationMinutes: 0,
+        requireMixedCase: false,
+        requireNumberChar: false,
+        requireSpecialChar: false,
+      },
+    },
+    secondary: { requireTotp: false, requireExtJwtSigner: null },
+  };
+}
+
+function checkSigners(tx: Tx, rec: Rec) {
+  const allowed = rec.primary?.extJwt?.allowedSigners ?? [];
+  for (const id of allowed) if (!tx.exists('externalJwtSigners', id)) throw errors.field('primary.extJwt.allowedSigners', 'no external jwt signer found with the given id', id);
+  const second = rec.secondary?.requireExtJwtSigner;
+  if (second !== undefined && second !== null && !tx.exists('externalJwtSigners', second))
+    throw errors.field('secondary.requireExtJwtSigner', 'no external jwt signer found with the given id', second);
+  if (rec.primary?.extJwt) rec.primary.extJwt.allowedSigners = [...new Set(allowed as string[])];
+  if (rec.secondary && rec.secondary.requireExtJwtSigner === undefined) rec.secondary.requireExtJwtSigner = null;
+}
+
+/** Deep-merge a PATCH body into the stored value: objects merge, everything else replaces. */
+function merge(base: any, patch: any): any {
+  if (patch === null || typeof patch !== 'object' || Array.isArray(patch) || base === null || typeof base !== 'object') return patch;
+  const out = { ...base };
+  for (const [k, v] of Object.entries(patch)) out[k] = v === undefined ? base[k] : merge(base[k], v);
+  return out;
+}
+
+export const authPolicies: ResourceDef = {
+  collection: 'authPolicies',
+  path: 'auth-policies',
+  family: 'auth-policy',
+  operations: {
+    list: 'listAuthPolicies',
+    create: 'createAuthPolicy',
+    detail: 'detailAuthPolicy',
+    update: 'updateAuthPolicy',
+    patch: 'patchAuthPolicy',
+    delete: 'deleteAuthPolicy',
+  },
+  fields: {
+    name: { unique: true, filter: 'string', nullKeeps: true },
+    primary: { nullKeeps: true },
+    secondary: { nullKeeps: true },
+  },
+  prepare(rec, { mode, before, body }) {
+    if (mode === 'patch') {
+      if (body?.primary) rec.primary = merge(before!.primary, body.primary);
+      if (body?.secondary) rec.secondary = merge(before!.secondary, body.secondary);
+    }
+    const d = defaultAuthPolicy();
+    rec.primary = merge(d.primary, rec.primary ?? {});
+    rec.secondary = merge(d.secondary, rec.secondary ?? {});
+  },
+  afterWrite(rec, { tx }) {
+    checkSigners(tx, rec);
+    tx.put('authPolicies', rec);
+  },
+  protect(rec, mode) {
+    if (mode === 'delete' && rec.id === DEFAULT_AUTH_POLICY_ID) throw errors.cannotDelete('the default auth policy can not be deleted');
+  },
+};
+
+export const externalJwtSigners: ResourceDef = {
+  collection: 'externalJwtSigners',
+  path: 'external-jwt-signers',
+  family: 'external-jwt-signer',
+  operations: {
+    list: 'listExternalJwtSigners',
+    create: 'createExternalJwtSigner',
+    detail: 'detailExternalJwtSigner',
+    update: 'updateExternalJwtSigner',
+    patch: 'patchExternalJwtSigner',
+    delete: 'deleteExternalJwtSigner',
+  },
+  fields: {
+    name: { unique: true, filter: 'string', nullKeeps: true },
+    issuer: { unique: true, filter: 'string', nullKeeps: true },
+    audience: { filter: 'string' },
+    certPem: {},
+    jwksEndpoint: {},
+    kid: { filter: 'string', unique: true },
+    enabled: { filter: 'bool', nullKeeps: true, default: () => true },
+    claimsProperty: { default: () => 'sub' },
+    useExternalId: { default: () => false },
+    externalAuthUrl: { filter: 'string' },
+    clientId: {},
+    scopes: { default: () => [] },
+    targetToken: { default: () => 'ACCESS' },
+    enrollToCertEnabled: { default: () => false },
+    enrollToTokenEnabled: { default: () => false },
+    enrollNameClaimsSelector: { default: () => '' },
+    enrollAttributeClaimsSelector: { default: () => '' },
+    enrollAuthPolicyId: { default: () => '', optional: true },
+    fingerprint: { readOnly: true, unique: true },
+    commonName: { readOnly: true },
+    notBefore: { readOnly: true, datetime: true },
+    notAfter: { readOnly: true, datetime: true },
+  },
+  prepare(rec, { tx }) {
+    const hasCert = typeof rec.certPem === 'string' && rec.certPem.trim() !== '';
+    const hasJwks = typeof rec.jwksEndpoint === 'string' && rec.jwksEndpoint.trim() !== '';
+    if (hasCert === hasJwks) throw errors.field('certPem', 'exactly one of certPem and jwksEndpoint must be provided', rec.certPem ?? null);
+    if (hasCert) {
+      const info = parseCert(rec.certPem, 'certPem');
+      rec.fingerprint = info.fingerprint;
+      rec.commonName = info.commonName;
+      rec.notBefore = info.notBefore;
+      rec.notAfter = info.notAfter;
+      rec.jwksEndpoint = undefined;
+      if (!rec.kid) rec.kid = info.fingerprint;
+    } else {
+      if (!/^https?:\/\/[^\s]+$/i.test(rec.jwksEndpoint)) throw errors.field('jwksEndpoint', 'must be an http(s) URL', rec.jwksEndpoint);
+      for (const k of ['certPem', 'fingerprint', 'commonName', 'notBefore', 'notAfter']) rec[k] = undefined;
+    }
+    if (rec.enrollAuthPolicyId && !tx.exists('authPolicies', rec.enrollAuthPolicyId))
+      throw errors.field('enrollAuthPolicyId', 'no auth policy found with the given id', rec.enrollAuthPolicyId);
+    const t = rec.targetToken;
+    if (t !== null && t !== 'ACCESS' && t !== 'ID') throw errors.field('targetToken', 'must be one of ACCESS, ID', t);
+  },
+  beforeDelete(rec, { tx }) {
+    const users: string[] = [];
+    for (const p of tx.scan('authPolicies')) {
+      if ((p.primary?.extJwt?.allowedSigners ?? []).includes(rec.id) || p.secondary?.requireExtJwtSigner === rec.id) users.push(p.id);
+    }
+    if (users.length) throw errors.referenced('id', `entity type external-jwt-signers referenced by auth-policies: [${users.join(', ')}]`, rec.id);
+  },
+  render(rec) {
+    return {
+      certPem: rec.certPem ?? null,
+      jwksEndpoint: rec.jwksEndpoint ?? null,
+      fingerprint: rec.fingerprint ?? null,
+      commonName: rec.commonName ?? '',
+      externalAuthUrl: rec.externalAuthUrl ?? null,
+      clientId: rec.clientId ?? null,
+      audience: rec.audience ?? null,
+    };
+  },
+};
+
+export const cas: ResourceDef = {
+  collection: 'cas',
+  path: 'cas',
+  family: 'ca',
+  operations: { list: 'listCas', create: 'createCa', detail: 'detailCa', update: 'updateCa', patch: 'patchCa', delete: 'deleteCa' },
+  fields: {
+    name: { unique: true, filter: 'string', nullKeeps: true },
+    certPem: { immutable: true },
+    fingerprint: { readOnly: true, unique: true, filter: 'string' },
+    identityRoles: { attributes: true },
+    identityNameFormat: { default: () => '[caName]-[commonName]' },
+    isAutoCaEnrollmentEnabled: { filter: 'bool', nullKeeps: true, default: () => false },
+    isOttCaEnrollmentEnabled: { filter: 'bool', nullKeeps: true, default: () => false },
+    isAuthEnabled: { filter: 'bool', nullKeeps: true, default: () => false },
+    externalIdClaim: { default: () => null },
+    isVerified: { readOnly: true, filter: 'bool' },
+    verificationToken: { readOnly: true, filter: 'string' },
+  },
+  prepare(rec, { mode, before, body }) {
+    if (mode === 'create') {
+      const info = parseCert(rec.certPem, 'certPem');
+      if (!info.isCa) throw errors.field('certPem', 'the certificate is not a CA certificate', rec.certPem);
+      rec.fingerprint = info.fingerprint;
+      rec.isVerified = false;
+      rec.verificationToken = crypto.randomUUID();
+    }
+    if (mode === 'patch' && body?.externalIdClaim && before!.externalIdClaim) rec.externalIdClaim = { ...before!.externalIdClaim, ...body.externalIdClaim };
+    if (rec.identityNameFormat === '' || rec.identityNameFormat === null) rec.identityNameFormat = '[caName]-[commonName]';
+  },
+};
+
+export const authenticators: ResourceDef = {
+  collection: 'authenticators',
+  path: 'authenticators',
+  family: 'identity',
+  operations: { list: 'listAuthenticators', detail: 'detailAuthenticator', delete: 'deleteAuthenticator' },
+  fields: {
+    method: { readOnly: true, filter: 'string' },
+    identityId: { readOnly: true, filter: 'string', ref: { collection: 'identities', onDelete: 'cascade', entityRef: 'identity' } },
+    username: { readOnly: true, unique: true, filter: 'string', optional: true },
+    fingerprint: { readOnly: true, unique: true, filter: 'string', optional: true },
+    certPem: { readOnly: true, optional: true },
+    isIssuedByNetwork: { readOnly: true, optional: true },
+    isExtendRequested: { readOnly: true, optional: true },
+    isKeyRollRequested: { readOnly: true, optional: true },
+    extendRequestedAt: { readOnly: true, datetime: true, optional: true },
+    lastAuthResolvedToRoot: { readOnly: true, optional: true },
+    passwordHash: { readOnly: true, hidden: true },
+  },
+  symbols: {
+    identity: { type: 'string', get: (r: Rec) => r.identityId },
+    certFingerprint: { type: 'string', get: (r: Rec) => r.fingerprint },
+    updbUsername: { type: 'string', get: (r: Rec) => r.username },
+  },
+};

@@ -1,0 +1,71 @@
+/**
+ * Enrollments (api-reference §9): outstanding one-time credentials of identities and routers.
+ * Created with identities (`enrollment` in the create body) and edge/transit routers; the
+ * management list/detail/delete live here; `POST /enrollments`, refresh and the enroll endpoints
+ * are issue #5.
+ */
+import crypto from 'node:crypto';
+import type { App } from '../api/context.js';
+import type { Rec, Tx } from '../store/store.js';
+import { signJwt } from '../pki/jwt.js';
+import { newId } from './define.js';
+import type { ResourceDef } from './types.js';
+
+export type EnrollmentMethod = 'ott' | 'ottca' | 'updb' | 'erott' | 'trott';
+
+export interface EnrollmentSpec {
+  method: EnrollmentMethod;
+  identityId?: string;
+  edgeRouterId?: string;
+  transitRouterId?: string;
+  caId?: string;
+  username?: string;
+  expiresAt?: number;
+}
+
+export function enrollmentJwt(app: App, e: { method: string; token: string; expiresAt: number }, subject: string): string {
+  return signJwt(app.pki.serverKey, app.pki.serverCertSha1Hex, {
+    em: e.method,
+    sub: subject,
+    jti: e.token,
+    iss: app.baseUrl,
+    aud: [''],
+    exp: Math.floor(e.expiresAt / 1000),
+    ctrls: [`tls:${app.config.advertisedAddress}`],
+  });
+}
+
+export function createEnrollmentInTx(app: App, tx: Tx, spec: EnrollmentSpec): Rec {
+  const now = Date.now();
+  const expiresAt = spec.expiresAt ?? now + app.config.enrollmentMinutes * 60_000;
+  const token = crypto.randomUUID();
+  const subject = spec.identityId ?? spec.edgeRouterId ?? spec.transitRouterId!;
+  const rec: Rec = { id: newId(), createdAt: now, updatedAt: now, tags: {}, ...spec, token, expiresAt };
+  rec.jwt = enrollmentJwt(app, { method: spec.method, token, expiresAt }, subject);
+  for (const k of Object.keys(rec)) if (rec[k] === undefined) delete rec[k];
+  tx.put('enrollments', rec);
+  return rec;
+}
+
+export const enrollments: ResourceDef = {
+  collection: 'enrollments',
+  path: 'enrollments',
+  family: 'enrollment',
+  operations: { list: 'listEnrollments', detail: 'detailEnrollment', delete: 'deleteEnrollment' },
+  fields: {
+    method: { readOnly: true, filter: 'string' },
+    token: { readOnly: true, unique: true, filter: 'string' },
+    jwt: { readOnly: true },
+    expiresAt: { readOnly: true, datetime: true, filter: 'datetime' },
+    identityId: { readOnly: true, filter: 'string', optional: true, ref: { collection: 'identities', onDelete: 'cascade', entityRef: 'identity' } },
+    edgeRouterId: { readOnly: true, filter: 'string', optional: true, ref: { collection: 'edgeRouters', onDelete: 'cascade', entityRef: 'edgeRouter' } },
+    transitRouterId: { readOnly: true, filter: 'string', optional: true, ref: { collection: 'routers', onDelete: 'cascade', entityRef: 'transitRouter' } },
+    caId: { readOnly: true, filter: 'string', ref: { collection: 'cas', onDelete: 'cascade' } },
+    username: { readOnly: true, optional: true },
+  },
+  symbols: {
+    identity: { type: 'string', get: (r: Rec) => r.identityId },
+    edgeRouter: { type: 'string', get: (r: Rec) => r.edgeRouterId },
+    transitRouter: { type: 'string', get: (r: Rec) => r.transitRouterId },
+  },
+};

@@ -1,0 +1,136 @@
+/** Identities and identity types (api-reference §6.2–§6.3, behaviors §9). */
+import { errors } from '../api/errors.js';
+import { ALL_PERMISSIONS } from '../auth/permissions.js';
+import type { Rec } from '../store/store.js';
+import type { ResourceDef, View } from './types.js';
+import { createEnrollmentInTx } from './enrollments.js';
+
+export const IDENTITY_TYPES = ['Default', 'Router'] as const;
+
+export const identities: ResourceDef = {
+  collection: 'identities',
+  path: 'identities',
+  family: 'identity',
+  operations: {
+    list: 'listIdentities',
+    create: 'createIdentity',
+    detail: 'detailIdentity',
+    update: 'updateIdentity',
+    patch: 'patchIdentity',
+    delete: 'deleteIdentity',
+  },
+  links: [
+    'edge-router-policies', 'edge-routers', 'service-policies', 'services', 'posture-data',
+    'failed-service-requests', 'authenticators', 'enrollments', 'service-configs',
+  ],
+  fields: {
+    name: { unique: true, filter: 'string', nullKeeps: true },
+    typeId: { readOnly: true, filter: 'string', index: true },
+    isAdmin: { filter: 'bool', nullKeeps: true, default: () => false },
+    isDefaultAdmin: { readOnly: true, filter: 'bool' },
+    roleAttributes: { attributes: true, filter: 'set' },
+    authPolicyId: {
+      filter: 'string',
+      default: () => 'default',
+      ref: { collection: 'authPolicies', onDelete: 'restrict', entityRef: 'authPolicy' },
+    },
+    externalId: { unique: true, filter: 'string' },
+    defaultHostingCost: { default: () => 0 },
+    defaultHostingPrecedence: { default: () => 'default' },
+    serviceHostingCosts: { default: () => ({}) },
+    serviceHostingPrecedences: { default: () => ({}) },
+    appData: {},
+    permissions: {},
+    envInfo: { readOnly: true },
+    sdkInfo: { readOnly: true },
+    disabledAt: { readOnly: true, datetime: true },
+    disabledUntil: { readOnly: true, datetime: true },
+    /** Set for the identity that stands for a tunneler-enabled edge router. */
+    edgeRouterId: { readOnly: true, index: true, hidden: true },
+    /** Per-identity service config overrides: [{serviceId, configId}] (issue #4 manages them). */
+    serviceConfigs: { readOnly: true, hidden: true },
+    /** The config ids of `serviceConfigs`, indexed so a config delete finds its overrides. */
+    overrideConfigIds: { readOnly: true, hidden: true, index: true },
+    mfa: { readOnly: true, hidden: true },
+    trace: { readOnly: true, hidden: true },
+  },
+  symbols: {
+    type: { type: 'string', get: (r: Rec) => r.typeId },
+    disabled: { type: 'bool', get: (r: Rec) => isDisabled(r) },
+  },
+  prepare(rec, { mode, body, before, tx }) {
+    rec.typeId = before?.typeId ?? (body?.type === 'Router' ? 'Router' : 'Default');
+    if (rec.isDefaultAdmin === undefined) rec.isDefaultAdmin = false;
+    if (rec.permissions !== undefined && rec.permissions !== null) {
+      const perms = [...new Set(rec.permissions as string[])];
+      for (const p of perms) if (!ALL_PERMISSIONS.has(p)) throw errors.field('permissions', `unknown permission ${p}`, p);
+      rec.permissions = perms.length ? perms.sort() : undefined;
+    }
+    if (before?.typeId === 'Router' && rec.name !== before.name) throw errors.field('name', 'the name of a router identity can not be changed', rec.name);
+    if (mode === 'create' && body?.enrollment) {
+      const e = body.enrollment as { ott?: boolean; ottca?: string; updb?: string };
+      const kinds = [e.ott ? 'ott' : undefined, e.ottca ? 'ottca' : undefined, e.updb ? 'updb' : undefined].filter(Boolean);
+      if (kinds.length > 1) throw errors.field('enrollment', 'only one of ott, ottca and updb may be given', e);
+      if (e.ottca !== undefined && e.ottca !== null && (typeof e.ottca !== 'string' || !tx.exists('cas', e.ottca)))
+        throw errors.field('enrollment.ottca', 'no ca found with the given id', e.ottca);
+      if (e.updb !== undefined && e.updb !== null && (typeof e.updb !== 'string' || e.updb.length === 0))
+        throw errors.field('enrollment.updb', 'must be a non-empty username', e.updb);
+    }
+  },
+  afterWrite(rec, wctx) {
+    const e = wctx.mode === 'create' ? (wctx.body?.enrollment as { ott?: boolean; ottca?: string; updb?: string } | undefined) : undefined;
+    if (!e) return;
+    const app = wctx.ctx.app;
+    if (e.ott) createEnrollmentInTx(app, wctx.tx, { method: 'ott', identityId: rec.id });
+    else if (e.ottca) createEnrollmentInTx(app, wctx.tx, { method: 'ottca', identityId: rec.id, caId: e.ottca });
+    else if (e.updb) createEnrollmentInTx(app, wctx.tx, { method: 'updb', identityId: rec.id, username: e.updb });
+  },
+  protect(rec, mode) {
+    if (mode !== 'delete') return;
+    if (rec.isDefaultAdmin) throw errors.cannotDelete('the default admin identity can not be deleted');
+    if (rec.typeId === 'Router') throw errors.cannotDelete('a router identity is deleted with its edge router');
+  },
+  render(rec, view) {
+    return renderIdentityExtras(rec, view);
+  },
+};
+
+export function isDisabled(r: Rec, now = Date.now()): boolean {
+  if (!r.disabledAt) return false;
+  return r.disabledUntil === undefined || r.disabledUntil === null || r.disabledUntil > now;
+}
+
+export function renderIdentityExtras(rec: Rec, { store }: View): Record<string, unknown> {
+  const authenticators: Record<string, unknown> = {};
+  for (const id of store.idsByIndex('authenticators', 'identityId', rec.id)) {
+    const a = store.get('authenticators', id);
+    if (a?.method === 'cert') authenticators.cert = { id: a.id, fingerprint: a.fingerprint };
+    else if (a?.method === 'updb') authenticators.updb = { id: a.id, username: a.username };
+  }
+  const enrollment: Record<string, unknown> = {};
+  for (const id of store.idsByIndex('enrollments', 'identityId', rec.id)) {
+    const e = store.get('enrollments', id);
+    if (!e) continue;
+    const base = { id: e.id, jwt: e.jwt, token: e.token, expiresAt: new Date(e.expiresAt).toISOString() };
+    if (e.method === 'ottca') {
+      const ca = e.caId ? store.get('cas', e.caId) : undefined;
+      enrollment.ottca = { ...base, caId: e.caId, ca: ca ? { _links: { self: { href: `./cas/${ca.id}` } }, entity: 'cas', id: ca.id, name: ca.name } : null };
+    } else enrollment[e.method] = base;
+  }
+  const disabled = isDisabled(rec);
+  return {
+    type: { _links: { self: { href: `./identity-types/${rec.typeId}` } }, entity: 'identity-types', id: rec.typeId, name: rec.typeId },
+    authenticators,
+    enrollment,
+    envInfo: rec.envInfo ?? {},
+    sdkInfo: rec.sdkInfo ?? {},
+    hasApiSession: store.idsByIndex('apiSessions', 'identityId', rec.id).length > 0,
+    isMfaEnabled: rec.mfa?.isVerified === true,
+    hasEdgeRouterConnection: false,
+    edgeRouterConnectionStatus: 'offline',
+    disabled,
+    disabledAt: disabled ? new Date(rec.disabledAt).toISOString() : null,
+    disabledUntil: disabled && rec.disabledUntil ? new Date(rec.disabledUntil).toISOString() : null,
+    isDefaultAdmin: rec.isDefaultAdmin === true,
+  };
+}

@@ -1,0 +1,168 @@
+/**
+ * Edge routers and transit routers (`/routers` and `/transit-routers` are the same resource).
+ * A tunneler-enabled edge router has an identity of type `Router` with its name and a system edge
+ * router policy `edge-router-<id>-system` joining the two (behaviors §9, §11).
+ */
+import { errors } from '../api/errors.js';
+import type { Rec, Tx } from '../store/store.js';
+import { createEnrollmentInTx } from './enrollments.js';
+import { newId } from './define.js';
+import { deleteRouterTerminators } from './services.js';
+import type { FieldDef, ResourceDef, WriteCtx } from './types.js';
+
+const common: Record<string, FieldDef> = {
+  name: { unique: true, filter: 'string', nullKeeps: true },
+  cost: { filter: 'number', default: () => 0 },
+  noTraversal: { filter: 'bool', default: () => false },
+  disabled: { filter: 'bool', default: () => false },
+  ctrlChanListeners: { default: () => ({}) },
+  isVerified: { readOnly: true, filter: 'bool' },
+  fingerprint: { readOnly: true, filter: 'string', index: true },
+  certPem: { readOnly: true },
+  unverifiedFingerprint: { readOnly: true },
+  unverifiedCertPem: { readOnly: true },
+};
+
+function checkCost(rec: Rec) {
+  if (typeof rec.cost === 'number' && (rec.cost < 0 || rec.cost > 65535)) throw errors.field('cost', 'must be between 0 and 65535', rec.cost);
+}
+
+/** Enrollment fields shown on a router while its enrollment is outstanding. */
+function enrollmentView(tx: { idsByIndex(c: string, f: string, v: unknown): string[]; get(c: string, id: string): Rec | undefined }, field: string, id: string) {
+  const eid = tx.idsByIndex('enrollments', field, id)[0];
+  const e = eid ? tx.get('enrollments', eid) : undefined;
+  return {
+    enrollmentToken: e?.token ?? null,
+    enrollmentJwt: e?.jwt ?? null,
+    enrollmentCreatedAt: e ? new Date(e.createdAt).toISOString() : null,
+    enrollmentExpiresAt: e ? new Date(e.expiresAt).toISOString() : null,
+  };
+}
+
+/** Live state reported by a connected router (issue #7 fills it from the control channel). */
+const offline = { isOnline: false, hostname: '', supportedProtocols: {}, syncStatus: 'SYNC_DISCONNECTED' };
+
+function syncTunnelerIdentity(rec: Rec, { tx, before }: WriteCtx) {
+  const identityId = tx.idsByIndex('identities', 'edgeRouterId', rec.id)[0];
+  const now = Date.now();
+  if (rec.isTunnelerEnabled && !identityId) {
+    const iid = newId();
+    tx.put('identities', {
+      id: iid, createdAt: now, updatedAt: now, tags: {}, name: rec.name, typeId: 'Router', isAdmin: false, isDefaultAdmin: false,
+      authPolicyId: 'default', roleAttributes: [], edgeRouterId: rec.id, defaultHostingCost: 0, defaultHostingPrecedence: 'default',
+      serviceHostingCosts: {}, serviceHostingPrecedences: {},
+    });
+    tx.put('edgeRouterPolicies', {
+      id: newId(), createdAt: now, updatedAt: now, tags: {}, name: `edge-router-${rec.id}-system`, isSystem: true, systemFor: rec.id,
+      semantic: 'AnyOf', edgeRouterRoles: ['@' + rec.id], identityRoles: ['@' + iid],
+    });
+  } else if (identityId && before && before.name !== rec.name) {
+    const ident = tx.get('identities', identityId)!;
+    tx.put('identities', { ...ident, name: rec.name, updatedAt: now });
+  }
+}
+
+/** Remove the router identity and the system policy (deleting the router, or tunneling off). */
+export function removeTunnelerIdentity(tx: Tx, routerId: string) {
+  for (const pid of tx.idsByIndex('edgeRouterPolicies', 'systemFor', routerId)) tx.delete('edgeRouterPolicies', pid);
+  for (const iid of tx.idsByIndex('identities', 'edgeRouterId', routerId)) {
+    for (const aid of tx.idsByIndex('apiSessions', 'identityId', iid)) {
+      for (const sid of tx.idsByIndex('sessions', 'apiSessionId', aid)) tx.delete('sessions', sid);
+      tx.delete('apiSessions', aid);
+    }
+    for (const aid of tx.idsByIndex('authenticators', 'identityId', iid)) tx.delete('authenticators', aid);
+    for (const eid of tx.idsByIndex('enrollments', 'identityId', iid)) tx.delete('enrollments', eid);
+    for (const field of ['identityRoles'] as const) {
+      for (const coll of ['servicePolicies', 'edgeRouterPolicies']) {
+        for (const pid of tx.idsByIndex(coll, field, '@' + iid)) {
+          const p = tx.get(coll, pid)!;
+          tx.put(coll, { ...p, [field]: (p[field] as string[]).filter((r) => r !== '@' + iid) });
+        }
+      }
+    }
+    tx.delete('identities', iid);
+  }
+}
+
+export const edgeRouters: ResourceDef = {
+  collection: 'edgeRouters',
+  path: 'edge-routers',
+  family: 'router',
+  operations: {
+    list: 'listEdgeRouters',
+    create: 'createEdgeRouter',
+    detail: 'detailEdgeRouter',
+    update: 'updateEdgeRouter',
+    patch: 'patchEdgeRouter',
+    delete: 'deleteEdgeRouter',
+  },
+  links: ['edge-router-policies', 'identities', 'service-edge-router-policies', 'services'],
+  fields: {
+    ...common,
+    roleAttributes: { attributes: true, filter: 'set' },
+    isTunnelerEnabled: { filter: 'bool', default: () => false },
+    appData: {},
+    versionInfo: { readOnly: true, optional: true },
+  },
+  symbols: {
+    isOnline: { type: 'bool', get: () => false },
+  },
+  prepare(rec, wctx) {
+    if (wctx.mode === 'create') rec.isVerified = false;
+    checkCost(rec);
+    if (!rec.isTunnelerEnabled && wctx.before?.isTunnelerEnabled) removeTunnelerIdentity(wctx.tx, rec.id);
+  },
+  afterWrite(rec, wctx) {
+    if (wctx.mode === 'create') createEnrollmentInTx(wctx.ctx.app, wctx.tx, { method: 'erott', edgeRouterId: rec.id });
+    syncTunnelerIdentity(rec, wctx);
+  },
+  beforeDelete(rec, { tx }) {
+    removeTunnelerIdentity(tx, rec.id);
+    deleteRouterTerminators(tx, rec.id);
+  },
+  render(rec, { store }) {
+    return { ...offline, ...enrollmentView(store, 'edgeRouterId', rec.id) };
+  },
+};
+
+export const routers: ResourceDef = {
+  collection: 'routers',
+  path: 'routers',
+  family: 'router',
+  operations: {
+    list: 'listRouters',
+    create: 'createRouter',
+    detail: 'detailRouter',
+    update: 'updateRouter',
+    patch: 'patchRouter',
+    delete: 'deleteRouter',
+  },
+  fields: { ...common },
+  prepare(rec, { mode }) {
+    if (mode === 'create') rec.isVerified = false;
+    checkCost(rec);
+  },
+  afterWrite(rec, wctx) {
+    if (wctx.mode === 'create') createEnrollmentInTx(wctx.ctx.app, wctx.tx, { method: 'trott', transitRouterId: rec.id });
+  },
+  beforeDelete(rec, { tx }) {
+    deleteRouterTerminators(tx, rec.id);
+  },
+  render(rec, { store }) {
+    return { isOnline: false, fingerprint: rec.fingerprint ?? '', ...enrollmentView(store, 'transitRouterId', rec.id) };
+  },
+};
+
+/** `/transit-routers` serves the same records under its own operation ids. */
+export const transitRouters: ResourceDef = {
+  ...routers,
+  path: 'transit-routers',
+  operations: {
+    list: 'listTransitRouters',
+    create: 'createTransitRouter',
+    detail: 'detailTransitRouter',
+    update: 'updateTransitRouter',
+    patch: 'patchTransitRouter',
+    delete: 'deleteTransitRouter',
+  },
+};

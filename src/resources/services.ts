@@ -1,0 +1,161 @@
+/** Services, configs, config types and terminators (api-reference §6, behaviors §10, §15, §16). */
+import { errors } from '../api/errors.js';
+import type { Rec } from '../store/store.js';
+import { entityRef } from './define.js';
+import { checkConfigData, checkSchema } from './json-schema.js';
+import type { ResourceDef } from './types.js';
+
+export const services: ResourceDef = {
+  collection: 'services',
+  path: 'services',
+  family: 'service',
+  operations: {
+    list: 'listServices',
+    create: 'createService',
+    detail: 'detailService',
+    update: 'updateService',
+    patch: 'patchService',
+    delete: 'deleteService',
+  },
+  links: ['configs', 'service-edge-router-policies', 'service-policies', 'terminators', 'identities', 'edge-routers'],
+  fields: {
+    name: { unique: true, filter: 'string', nullKeeps: true },
+    roleAttributes: { attributes: true, filter: 'set' },
+    configs: { filter: 'set', default: () => [], ref: { collection: 'configs', onDelete: 'pull' } },
+    encryptionRequired: { immutable: true, default: () => true },
+    terminatorStrategy: { filter: 'string', default: () => 'smartrouting' },
+    maxIdleTimeMillis: { default: () => 0 },
+  },
+  prepare(rec, { tx }) {
+    // At most one config of each config type.
+    const byType = new Map<string, string>();
+    for (const id of rec.configs as string[]) {
+      const cfg = tx.get('configs', id)!;
+      const other = byType.get(cfg.configTypeId);
+      if (other) throw errors.field('configs', `duplicate configs ${other} and ${id} of config type ${cfg.configTypeId}`, rec.configs);
+      byType.set(cfg.configTypeId, id);
+    }
+  },
+  render() {
+    // Policy-derived views (`permissions`, per-identity `config`, `postureQueries`) come from the
+    // policy engine (issue #4); the management view of a service carries none of them yet.
+    return { permissions: [], config: {}, postureQueries: [] };
+  },
+};
+
+export const configTypes: ResourceDef = {
+  collection: 'configTypes',
+  path: 'config-types',
+  family: 'config-type',
+  operations: {
+    list: 'listConfigTypes',
+    create: 'createConfigType',
+    detail: 'detailConfigType',
+    update: 'updateConfigType',
+    patch: 'patchConfigType',
+    delete: 'deleteConfigType',
+  },
+  links: ['configs'],
+  fields: {
+    name: { unique: true, filter: 'string', nullKeeps: true },
+    schema: { default: () => ({}) },
+  },
+  prepare(rec) {
+    checkSchema(rec.schema);
+  },
+};
+
+export const configs: ResourceDef = {
+  collection: 'configs',
+  path: 'configs',
+  family: 'config',
+  operations: {
+    list: 'listConfigs',
+    create: 'createConfig',
+    detail: 'detailConfig',
+    update: 'updateConfig',
+    patch: 'patchConfig',
+    delete: 'deleteConfig',
+  },
+  links: ['services'],
+  fields: {
+    name: { unique: true, filter: 'string', nullKeeps: true },
+    configTypeId: {
+      immutable: true,
+      filter: 'string',
+      ref: { collection: 'configTypes', onDelete: 'restrict', errorField: 'type', entityRef: 'configType' },
+    },
+    data: { nullKeeps: true },
+  },
+  symbols: { type: { type: 'string', get: (r: Rec) => r.configTypeId } },
+  prepare(rec, { tx }) {
+    if (!rec.configTypeId) throw errors.field('type', 'a config type is required', rec.configTypeId);
+    const data = rec.data;
+    if (data === undefined || data === null || typeof data !== 'object' || Array.isArray(data)) throw errors.field('data', 'must be an object', data);
+    checkConfigData(tx.get('configTypes', rec.configTypeId)!, data);
+  },
+  beforeDelete(rec, { tx }) {
+    // Per-identity overrides that use this config go with it.
+    for (const id of tx.idsByIndex('identities', 'overrideConfigIds', rec.id)) {
+      const ident = tx.get('identities', id);
+      if (!ident) continue;
+      const serviceConfigs = (ident.serviceConfigs as { serviceId: string; configId: string }[]).filter((p) => p.configId !== rec.id);
+      tx.put('identities', { ...ident, serviceConfigs, overrideConfigIds: serviceConfigs.map((p) => p.configId) });
+    }
+  },
+};
+
+/** A router reference of a terminator may name an edge router or a transit router. */
+function routerCollection(tx: { get(c: string, id: string): unknown }, id: unknown): string | undefined {
+  if (typeof id !== 'string') return undefined;
+  if (tx.get('edgeRouters', id)) return 'edgeRouters';
+  if (tx.get('routers', id)) return 'routers';
+  return undefined;
+}
+
+export const terminators: ResourceDef = {
+  collection: 'terminators',
+  path: 'terminators',
+  family: 'terminator',
+  operations: {
+    list: 'listTerminators',
+    create: 'createTerminator',
+    detail: 'detailTerminator',
+    update: 'updateTerminator',
+    patch: 'patchTerminator',
+    delete: 'deleteTerminator',
+  },
+  fields: {
+    serviceId: {
+      bodyName: 'service',
+      nullKeeps: true,
+      filter: 'string',
+      ref: { collection: 'services', onDelete: 'cascade', missing: 'notFound', entityRef: 'service' },
+    },
+    routerId: { bodyName: 'router', nullKeeps: true, filter: 'string', index: true },
+    binding: { filter: 'string', nullKeeps: true },
+    address: { filter: 'string', nullKeeps: true },
+    identity: { filter: 'string', default: () => '' },
+    identitySecret: { hidden: true },
+    cost: { filter: 'number', default: () => 0 },
+    precedence: { filter: 'string', default: () => 'default' },
+  },
+  symbols: {
+    service: { type: 'string', get: (r: Rec) => r.serviceId },
+    router: { type: 'string', get: (r: Rec) => r.routerId },
+  },
+  prepare(rec, { tx }) {
+    if (!routerCollection(tx, rec.routerId)) throw errors.notFound();
+    for (const f of ['binding', 'address'] as const) if (typeof rec[f] !== 'string' || rec[f] === '') throw errors.field(f, 'is required', rec[f]);
+  },
+  render(rec, { store }) {
+    const coll = routerCollection(store, rec.routerId);
+    const ref = coll ? entityRef(store, { collection: coll, path: coll === 'edgeRouters' ? 'edge-routers' : 'routers' } as ResourceDef, rec.routerId) : null;
+    return { router: ref, dynamicCost: rec.cost ?? 0 };
+  },
+};
+
+/** Terminators on a deleted router go with it. */
+export function deleteRouterTerminators(tx: import('../store/store.js').Tx, routerId: string) {
+  for (const id of tx.idsByIndex('terminators', 'routerId', routerId)) tx.delete('terminators', id);
+}

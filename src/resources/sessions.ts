@@ -1,0 +1,84 @@
+/** API sessions (logins) and sessions (service dials/binds), management list/detail/delete. */
+import type { Rec } from '../store/store.js';
+import { iso } from './define.js';
+import type { ResourceDef } from './types.js';
+
+export const apiSessions: ResourceDef = {
+  collection: 'apiSessions',
+  path: 'api-sessions',
+  family: 'ops',
+  operations: { list: 'listAPISessions', detail: 'detailAPISessions', delete: 'deleteAPISessions' },
+  links: ['sessions'],
+  fields: {
+    token: { readOnly: true, unique: true, filter: 'string' },
+    identityId: { readOnly: true, filter: 'string', ref: { collection: 'identities', onDelete: 'cascade', entityRef: 'identity' } },
+    authenticatorId: { readOnly: true, filter: 'string' },
+    ipAddress: { readOnly: true, filter: 'string' },
+    configTypes: { readOnly: true },
+    isMfaRequired: { readOnly: true, filter: 'bool' },
+    isMfaComplete: { readOnly: true, filter: 'bool' },
+    isCertExtendable: { readOnly: true },
+    isCertExtendRequested: { readOnly: true },
+    isCertKeyRollRequested: { readOnly: true },
+    improperClientCertChain: { readOnly: true, filter: 'bool' },
+    lastActivityAt: { readOnly: true, datetime: true, filter: 'datetime' },
+  },
+  symbols: {
+    identity: { type: 'string', get: (r: Rec) => r.identityId },
+    authenticator: { type: 'string', get: (r: Rec) => r.authenticatorId },
+    mfaComplete: { type: 'bool', get: (r: Rec) => r.isMfaComplete === true },
+    mfaRequired: { type: 'bool', get: (r: Rec) => r.isMfaRequired === true },
+  },
+  render(rec) {
+    return {
+      authQueries: [],
+      configTypes: rec.configTypes ?? [],
+      isCertExtendable: rec.isCertExtendable === true,
+      isCertExtendRequested: rec.isCertExtendRequested === true,
+      isCertKeyRollRequested: rec.isCertKeyRollRequested === true,
+      improperClientCertChain: rec.improperClientCertChain === true,
+      cachedLastActivityAt: iso(rec.lastActivityAt),
+    };
+  },
+};
+
+export const sessions: ResourceDef = {
+  collection: 'sessions',
+  path: 'sessions',
+  family: 'ops',
+  operations: { list: 'listSessions', detail: 'detailSession', delete: 'deleteSession' },
+  links: ['route-path'],
+  fields: {
+    token: { readOnly: true, unique: true, filter: 'string' },
+    type: { readOnly: true, filter: 'string' },
+    apiSessionId: { readOnly: true, filter: 'string', ref: { collection: 'apiSessions', onDelete: 'cascade', entityRef: 'apiSession' } },
+    serviceId: { readOnly: true, filter: 'string', ref: { collection: 'services', onDelete: 'cascade', entityRef: 'service' } },
+    identityId: { readOnly: true, filter: 'string', ref: { collection: 'identities', onDelete: 'cascade' } },
+    servicePolicyIds: { readOnly: true, hidden: true },
+  },
+  symbols: {
+    apiSession: { type: 'string', get: (r: Rec) => r.apiSessionId },
+    service: { type: 'string', get: (r: Rec) => r.serviceId },
+  },
+  render(rec, { store }) {
+    return {
+      edgeRouters: [],
+      servicePolicies: ((rec.servicePolicyIds as string[]) ?? []).map((id) => ({
+        _links: { self: { href: `./service-policies/${id}` } },
+        entity: 'service-policies',
+        id,
+        name: store.get('servicePolicies', id)?.name ?? null,
+      })),
+    };
+  },
+};
+
+export const controllerSettings: ResourceDef = {
+  collection: 'controllerSettings',
+  path: 'controller-settings',
+  family: 'ops',
+  operations: { list: 'listControllerSettings', detail: 'detailControllerSetting' },
+  fields: {
+    oidc: {},
+  },
+};

@@ -1,0 +1,113 @@
+/**
+ * Declarative resource families. Each family is one `ResourceDef` in its own file; define.ts turns
+ * it into list/create/detail/update/patch/delete operations, its store collection, its filter
+ * symbols and its referential rules (references checked on write; on delete: restrict, cascade
+ * or pull, and `@id` role entries removed from every policy).
+ *
+ * Example (abridged):
+ *   export const configTypes: ResourceDef = {
+ *     collection: 'configTypes', path: 'config-types', family: 'config-type',
+ *     operations: { list: 'listConfigTypes', create: 'createConfigType', ... },
+ *     fields: { name: { unique: true, filter: 'string', nullKeeps: true }, schema: { default: () => ({}) } },
+ *   };
+ */
+import type { SymbolTable, SymbolType } from '../api/filter/index.js';
+import type { Rec, Tx, Store } from '../store/store.js';
+import type { Ctx } from '../api/context.js';
+import type { Registry } from './define.js';
+
+export type Mode = 'create' | 'put' | 'patch';
+
+export interface FieldDef {
+  /** Value when absent on create, and when omitted on PUT. Absent: the field is left undefined. */
+  default?: () => unknown;
+  /** Accepted on PUT/PATCH but never changed after create (e.g. service `encryptionRequired`). */
+  immutable?: boolean;
+  /** Set by the server only; ignored in bodies. */
+  readOnly?: boolean;
+  /** PATCH/PUT with `null` keeps the current value (required fields such as `name`). */
+  nullKeeps?: boolean;
+  /** Unique across the collection (a unique index; violations → 400 field `<name>` "must be unique"). */
+  unique?: boolean;
+  /** Secondary index (equality filters and reverse references use it). */
+  index?: boolean;
+  /** Name of the property in request bodies, if not the field's own (terminator `service` → serviceId). */
+  bodyName?: string;
+  /** Omitted from the wire when unset (type-specific fields of polymorphic entities). */
+  optional?: boolean;
+  /** Never rendered (secrets, hashes). */
+  hidden?: boolean;
+  /** Stored as epoch ms, rendered as RFC 3339. */
+  datetime?: boolean;
+  /** Public filter symbol of this type. */
+  filter?: SymbolType;
+  /** Role attributes of an entity: strings, none starting with `#` or `@`. */
+  attributes?: boolean;
+  /** Policy role list selecting entities of this collection: `#attr`, `#all` (alone) or `@<existing id>`. */
+  roles?: string;
+  /** Id (or, for arrays, ids) of an entity of this collection. */
+  ref?: {
+    collection: string;
+    /** What deleting the referenced entity does to this record. */
+    onDelete: 'restrict' | 'cascade' | 'pull';
+    /** How a missing reference is reported: field error (default) or 404. */
+    missing?: 'field' | 'notFound';
+    /** Field name in the error cause, if not the field itself (upstream says `type` for configTypeId). */
+    errorField?: string;
+    /** Also render an entityRef under this name (configTypeId → `configType`). */
+    entityRef?: string;
+  };
+}
+
+export interface OperationIds {
+  list?: string;
+  create?: string;
+  detail?: string;
+  update?: string;
+  patch?: string;
+  delete?: string;
+}
+
+export interface ResourceDef {
+  /** Store collection name, camelCase: `servicePolicies`. */
+  collection: string;
+  /** URL segment and entityRef `entity`: `service-policies`. */
+  path: string;
+  /** Permission family (singular wire name): `service-policy`, or `ops`. */
+  family: string;
+  /** Management API operation ids of the standard set this family offers. */
+  operations: OperationIds;
+  fields: Record<string, FieldDef>;
+  /** Filter symbols beyond the fields' own (computed ones). */
+  symbols?: SymbolTable;
+  /** Extra `_links` (name → path relative to the entity, e.g. `edge-routers`). */
+  links?: string[];
+  /**
+   * Runs inside the write after the generic field handling: derive fields, cross-field checks,
+   * side writes. `body` is the validated request body; `before` is the record before (put/patch).
+   */
+  prepare?(rec: Rec, ctx: WriteCtx): void;
+  /** Runs inside the write after the record was put (side records such as enrollments). */
+  afterWrite?(rec: Rec, ctx: WriteCtx): void;
+  /** Runs inside the delete write before generic reference handling: forbid (throw) or cascade. */
+  beforeDelete?(rec: Rec, ctx: WriteCtx): void;
+  /** Extra or overriding wire fields. */
+  render?(rec: Rec, view: View): Record<string, unknown>;
+  /** Entity that may be listed but not created/changed through the standard set (e.g. system records). */
+  protect?(rec: Rec, mode: Mode | 'delete'): void;
+}
+
+export interface WriteCtx {
+  reg: Registry;
+  tx: Tx;
+  mode: Mode | 'delete';
+  body: any;
+  before?: Rec;
+  ctx: Ctx;
+}
+
+/** What renderers may read: the committed store and the calling context. */
+export interface View {
+  store: Store;
+  ctx?: Ctx;
+}

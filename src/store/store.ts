@@ -1,0 +1,343 @@
+/**
+ * LMDB store: one environment, one database per collection (id → record), one database per
+ * unique field (value → id) and per secondary index (value → ids, dupSort), and change events
+ * emitted after commit.
+ *
+ * Writes: `store.write(tx => …)` runs the callback synchronously against the committed data plus
+ * an in-memory overlay of writes that are still committing, so checks (unique names, references)
+ * and the writes they guard form one atomic step on the event loop. The collected operations are
+ * then committed with one `env.batch` (lmdb-js batches concurrent batches into shared durable
+ * commits), so nothing is ever half-applied and 16 concurrent creators share disk syncs.
+ *
+ * Reads outside a write (`get`, `scan`, …) see committed data only: a response is sent after its
+ * commit resolved, so a client never reads back less than it was told was written.
+ */
+import { EventEmitter } from 'node:events';
+import fs from 'node:fs';
+import { open, type Database, type RootDatabase } from 'lmdb';
+
+export interface Rec {
+  id: string;
+  createdAt: number;
+  updatedAt: number;
+  [field: string]: any;
+}
+
+/**
+ * Example: `{ name: 'identities', unique: ['name'], indexes: ['roleAttributes', 'authPolicyId'] }`.
+ * Array-valued index fields index each element.
+ */
+export interface CollectionSpec {
+  name: string;
+  unique?: string[];
+  indexes?: string[];
+}
+
+export interface ChangeEvent {
+  collection: string;
+  type: 'create' | 'update' | 'delete';
+  id: string;
+  before?: Rec;
+  after?: Rec;
+}
+
+export class UniqueViolation extends Error {
+  constructor(readonly collection: string, readonly field: string, readonly value: unknown) {
+    super(`${collection}.${field} must be unique: ${String(value)}`);
+  }
+}
+
+type IndexKey = string | number | boolean;
+
+interface Coll {
+  spec: CollectionSpec;
+  db: Database<Rec, string>;
+  unique: Map<string, Database<string, IndexKey>>;
+  indexes: Map<string, Database<string, IndexKey>>;
+  /** Writes issued but not yet committed: id → record, or null for a delete. */
+  pending: Map<string, Rec | null>;
+}
+
+interface Op {
+  coll: Coll;
+  id: string;
+  before?: Rec;
+  after?: Rec;
+}
+
+const indexKeys = (v: unknown): IndexKey[] => {
+  if (v === undefined || v === null) return [];
+  if (Array.isArray(v)) return v.filter((x) => x !== null && x !== undefined && typeof x !== 'object') as IndexKey[];
+  if (typeof v === 'object') return [];
+  return [v as IndexKey];
+};
+
+/** Largest key lmdb accepts is 1978 bytes; longer values are not indexed (lists fall back to scans). */
+const indexable = (k: IndexKey) => typeof k !== 'string' || k.length <= 480;
+
+export class Store extends EventEmitter {
+  readonly env: RootDatabase;
+  private readonly colls = new Map<string, Coll>();
+  readonly meta: Database<any, string>;
+  private closed = false;
+
+  constructor(readonly dir: string, specs: CollectionSpec[]) {
+    super();
+    this.setMaxListeners(50);
+    fs.mkdirSync(dir, { recursive: true });
+    this.env = open({ path: dir, maxDbs: 256, mapSize: 2 * 1024 ** 3, compression: false });
+    this.meta = this.env.openDB({ name: 'meta' });
+    for (const spec of specs) this.addCollection(spec);
+  }
+
+  private addCollection(spec: CollectionSpec) {
+    const coll: Coll = {
+      spec,
+      db: this.env.openDB<Rec, string>({ name: `c:${spec.name}` }),
+      unique: new Map(),
+      indexes: new Map(),
+      pending: new Map(),
+    };
+    for (const f of spec.unique ?? []) coll.unique.set(f, this.env.openDB({ name: `u:${spec.name}:${f}` }));
+    for (const f of spec.indexes ?? []) coll.indexes.set(f, this.env.openDB({ name: `i:${spec.name}:${f}`, dupSort: true }));
+    this.colls.set(spec.name, coll);
+  }
+
+  collections(): CollectionSpec[] {
+    return [...this.colls.values()].map((c) => c.spec);
+  }
+
+  private coll(name: string): Coll {
+    const c = this.colls.get(name);
+    if (!c) throw new Error(`unknown collection ${name}`);
+    return c;
+  }
+
+  isUnique(collection: string, field: string): boolean {
+    return this.coll(collection).unique.has(field);
+  }
+
+  isIndexed(collection: string, field: string): boolean {
+    const c = this.coll(collection);
+    return c.unique.has(field) || c.indexes.has(field);
+  }
+
+  // ---- committed reads -------------------------------------------------------------------
+
+  get(collection: string, id: string): Rec | undefined {
+    if (typeof id !== 'string' || id.length === 0 || id.length > 480) return undefined;
+    return this.coll(collection).db.get(id);
+  }
+
+  count(collection: string): number {
+    return this.coll(collection).db.getCount();
+  }
+
+  /** Records in id order, optionally starting after `offset` records. */
+  *scan(collection: string, opts: { offset?: number; limit?: number } = {}): Iterable<Rec> {
+    for (const { value } of this.coll(collection).db.getRange({ offset: opts.offset, limit: opts.limit })) yield value;
+  }
+
+  findUnique(collection: string, field: string, value: unknown): Rec | undefined {
+    const c = this.coll(collection);
+    const idx = c.unique.get(field);
+    if (!idx) throw new Error(`${collection}.${field} is not unique-indexed`);
+    const keys = indexKeys(value);
+    if (keys.length !== 1 || !indexable(keys[0])) return undefined;
+    const id = idx.get(keys[0]);
+    return id === undefined ? undefined : c.db.get(id);
+  }
+
+  /** Ids whose `field` equals (or, for arrays, contains) `value`, in index order. */
+  idsByIndex(collection: string, field: string, value: unknown): string[] {
+    const c = this.coll(collection);
+    const keys = indexKeys(value);
+    if (keys.length !== 1 || !indexable(keys[0])) return [];
+    const u = c.unique.get(field);
+    if (u) {
+      const id = u.get(keys[0]);
+      return id === undefined ? [] : [id];
+    }
+    const idx = c.indexes.get(field);
+    if (!idx) throw new Error(`${collection}.${field} is not indexed`);
+    return [...idx.getValues(keys[0])];
+  }
+
+  /** Ids in index-key order between bounds (inclusive start, exclusive end unless noted). */
+  *idsByRange(collection: string, field: string, range: { start?: IndexKey; end?: IndexKey; reverse?: boolean } = {}): Iterable<string> {
+    const c = this.coll(collection);
+    const idx = c.unique.get(field) ?? c.indexes.get(field);
+    if (!idx) throw new Error(`${collection}.${field} is not indexed`);
+    for (const { value } of idx.getRange({ start: range.start, end: range.end, reverse: range.reverse })) yield value;
+  }
+
+  /** Distinct keys of an index (e.g. every role attribute in use), in key order. */
+  *indexKeys(collection: string, field: string): Iterable<IndexKey> {
+    const c = this.coll(collection);
+    const idx = c.unique.get(field) ?? c.indexes.get(field);
+    if (!idx) throw new Error(`${collection}.${field} is not indexed`);
+    for (const key of idx.getKeys()) yield key as IndexKey;
+  }
+
+  // ---- writes ----------------------------------------------------------------------------
+
+  /**
+   * Run `fn` synchronously as one atomic write. Throwing inside `fn` applies nothing.
+   * Resolves with `fn`'s result once the write is durable; change events fire just before.
+   */
+  async write<T>(fn: (tx: Tx) => T): Promise<T> {
+    if (this.closed) throw new Error('store is closed');
+    const tx = new Tx(this);
+    const result = fn(tx);
+    const ops = tx.finish();
+    if (ops.length === 0) return result;
+    for (const op of ops) op.coll.pending.set(op.id, op.after ?? null);
+    try {
+      await this.env.batch(() => {
+        for (const op of ops) this.applyOp(op);
+      });
+    } finally {
+      for (const op of ops) {
+        // Only clear what this write put there; a later write of the same id keeps its entry.
+        if (op.coll.pending.get(op.id) === (op.after ?? null)) op.coll.pending.delete(op.id);
+      }
+    }
+    const events: ChangeEvent[] = ops.map((op) => ({
+      collection: op.coll.spec.name,
+      type: op.before ? (op.after ? 'update' : 'delete') : 'create',
+      id: op.id,
+      before: op.before,
+      after: op.after,
+    }));
+    this.emit('change', events);
+    return result;
+  }
+
+  private applyOp({ coll, id, before, after }: Op) {
+    for (const [field, db] of coll.unique) {
+      const oldK = indexKeys(before?.[field]).filter(indexable);
+      const newK = indexKeys(after?.[field]).filter(indexable);
+      for (const k of oldK) if (!newK.includes(k) && db.get(k) === id) db.remove(k);
+      for (const k of newK) db.put(k, id);
+    }
+    for (const [field, db] of coll.indexes) {
+      const oldK = indexKeys(before?.[field]).filter(indexable);
+      const newK = indexKeys(after?.[field]).filter(indexable);
+      for (const k of oldK) if (!newK.includes(k)) db.remove(k, id);
+      for (const k of newK) if (!oldK.includes(k)) db.put(k, id);
+    }
+    if (after) coll.db.put(id, after);
+    else coll.db.remove(id);
+  }
+
+  /** Put a metadata value (outside a tx); resolves when durable. */
+  async putMeta(key: string, value: unknown): Promise<void> {
+    await this.meta.put(key, value);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.env.flushed;
+    await this.env.close();
+  }
+
+  /** Internal, for Tx. */
+  _coll(name: string): Coll {
+    return this.coll(name);
+  }
+}
+
+/** A write in progress: reads see committed data, then writes still committing, then this tx's own writes. */
+export class Tx {
+  private readonly ops = new Map<string, Op>();
+
+  constructor(private readonly store: Store) {}
+
+  private key(coll: string, id: string) {
+    return `${coll}\u0000${id}`;
+  }
+
+  get(collection: string, id: string): Rec | undefined {
+    if (typeof id !== 'string' || id.length === 0 || id.length > 480) return undefined;
+    const own = this.ops.get(this.key(collection, id));
+    if (own) return own.after;
+    const c = this.store._coll(collection);
+    if (c.pending.has(id)) return c.pending.get(id) ?? undefined;
+    return c.db.get(id);
+  }
+
+  exists(collection: string, id: string): boolean {
+    return this.get(collection, id) !== undefined;
+  }
+
+  /** Ids with `field` = value (arrays: containing it), including uncommitted writes. */
+  idsByIndex(collection: string, field: string, value: unknown): string[] {
+    const out = new Set(this.store.idsByIndex(collection, field, value));
+    const c = this.store._coll(collection);
+    const overlay = (id: string, rec: Rec | null | undefined) => {
+      const has = rec != null && (Array.isArray(rec[field]) ? rec[field].includes(value) : rec[field] === value);
+      if (has) out.add(id);
+      else out.delete(id);
+    };
+    for (const [id, rec] of c.pending) overlay(id, rec);
+    for (const op of this.ops.values()) if (op.coll === c) overlay(op.id, op.after);
+    return [...out];
+  }
+
+  findUnique(collection: string, field: string, value: unknown): Rec | undefined {
+    for (const id of this.idsByIndex(collection, field, value)) {
+      const rec = this.get(collection, id);
+      if (rec && rec[field] === value) return rec;
+    }
+    return undefined;
+  }
+
+  /** Insert or replace a record; unique fields are checked against everything else. */
+  put(collection: string, rec: Rec): void {
+    const c = this.store._coll(collection);
+    for (const field of c.unique.keys()) {
+      const v = rec[field];
+      if (v === undefined || v === null) continue;
+      const holder = this.findUnique(collection, field, v);
+      if (holder && holder.id !== rec.id) throw new UniqueViolation(collection, field, v);
+    }
+    const k = this.key(collection, rec.id);
+    const existing = this.ops.get(k);
+    if (existing) existing.after = rec;
+    else this.ops.set(k, { coll: c, id: rec.id, before: this.get(collection, rec.id), after: rec });
+  }
+
+  delete(collection: string, id: string): boolean {
+    const before = this.get(collection, id);
+    if (!before) return false;
+    const k = this.key(collection, id);
+    const existing = this.ops.get(k);
+    if (existing) existing.after = undefined;
+    else this.ops.set(k, { coll: this.store._coll(collection), id, before, after: undefined });
+    return true;
+  }
+
+  /** Every record of a collection as this tx sees it (committed ∪ pending ∪ own). Scans; use sparingly. */
+  *scan(collection: string): Iterable<Rec> {
+    const c = this.store._coll(collection);
+    const seen = new Set<string>();
+    for (const rec of this.store.scan(collection)) {
+      seen.add(rec.id);
+      const cur = this.get(collection, rec.id);
+      if (cur) yield cur;
+    }
+    for (const id of c.pending.keys()) {
+      if (seen.has(id)) continue;
+      seen.add(id);
+      const cur = this.get(collection, id);
+      if (cur) yield cur;
+    }
+    for (const op of this.ops.values()) if (op.coll === c && !seen.has(op.id) && op.after) yield op.after;
+  }
+
+  finish(): Op[] {
+    // A create followed by a delete in the same tx is no write at all.
+    return [...this.ops.values()].filter((op) => op.before || op.after);
+  }
+}
