@@ -19,6 +19,7 @@ import { startUws, type UwsServer } from './http/uws.js';
 import { createRegistry } from './resources/index.js';
 import { defaultAuthPolicy, DEFAULT_AUTH_POLICY_ID } from './resources/auth.js';
 import { newId } from './resources/define.js';
+import { BUILTIN_CONFIG_TYPES } from './resources/builtin-config-types.js';
 import { hashPassword } from './auth/passwords.js';
 import type { App } from './api/context.js';
 import type { Static } from 'typebox';
@@ -116,9 +117,12 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
 async function bootstrap(app: App) {
   const { store, config, log } = app;
   const now = Date.now();
-  if (!store.get('authPolicies', DEFAULT_AUTH_POLICY_ID)) {
-    await store.write((tx) => tx.put('authPolicies', defaultAuthPolicy(now)));
-  }
+  await store.write((tx) => {
+    if (!tx.exists('authPolicies', DEFAULT_AUTH_POLICY_ID)) tx.put('authPolicies', defaultAuthPolicy(now));
+    for (const { name, schema } of BUILTIN_CONFIG_TYPES) {
+      if (!tx.findUnique('configTypes', 'name', name)) tx.put('configTypes', { id: name, createdAt: now, updatedAt: now, tags: {}, name, schema });
+    }
+  });
   if (store.count('identities') > 0) return;
   const generated = config.adminPassword === undefined;
   const password = config.adminPassword ?? crypto.randomBytes(18).toString('base64url');

@@ -211,6 +211,8 @@ class Converter {
     if (isStringSchema(out) && out.maxLength === undefined && !out.enum) {
       out.maxLength = key === 'name' ? NAME_MAX_LENGTH : STRING_MAX_LENGTH;
     }
+    // A name is never empty, also where it is optional (PATCH bodies).
+    if (key === 'name' && isStringSchema(out) && out.minLength === undefined && !out.enum) out.minLength = 1;
     if (s.items) out.items = this.item(s.items, ctx, key);
     if (s.additionalProperties !== undefined) {
       const ap = s.additionalProperties;
@@ -221,6 +223,8 @@ class Converter {
       }
     }
     if (s.properties && typeof s.properties === 'object') {
+      // Definitions with properties but no `type` (edgeRouterPolicyCreate…) are still objects.
+      if (out.type === undefined) out.type = 'object';
       const required: string[] = Array.isArray(s.required) ? s.required : [];
       out.properties = {};
       for (const [name, prop] of Object.entries<any>(s.properties)) {

@@ -17,6 +17,14 @@ export function checkPassword(app: App, identity: Rec, password: unknown, field 
   return password;
 }
 
+/** UPDB usernames: 4 to 100 characters (the upstream `username` schema). */
+export function checkUsername(username: unknown, field = 'username'): string {
+  if (typeof username !== 'string' || username.length === 0) throw errors.field(field, `${field} is required`, username ?? null);
+  if (username.length < 4) throw errors.field(field, `${field} must be at least 4 characters long`, username);
+  if (username.length > 100) throw errors.field(field, `${field} must be at most 100 characters long`, username);
+  return username;
+}
+
 export function hashPassword(app: App, password: string): Promise<string> {
   const c = app.config;
   return app.pool.run('hashPassword', { password, memoryCost: c.argon2MemoryKiB, timeCost: c.argon2Iterations, parallelism: c.argon2Parallelism });

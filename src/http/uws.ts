@@ -28,6 +28,9 @@ const decoder = new TextDecoder();
 
 export function startUws(opts: UwsOptions): Promise<UwsServer> {
   const inFlight = new InFlight();
+  /** closing: the listener is closed, responses ask clients to close; stopped: in-flight work has drained. */
+  let closing = false;
+  let stopped = false;
   const app = uWS.SSLApp({ cert_file_name: opts.certFile, key_file_name: opts.keyFile });
 
   app.any('/*', (res, ureq) => {
@@ -53,6 +56,7 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
     const send = (reply: Reply) => {
       if (req.aborted) return done();
       const { status, headers: h, body } = encodeReply(reply);
+      if (closing) h.connection = 'close';
       res.cork(() => {
         res.writeStatus(`${status} ${STATUS_TEXT[status] ?? ''}`);
         for (const [k, v] of Object.entries(h)) res.writeHeader(k, v);
@@ -66,6 +70,13 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
       send({ status: 500, body: { error: { code: 'UNHANDLED', message: 'An unhandled error occurred' }, meta: {} } });
     });
 
+    if (stopped) {
+      // Drained and stopping: like an HTTP server shutting down, drop kept-alive connections
+      // instead of starting work the closed pool and store can no longer do.
+      res.close();
+      done();
+      return;
+    }
     const declared = Number(headers['content-length'] ?? 0);
     if (declared > opts.maxBodyBytes) {
       send(opts.tooLarge());
@@ -102,8 +113,11 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
       resolve({
         port,
         async close(graceMs: number) {
+          closing = true;
           uWS.us_listen_socket_close(listenSocket);
           await inFlight.drain(graceMs);
+          stopped = true;
+          (app as unknown as { close?: () => void }).close?.();
         },
       });
     });

@@ -4,7 +4,7 @@
  * src/auth; the enrollment and verification flows are issue #5, MFA and signer logins issue #6.
  */
 import crypto from 'node:crypto';
-import { errors } from '../api/errors.js';
+import { ApiError, errors } from '../api/errors.js';
 import { parseCert } from '../pki/certs.js';
 import type { Rec, Tx } from '../store/store.js';
 import type { ResourceDef } from './types.js';
@@ -36,12 +36,12 @@ export function defaultAuthPolicy(now = Date.now()): Rec {
   };
 }
 
+/** Unknown signer ids are a 404 (behaviors §2.5), not a field error. */
 function checkSigners(tx: Tx, rec: Rec) {
   const allowed = rec.primary?.extJwt?.allowedSigners ?? [];
-  for (const id of allowed) if (!tx.exists('externalJwtSigners', id)) throw errors.field('primary.extJwt.allowedSigners', 'no external jwt signer found with the given id', id);
+  for (const id of allowed) if (!tx.exists('externalJwtSigners', id)) throw errors.notFound('external-jwt-signer', String(id));
   const second = rec.secondary?.requireExtJwtSigner;
-  if (second !== undefined && second !== null && !tx.exists('externalJwtSigners', second))
-    throw errors.field('secondary.requireExtJwtSigner', 'no external jwt signer found with the given id', second);
+  if (second !== undefined && second !== null && !tx.exists('externalJwtSigners', second)) throw errors.notFound('external-jwt-signer', String(second));
   if (rec.primary?.extJwt) rec.primary.extJwt.allowedSigners = [...new Set(allowed as string[])];
   if (rec.secondary && rec.secondary.requireExtJwtSigner === undefined) rec.secondary.requireExtJwtSigner = null;
 }
@@ -79,13 +79,19 @@ export const authPolicies: ResourceDef = {
     const d = defaultAuthPolicy();
     rec.primary = merge(d.primary, rec.primary ?? {});
     rec.secondary = merge(d.secondary, rec.secondary ?? {});
+    // Out-of-range numbers mean "the default": unlimited attempts, the minimum length, locked indefinitely.
+    const updb = rec.primary.updb;
+    if (!(updb.maxAttempts >= 0)) updb.maxAttempts = 0;
+    if (!(updb.minPasswordLength >= 5)) updb.minPasswordLength = 5;
+    if (!(updb.lockoutDurationMinutes >= 0)) updb.lockoutDurationMinutes = 0;
   },
   afterWrite(rec, { tx }) {
     checkSigners(tx, rec);
     tx.put('authPolicies', rec);
   },
   protect(rec, mode) {
-    if (mode === 'delete' && rec.id === DEFAULT_AUTH_POLICY_ID) throw errors.cannotDelete('the default auth policy can not be deleted');
+    if (mode === 'delete' && rec.id === DEFAULT_AUTH_POLICY_ID)
+      throw new ApiError('CAN_NOT_DELETE_REFERENCED_ENTITY', 'the default auth policy is the system default and can not be deleted');
   },
 };
 
@@ -129,8 +135,11 @@ export const externalJwtSigners: ResourceDef = {
     const hasCert = typeof rec.certPem === 'string' && rec.certPem.trim() !== '';
     const hasJwks = typeof rec.jwksEndpoint === 'string' && rec.jwksEndpoint.trim() !== '';
     if (hasCert === hasJwks) throw errors.field('certPem', 'exactly one of certPem and jwksEndpoint must be provided', rec.certPem ?? null);
+    if (rec.audience === '') throw errors.field('audience', 'audience must be at least 1 character long', rec.audience);
     if (hasCert) {
       const info = parseCert(rec.certPem, 'certPem');
+      const holder = tx.findUnique('externalJwtSigners', 'fingerprint', info.fingerprint);
+      if (holder && holder.id !== rec.id) throw errors.field('certPem', 'the certificate is already used by another external jwt signer', info.fingerprint);
       rec.fingerprint = info.fingerprint;
       rec.commonName = info.commonName;
       rec.notBefore = info.notBefore;
@@ -166,6 +175,22 @@ export const externalJwtSigners: ResourceDef = {
   },
 };
 
+/** `externalIdClaim` (behaviors §6): a location is required, and the SCHEME matcher only reads SAN URIs. */
+function checkExternalIdClaim(c: any) {
+  if (c === null || c === undefined) return;
+  const enums: Record<string, string[]> = {
+    location: ['COMMON_NAME', 'SAN_URI', 'SAN_EMAIL'],
+    matcher: ['ALL', 'PREFIX', 'SUFFIX', 'SCHEME'],
+    parser: ['NONE', 'SPLIT'],
+  };
+  if (!c.location) throw errors.field('externalIdClaim.location', 'location is required', c.location ?? null);
+  for (const [k, values] of Object.entries(enums)) {
+    if (c[k] !== undefined && c[k] !== null && !values.includes(c[k])) throw errors.field(`externalIdClaim.${k}`, `must be one of ${values.join(', ')}`, c[k]);
+  }
+  if (c.matcher === 'SCHEME' && c.location !== 'SAN_URI') throw errors.field('externalIdClaim.matcher', 'the SCHEME matcher requires the SAN_URI location', c.matcher);
+  if (c.index !== undefined && c.index !== null && (!Number.isInteger(c.index) || c.index < 0)) throw errors.field('externalIdClaim.index', 'must be a non-negative integer', c.index);
+}
+
 export const cas: ResourceDef = {
   collection: 'cas',
   path: 'cas',
@@ -184,16 +209,20 @@ export const cas: ResourceDef = {
     isVerified: { readOnly: true, filter: 'bool' },
     verificationToken: { readOnly: true, filter: 'string' },
   },
-  prepare(rec, { mode, before, body }) {
+  prepare(rec, { mode, before, body, tx }) {
     if (mode === 'create') {
       const info = parseCert(rec.certPem, 'certPem');
-      if (!info.isCa) throw errors.field('certPem', 'the certificate is not a CA certificate', rec.certPem);
+      if (!info.isCa) throw new ApiError('CERTIFICATE_IS_NOT_CA', 'the certificate is not a CA certificate', { field: 'certPem', reason: 'the certificate is not a CA certificate', value: info.fingerprint });
+      const sameName = tx.findUnique('cas', 'name', rec.name);
+      if (sameName) throw errors.field('name', `duplicate value '${rec.name}' in unique index on cas store`, rec.name);
+      if (tx.findUnique('cas', 'fingerprint', info.fingerprint)) throw errors.field('certPem', 'certificate already used as CA', info.fingerprint);
       rec.fingerprint = info.fingerprint;
       rec.isVerified = false;
       rec.verificationToken = crypto.randomUUID();
     }
     if (mode === 'patch' && body?.externalIdClaim && before!.externalIdClaim) rec.externalIdClaim = { ...before!.externalIdClaim, ...body.externalIdClaim };
     if (rec.identityNameFormat === '' || rec.identityNameFormat === null) rec.identityNameFormat = '[caName]-[commonName]';
+    checkExternalIdClaim(rec.externalIdClaim);
   },
 };
 

@@ -237,6 +237,7 @@ export function applyBody(reg: Registry, def: ResourceDef, wctx: WriteCtx, rec: 
       if (mode !== 'create' && f.nullKeeps) v = before![name];
       else v = f.default ? f.default() : undefined;
     }
+    if (f.nullKeeps && v === '') throw errors.field(wire, `${wire} must be at least 1 character long`, v);
     if (f.attributes) v = checkAttributes(name, v);
     if (f.roles) v = checkRoles(tx, reg, name, v, f.roles);
     if (f.ref && v !== undefined && v !== null) {

@@ -58,7 +58,8 @@ export const identities: ResourceDef = {
     type: { type: 'string', get: (r: Rec) => r.typeId },
     disabled: { type: 'bool', get: (r: Rec) => isDisabled(r) },
   },
-  prepare(rec, { mode, body, before, tx }) {
+  prepare(rec, { mode, body, before, tx, ctx }) {
+    if (ctx.identity && ctx.identity.isAdmin !== true) checkIdentityManager(rec, mode, before);
     rec.typeId = before?.typeId ?? (body?.type === 'Router' ? 'Router' : 'Default');
     if (rec.isDefaultAdmin === undefined) rec.isDefaultAdmin = false;
     if (rec.permissions !== undefined && rec.permissions !== null) {
@@ -85,6 +86,9 @@ export const identities: ResourceDef = {
     else if (e.ottca) createEnrollmentInTx(app, wctx.tx, { method: 'ottca', identityId: rec.id, caId: e.ottca });
     else if (e.updb) createEnrollmentInTx(app, wctx.tx, { method: 'updb', identityId: rec.id, username: e.updb });
   },
+  beforeDelete(rec, { ctx }) {
+    if (ctx.identity && ctx.identity.isAdmin !== true && rec.isAdmin) throw errors.unauthorized();
+  },
   protect(rec, mode) {
     if (mode !== 'delete') return;
     if (rec.isDefaultAdmin) throw errors.cannotDelete('the default admin identity can not be deleted');
@@ -94,6 +98,17 @@ export const identities: ResourceDef = {
     return renderIdentityExtras(rec, view);
   },
 };
+
+/**
+ * Holders of `identity` permissions who are not admins (semantics §14) may not create admins or
+ * identities with permissions, change `permissions`/`isAdmin`, touch admin identities, or use PUT.
+ */
+function checkIdentityManager(rec: Rec, mode: string, before: Rec | undefined) {
+  if (mode === 'put') throw errors.unauthorized();
+  if (before?.isAdmin) throw errors.unauthorized();
+  const perms = (r: Rec | undefined) => JSON.stringify(r?.permissions ?? []);
+  if (rec.isAdmin === true || perms(rec) !== perms(before)) throw errors.unauthorized();
+}
 
 export function isDisabled(r: Rec, now = Date.now()): boolean {
   if (!r.disabledAt) return false;

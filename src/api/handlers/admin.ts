@@ -6,10 +6,10 @@
 import crypto from 'node:crypto';
 import type { Ctx } from '../context.js';
 import type { Reply } from '../operation.js';
-import { errors } from '../errors.js';
+import { ApiError, errors } from '../errors.js';
 import { created, empty, ok } from '../envelope.js';
 import { createRecord, listRecords, mustGet, renderRecord, write, type Registry } from '../../resources/define.js';
-import { checkPassword, hashPassword } from '../../auth/passwords.js';
+import { checkPassword, checkUsername, hashPassword } from '../../auth/passwords.js';
 import { parseCert } from '../../pki/certs.js';
 import type { Rec } from '../../store/store.js';
 
@@ -35,8 +35,7 @@ export function adminHandlers(reg: Registry): Record<string, H> {
     const identity = mustGet(ctx.app.store, reg.def('identities'), before.identityId);
     const changes: Record<string, unknown> = {};
     if (mode === 'put' || (body.username !== undefined && body.username !== null)) {
-      if (typeof body.username !== 'string' || body.username === '') throw errors.field('username', 'is required', body.username);
-      changes.username = body.username;
+      changes.username = checkUsername(body.username);
     }
     if (mode === 'put' || (body.password !== undefined && body.password !== null)) {
       changes.passwordHash = await hashPassword(ctx.app, checkPassword(ctx.app, identity, body.password));
@@ -51,20 +50,21 @@ export function adminHandlers(reg: Registry): Record<string, H> {
     return empty();
   }
 
-  const settingsDef = reg.def('controllerSettings');
   const effective = (ctx: Ctx) => {
     const global = ctx.app.store.get('controllerSettings', 'global');
     const own = ctx.app.store.get('controllerSettings', ctx.params.id);
     if (!own && ctx.params.id !== 'global') throw errors.notFound();
-    const merged: Rec = {
-      ...(global ?? {}),
-      ...(own ?? {}),
-      oidc: { ...(global?.oidc ?? {}), ...(own?.oidc ?? {}) },
+    // controllerSettingEffective: what applies (global, overridden by the instance) and the instance's own values.
+    const base = own ?? global;
+    return {
       id: ctx.params.id,
-      createdAt: own?.createdAt ?? global?.createdAt ?? ctx.app.startedAt,
-      updatedAt: own?.updatedAt ?? global?.updatedAt ?? ctx.app.startedAt,
+      createdAt: new Date(base?.createdAt ?? ctx.app.startedAt).toISOString(),
+      updatedAt: new Date(base?.updatedAt ?? ctx.app.startedAt).toISOString(),
+      tags: own?.tags ?? global?.tags ?? {},
+      _links: { self: { href: `./controller-settings/${ctx.params.id}` } },
+      effective: { oidc: { ...(global?.oidc ?? {}), ...(own?.oidc ?? {}) } },
+      instance: { oidc: own?.oidc ?? {} },
     };
-    return renderRecord(reg, settingsDef, merged, view(ctx));
   };
   async function writeSettings(ctx: Ctx, mode: 'put' | 'patch' | 'delete'): Promise<Reply> {
     const id = ctx.params.id;
@@ -80,7 +80,8 @@ export function adminHandlers(reg: Registry): Record<string, H> {
       }
       const body = ctx.body ?? {};
       const oidc = mode === 'put' ? body.oidc ?? {} : { ...(base.oidc ?? {}), ...(body.oidc ?? {}) };
-      tx.put('controllerSettings', { ...base, oidc, tags: body.tags ?? base.tags ?? {}, updatedAt: now });
+      const tags = mode === 'put' ? body.tags ?? {} : body.tags ?? base.tags ?? {};
+      tx.put('controllerSettings', { ...base, oidc, tags, updatedAt: now });
     });
     return empty();
   }
@@ -98,9 +99,9 @@ export function adminHandlers(reg: Registry): Record<string, H> {
       const method = body.method;
       let extra: Record<string, unknown>;
       if (method === 'updb') {
-        if (typeof body.username !== 'string' || body.username === '') throw errors.field('username', 'is required', body.username);
+        const username = checkUsername(body.username);
         const passwordHash = await hashPassword(ctx.app, checkPassword(ctx.app, identity, body.password));
-        extra = { method, username: body.username, passwordHash };
+        extra = { method, username, passwordHash };
       } else if (method === 'cert') {
         const info = parseCert(body.certPem, 'certPem');
         extra = { method, certPem: body.certPem, fingerprint: info.fingerprint, isIssuedByNetwork: false, isExtendRequested: false, isKeyRollRequested: false };
@@ -108,7 +109,8 @@ export function adminHandlers(reg: Registry): Record<string, H> {
       const rec = await createRecord(reg, authDef, ctx, { tags: body.tags }, (r, tx) => {
         if (!tx.exists('identities', identity.id)) throw errors.field('identityId', 'no identity found with the given id', identity.id);
         for (const aid of tx.idsByIndex('authenticators', 'identityId', identity.id)) {
-          if (tx.get('authenticators', aid)?.method === method) throw errors.field('method', `identity already has a ${method} authenticator`, method);
+          if (tx.get('authenticators', aid)?.method === method)
+            throw new ApiError('MAX_AUTHENTICATOR_METHODS_REACHED', `the identity already has a ${method} authenticator`);
         }
         Object.assign(r, extra, { identityId: identity.id });
       });

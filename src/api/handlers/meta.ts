@@ -1,4 +1,5 @@
 /** Unauthenticated documents: version, capabilities, specs, protocols, CA bundle, controllers, fixed type lists. */
+import { dump } from 'js-yaml';
 import type { Ctx } from '../context.js';
 import type { Reply } from '../operation.js';
 import { errors } from '../errors.js';
@@ -9,6 +10,8 @@ import { IDENTITY_TYPES } from '../../resources/identities.js';
 import { POSTURE_CHECK_TYPES } from '../../resources/posture.js';
 import { fingerprintOf, splitPem } from '../../pki/certs.js';
 import type { Op } from '../context.js';
+
+const yamlCache = new WeakMap<object, string>();
 
 export const CAPABILITIES = ['OIDC_AUTH', 'HA_CONTROLLER'] as const;
 
@@ -56,7 +59,17 @@ export function metaHandlers(ops: () => Op[]): Record<string, (ctx: Ctx) => Repl
     detailSpecBody: (ctx) => {
       const api = SPEC_IDS[ctx.params.id];
       if (!api) throw errors.notFound();
-      return { status: 200, body: buildServedSpec(api, specOps(api)) };
+      const doc = buildServedSpec(api, specOps(api));
+      // The spec produces text/yaml and application/json; JSON unless YAML is asked for first.
+      const accept = (ctx.req.headers.accept ?? '').toLowerCase();
+      const yamlAt = accept.search(/(text|application)\/(x-)?yaml/);
+      const jsonAt = accept.indexOf('json');
+      if (yamlAt >= 0 && (jsonAt < 0 || yamlAt < jsonAt)) {
+        let text = yamlCache.get(doc);
+        if (!text) yamlCache.set(doc, (text = dump(doc, { noRefs: true, lineWidth: -1 })));
+        return { status: 200, body: text, contentType: 'text/yaml' };
+      }
+      return { status: 200, body: doc };
     },
     listProtocols: (ctx) => ok({ https: { address: ctx.app.config.advertisedAddress } }),
     listWellKnownCas: (ctx) => ({

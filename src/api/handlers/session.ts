@@ -9,6 +9,7 @@ import { ok, empty } from '../envelope.js';
 import { renderRecord, write } from '../../resources/define.js';
 import type { Registry } from '../../resources/define.js';
 import { isDisabled } from '../../resources/identities.js';
+import { checkUsername } from '../../auth/passwords.js';
 import type { ApiSession } from '../../auth/api-sessions.js';
 import type { Rec } from '../../store/store.js';
 
@@ -45,7 +46,10 @@ function resolveConfigTypes(ctx: Ctx, wanted: unknown): string[] {
 async function passwordLogin(ctx: Ctx): Promise<{ identity: Rec; authenticatorId: string }> {
   const body = ctx.body ?? {};
   const { username, password } = body;
-  if (typeof username !== 'string' || typeof password !== 'string' || username === '' || password === '') throw errors.invalidAuth();
+  // Missing or out-of-range fields are a validation error (behaviors §2.1), not a failed login.
+  checkUsername(username);
+  if (typeof password !== 'string' || password.length === 0) throw errors.field('password', 'password is required', password ?? null);
+  if (password.length < 5 || password.length > 100) throw errors.field('password', 'password must be 5 to 100 characters long', undefined);
   const auth = ctx.app.store.findUnique('authenticators', 'username', username);
   const hash = auth?.method === 'updb' ? (auth.passwordHash as string) : DUMMY_HASH;
   const good = await ctx.app.pool.run('verifyPassword', { hash, password });

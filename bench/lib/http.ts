@@ -1,0 +1,185 @@
+/**
+ * Lean HTTPS clients for load generation: keep-alive connections to one origin, a CA to verify
+ * the server, and a callback-free `request()` that resolves with status and byte count (and the
+ * body only when asked). Two back ends with the same interface:
+ *
+ *  - `undici` (when the package can be imported; it is not a declared dependency, so it is
+ *    optional): a Pool with `connections` sockets driven through `dispatch` with a plain handler
+ *    object, the cheapest path undici offers;
+ *  - `https`: node:https with a keep-alive Agent, maxSockets = connections.
+ *
+ *   const c = await createClient({ origin: 'https://127.0.0.1:1280', ca, connections: 16 });
+ *   const r = await c.request({ method: 'GET', path: '/version', headers: {} });
+ *   await c.close();
+ */
+import https from 'node:https';
+
+export type ClientKind = 'undici' | 'https';
+
+/** A pre-built request. Build these once, outside the timed loop. */
+export interface RequestSpec {
+  method: string;
+  path: string;
+  /** Shared, never mutated by the client. */
+  headers: Record<string, string>;
+  body?: Buffer;
+  /** Keep the response body (otherwise only its size is counted). */
+  wantBody?: boolean;
+}
+
+export interface HttpResult {
+  status: number;
+  bytes: number;
+  body?: Buffer;
+}
+
+export interface HttpClient {
+  readonly kind: ClientKind;
+  request(spec: RequestSpec): Promise<HttpResult>;
+  close(): Promise<void>;
+}
+
+export interface ClientOptions {
+  /** https://host:port */
+  origin: string;
+  /** PEM of the CA(s) that sign the server certificate. */
+  ca: Buffer | string;
+  connections: number;
+  /** Default: undici when importable, else https. */
+  kind?: ClientKind;
+  /** Per-request timeout (ms); a timed-out request rejects with code ETIMEDOUT. Default 60 s. */
+  timeoutMs?: number;
+}
+
+export async function undiciAvailable(): Promise<boolean> {
+  return (await loadUndici()) !== undefined;
+}
+
+let undiciModule: any | null | undefined;
+async function loadUndici(): Promise<any | undefined> {
+  if (undiciModule === undefined) {
+    const name = 'undici'; // a variable: no compile-time dependency on the package
+    try {
+      undiciModule = await import(name);
+    } catch {
+      undiciModule = null;
+    }
+  }
+  return undiciModule ?? undefined;
+}
+
+export async function createClient(opts: ClientOptions): Promise<HttpClient> {
+  const kind = opts.kind ?? ((await undiciAvailable()) ? 'undici' : 'https');
+  if (kind === 'undici') {
+    const undici = await loadUndici();
+    if (!undici) throw new Error('undici is not installed; use --client https');
+    return new UndiciClient(undici, opts);
+  }
+  return new NodeHttpsClient(opts);
+}
+
+class UndiciClient implements HttpClient {
+  readonly kind = 'undici' as const;
+  private readonly pool: any;
+  private readonly timeoutMs: number;
+
+  constructor(undici: any, opts: ClientOptions) {
+    this.timeoutMs = opts.timeoutMs ?? 60_000;
+    this.pool = new undici.Pool(opts.origin, {
+      connections: opts.connections,
+      pipelining: 1,
+      keepAliveTimeout: 60_000,
+      headersTimeout: this.timeoutMs,
+      bodyTimeout: this.timeoutMs,
+      connect: { ca: opts.ca, rejectUnauthorized: true },
+    });
+  }
+
+  request(spec: RequestSpec): Promise<HttpResult> {
+    return new Promise((resolve, reject) => {
+      let status = 0;
+      let bytes = 0;
+      const chunks: Buffer[] | undefined = spec.wantBody ? [] : undefined;
+      this.pool.dispatch(
+        { method: spec.method, path: spec.path, headers: spec.headers, body: spec.body },
+        {
+          onConnect() {},
+          onHeaders(statusCode: number) {
+            status = statusCode;
+            return true;
+          },
+          onData(chunk: Buffer) {
+            bytes += chunk.length;
+            if (chunks) chunks.push(chunk);
+            return true;
+          },
+          onComplete() {
+            resolve({ status, bytes, body: chunks ? Buffer.concat(chunks) : undefined });
+          },
+          onError(err: Error) {
+            reject(err);
+          },
+        },
+      );
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.pool.close();
+  }
+}
+
+class NodeHttpsClient implements HttpClient {
+  readonly kind = 'https' as const;
+  private readonly agent: https.Agent;
+  private readonly host: string;
+  private readonly port: number;
+  private readonly timeoutMs: number;
+
+  constructor(opts: ClientOptions) {
+    const u = new URL(opts.origin);
+    this.host = u.hostname.replace(/^\[|\]$/g, '');
+    this.port = Number(u.port || 443);
+    this.timeoutMs = opts.timeoutMs ?? 60_000;
+    this.agent = new https.Agent({ keepAlive: true, maxSockets: opts.connections, maxFreeSockets: opts.connections, ca: opts.ca });
+  }
+
+  request(spec: RequestSpec): Promise<HttpResult> {
+    return new Promise((resolve, reject) => {
+      const req = https.request(
+        { agent: this.agent, host: this.host, port: this.port, method: spec.method, path: spec.path, headers: spec.headers, timeout: this.timeoutMs },
+        (res) => {
+          let bytes = 0;
+          const chunks: Buffer[] | undefined = spec.wantBody ? [] : undefined;
+          res.on('data', (chunk: Buffer) => {
+            bytes += chunk.length;
+            if (chunks) chunks.push(chunk);
+          });
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, bytes, body: chunks ? Buffer.concat(chunks) : undefined }));
+          res.on('error', reject);
+        },
+      );
+      req.on('timeout', () => req.destroy(Object.assign(new Error('request timed out'), { code: 'ETIMEDOUT' })));
+      req.on('error', reject);
+      req.end(spec.body);
+    });
+  }
+
+  async close(): Promise<void> {
+    this.agent.destroy();
+  }
+}
+
+/** One-off JSON request (setup steps such as logging in); not for timed loops. */
+export async function requestJson(client: HttpClient, method: string, path: string, headers: Record<string, string>, json?: unknown): Promise<{ status: number; body: any }> {
+  const body = json === undefined ? undefined : Buffer.from(JSON.stringify(json));
+  const h = body ? { ...headers, 'content-type': 'application/json' } : headers;
+  const r = await client.request({ method, path, headers: h, body, wantBody: true });
+  let parsed: any;
+  try {
+    parsed = r.body && r.body.length ? JSON.parse(r.body.toString('utf8')) : undefined;
+  } catch {
+    parsed = r.body?.toString('utf8');
+  }
+  return { status: r.status, body: parsed };
+}

@@ -1,0 +1,147 @@
+/**
+ * Golden diff of the served specs against the imported upstream documents (JSON) and the original
+ * upstream YAML, plus reachability of every operation over real HTTPS.
+ */
+import t from 'tap';
+import fs from 'node:fs';
+import * as yaml from 'js-yaml';
+import { startServer } from './helpers/server.js';
+
+const ROOT = new URL('..', import.meta.url);
+const METHODS = ['get', 'put', 'post', 'delete', 'patch', 'options', 'head'];
+const UPSTREAM_NO_ID = new Set(['DELETE /current-api-session']); // upstream lacks an operationId there
+
+type OpKey = string; // "METHOD path operationId"
+
+function operations(doc: any, fillMissing = false): { keys: OpKey[]; missing: string[] } {
+  const keys: OpKey[] = [];
+  const missing: string[] = [];
+  for (const [p, item] of Object.entries<any>(doc.paths ?? {})) {
+    for (const m of METHODS) {
+      const op = item?.[m];
+      if (!op) continue;
+      let id: string | undefined = op.operationId;
+      if (!id) {
+        missing.push(`${m.toUpperCase()} ${p}`);
+        if (fillMissing && UPSTREAM_NO_ID.has(`${m.toUpperCase()} ${p}`)) id = 'deleteCurrentAPISession';
+      }
+      keys.push(`${m.toUpperCase()} ${p} ${id ?? '(none)'}`);
+    }
+  }
+  return { keys: keys.sort(), missing };
+}
+
+function loadYaml(file: string): any {
+  const text = fs.readFileSync(new URL(file, ROOT), 'utf8').replace(/!!float /g, '');
+  return yaml.load(text);
+}
+
+const golden = {
+  client: JSON.parse(fs.readFileSync(new URL('src/api/spec/client.json', ROOT), 'utf8')),
+  management: JSON.parse(fs.readFileSync(new URL('src/api/spec/management.json', ROOT), 'utf8')),
+};
+const upstreamYaml = {
+  client: loadYaml('../shared/reference/upstream-spec/client.yml'),
+  management: loadYaml('../shared/reference/upstream-spec/management.yml'),
+};
+
+const srv = await startServer(t);
+const served: Record<'client' | 'management', any> = {
+  client: (await srv.client.get('/specs/edge-client/spec')).body,
+  management: (await srv.mgmt.get('/specs/edge-management/spec')).body,
+};
+
+t.test('served specs match the golden upstream operation lists', async (t) => {
+  for (const api of ['client', 'management'] as const) {
+    const s = served[api];
+    t.ok(s && typeof s === 'object', `${api} spec served`);
+    t.equal(s.swagger, '2.0');
+    t.equal(s.info?.version, '0.28.0', `${api} info.version`);
+    t.equal(s.basePath, api === 'client' ? '/edge/client/v1' : '/edge/management/v1');
+    const got = operations(s);
+    const want = operations(golden[api]);
+    t.same(got.missing, [], `${api}: every served operation has an operationId`);
+    t.equal(got.keys.length, api === 'client' ? 59 : 196, `${api}: operation count`);
+    t.equal(want.keys.length, api === 'client' ? 59 : 196, `${api}: golden operation count`);
+    t.same(got.keys, want.keys, `${api}: same methods, paths and operationIds as src/api/spec/${api}.json`);
+    t.equal(new Set(got.keys.map((k) => k.split(' ')[2])).size, got.keys.length, `${api}: operationIds unique`);
+    t.same(Object.keys(s.paths).sort(), Object.keys(golden[api].paths).sort(), `${api}: same path set`);
+  }
+});
+
+t.test('served specs match the upstream YAML originals', async (t) => {
+  for (const api of ['client', 'management'] as const) {
+    const y = upstreamYaml[api];
+    t.equal(y.info?.version, '0.28.0', `${api} YAML info.version`);
+    const up = operations(y, true);
+    t.same(up.missing, ['DELETE /current-api-session'], `${api}: upstream lacks only the deleteCurrentAPISession id`);
+    const got = operations(served[api]);
+    t.same(got.keys, up.keys, `${api}: served operations = YAML operations (modulo deleteCurrentAPISession id)`);
+    // Definitions named by the served spec exist upstream too (no invented wire types).
+    const servedDefs = Object.keys(served[api].definitions ?? {});
+    const upDefs = new Set(Object.keys(y.definitions ?? {}));
+    const extra = servedDefs.filter((d) => !upDefs.has(d));
+    t.same(extra, [], `${api}: no definitions beyond upstream's`);
+    // Security definitions keep the header credential.
+    const sec = Object.values<any>(served[api].securityDefinitions ?? {}).find((d) => d.type === 'apiKey');
+    t.equal(sec?.in, 'header');
+    t.equal(sec?.name, 'zt-session');
+  }
+});
+
+t.test('spec content negotiation', async (t) => {
+  const j = await srv.client.get('/specs/edge-client/spec', { headers: { accept: 'application/json' } });
+  t.equal(j.status, 200);
+  t.match(j.headers['content-type'], /^application\/json/);
+  t.equal(j.body?.info?.version, '0.28.0');
+  const y = await srv.mgmt.get('/specs/edge-management/spec', { headers: { accept: 'text/yaml' } });
+  t.equal(y.status, 200);
+  t.match(y.headers['content-type'], /^text\/yaml/, 'accept text/yaml → text/yaml');
+  let parsed: any;
+  try {
+    parsed = yaml.load(y.text.replace(/!!float /g, ''));
+  } catch {
+    parsed = undefined;
+  }
+  t.equal(parsed?.info?.version, '0.28.0', 'YAML body parses');
+});
+
+t.test('every operation is routed (never 404/405 for a path and method of the spec)', async (t) => {
+  const apis = [
+    ['client', srv.client.base, '/edge/client/v1'],
+    ['management', srv.mgmt.base, '/edge/management/v1'],
+  ] as const;
+  for (const [api, , base] of apis) {
+    const c = await srv.login(undefined, undefined, api);
+    // An entity that exists, so `{id}` paths whose handler is implemented do not answer 404 for the id.
+    let n = 0;
+    for (const [p, item] of Object.entries<any>(served[api].paths)) {
+      for (const m of ['get', 'put', 'post', 'delete', 'patch']) {
+        const op = item[m];
+        if (!op) continue;
+        if (op.operationId === 'deleteCurrentAPISession') continue; // would end this session
+        n++;
+        const concrete = p.replace(/\{[^}]+\}/g, 'reachability-probe');
+        const body = ['post', 'put', 'patch'].includes(m) ? {} : undefined;
+        const r = await c.request(m.toUpperCase(), concrete, body);
+        const label = `${api} ${m.toUpperCase()} ${p} (${op.operationId}) → ${r.status} ${r.body?.error?.code ?? ''}`;
+        t.not(r.status, 405, label);
+        t.ok(r.status < 500 || r.status === 501, `${label}: no 5xx`);
+        // 404 is only acceptable when it is the entity lookup (a NOT_FOUND for the probe id), never for the route.
+        if (r.status === 404) t.ok(p.includes('{'), `${label}: 404 only for an unknown id`);
+      }
+    }
+    t.equal(n + 1, api === 'client' ? 59 : 196, `${api}: probed every operation`);
+    // An unknown sub-path of a real collection is a 404 route miss, a wrong verb is 405.
+    const miss = await c.get('/identities/x/no-such-sub-resource');
+    t.equal(miss.status, 404, `${base}: unknown sub-path → 404`);
+    const wrong = await c.request('PATCH', '/version');
+    t.equal(wrong.status, 405, `${base}: PATCH /version → 405`);
+  }
+  // deleteCurrentAPISession is reachable too.
+  for (const api of ['client', 'management'] as const) {
+    const c = await srv.login(undefined, undefined, api);
+    const r = await c.delete('/current-api-session');
+    t.equal(r.status, 200, `${api} DELETE /current-api-session`);
+  }
+});
