@@ -28,9 +28,21 @@ export const list = (data: unknown[], pagination: Pagination, filterableFields: 
 
 const ID_ALPHABET = '0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-';
 
-/** Short random id in upstream's shortid alphabet (9 chars, 54 bits). Used for request ids. */
+/** Random bytes drawn from a pre-filled pool: one getrandom call per 4 KiB instead of one per id. */
+const pool = Buffer.allocUnsafe(4096);
+let poolAt = pool.length;
+export function randomBytes(n: number): Buffer {
+  if (poolAt + n > pool.length) {
+    crypto.randomFillSync(pool);
+    poolAt = 0;
+  }
+  poolAt += n;
+  return pool.subarray(poolAt - n, poolAt);
+}
+
+/** Short random id in upstream's shortid alphabet (`len` chars, 6 bits each). */
 export function shortId(len = 9): string {
-  const bytes = crypto.randomBytes(len);
+  const bytes = randomBytes(len);
   let s = '';
   for (let i = 0; i < len; i++) s += ID_ALPHABET[bytes[i] & 63];
   return s;

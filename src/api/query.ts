@@ -85,6 +85,8 @@ export interface ListSource {
   filterableFields: string[];
   /** Restrict to these ids (sub-lists such as a policy's identities). */
   candidates?: Iterable<string>;
+  /** The candidates are a superset: the filter must still run on each (default: they are exact). */
+  candidatesNeedFilter?: boolean;
   /** Extra condition applied with the filter (roleFilter, visibility). */
   where?: (rec: Rec) => boolean;
 }
@@ -105,12 +107,15 @@ export function runList(store: Store, src: ListSource, p: ListParams): ListResul
   const pagination = (totalCount: number): Pagination => ({ limit, offset, totalCount });
 
   let ids: string[] | undefined;
+  let exactPlan = false;
   if (src.candidates) {
     ids = [...new Set(src.candidates)];
   } else if (p.filter.where) {
     const indexed = new Set(Object.keys(src.symbols).filter((f) => store.isIndexed(src.collection, f)));
     const plan = planIndex(p.filter.where, indexed);
     if (plan) {
+      // A range read is widened for `>` and `<=` (the predicate trims it), so only `>=`/`<` ranges are exact.
+      exactPlan = plan.exact && ('values' in plan || (plan.range.gt === undefined && plan.range.lte === undefined));
       const set = new Set<string>();
       if ('values' in plan) for (const v of plan.values) for (const id of store.idsByIndex(src.collection, plan.field, v)) set.add(id);
       else {
@@ -125,11 +130,37 @@ export function runList(store: Store, src: ListSource, p: ListParams): ListResul
   }
 
   const sort = p.sort;
+  // The candidate ids alone decide the result (exact index plan, or a plain sub-list): count them
+  // and load only the page.
+  if (ids && (exactPlan || (!p.filter.where && !src.candidatesNeedFilter)) && !extra && sort.length === 0) {
+    ids.sort();
+    const page = ids.slice(offset, end);
+    const records: Rec[] = [];
+    for (const id of page) {
+      const rec = store.get(src.collection, id);
+      if (rec) records.push(rec);
+    }
+    return { records, pagination: pagination(ids.length) };
+  }
+
   // Fast path: no filter, no sort, whole collection: page straight from the id order.
   if (!ids && !p.filter.where && !extra && sort.length === 0) {
     const total = store.count(src.collection);
     const records = limit === -1 && offset === 0 ? [...store.scan(src.collection)] : [...store.scan(src.collection, { offset, limit: limit === -1 ? undefined : limit })];
     return { records, pagination: pagination(total) };
+  }
+
+  // Only `name` is both unique and present on every record, so its index lists every record.
+  const byUnique = !ids && sort.length >= 1 && sort[0].field === 'name' && store.isUnique(src.collection, 'name') && (sort.length === 1 || (sort.length === 2 && sort[1].field === 'id'));
+  // Sorted by a unique field and nothing to filter: page the index itself.
+  if (byUnique && !p.filter.where && !extra) {
+    const records: Rec[] = [];
+    const range = { reverse: sort[0].desc, offset, limit: limit === -1 ? undefined : limit };
+    for (const id of store.idsByRange(src.collection, sort[0].field, range)) {
+      const rec = store.get(src.collection, id);
+      if (rec) records.push(rec);
+    }
+    return { records, pagination: pagination(store.count(src.collection)) };
   }
 
   // Sorted by a unique field (always present, e.g. `name`): walk its index in order.

@@ -4,9 +4,8 @@
  * defaults, PUT vs PATCH, immutable and read-only fields, uniqueness, references checked on write,
  * role lists and role attributes, and what a delete does to everything that points at the entity.
  */
-import crypto from 'node:crypto';
 import { errors, ApiError } from '../api/errors.js';
-import { created, empty, ok, list as listEnvelope } from '../api/envelope.js';
+import { created, empty, ok, list as listEnvelope, shortId } from '../api/envelope.js';
 import { parseListParams, runList, type ListSource } from '../api/query.js';
 import type { SymbolTable } from '../api/filter/index.js';
 import type { Ctx } from '../api/context.js';
@@ -14,15 +13,9 @@ import type { Reply } from '../api/operation.js';
 import { UniqueViolation, type CollectionSpec, type Rec, type Store, type Tx } from '../store/store.js';
 import type { FieldDef, Mode, ResourceDef, View, WriteCtx } from './types.js';
 
-const ID_ALPHABET = '0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-';
-
-/** Entity ids: 9 or 10 characters of upstream's shortid alphabet (~56 bits). */
+/** Entity ids: 10 characters of upstream's shortid alphabet (60 bits). */
 export function newId(): string {
-  const bytes = crypto.randomBytes(10);
-  const len = 9 + (bytes[9] & 1);
-  let s = '';
-  for (let i = 0; i < len; i++) s += ID_ALPHABET[bytes[i] & 63];
-  return s;
+  return shortId(10);
 }
 
 export const iso = (ms: number | undefined | null): string | null =>
@@ -315,10 +308,10 @@ export function listSource(reg: Registry, def: ResourceDef, extra?: Partial<List
 /** List a collection (optionally restricted) and render each record. */
 export function listRecords(reg: Registry, def: ResourceDef, ctx: Ctx, extra?: Partial<ListSource>, render?: (r: Rec) => unknown): Reply {
   const src = listSource(reg, def, extra);
-  const roleWhere = roleFilter(ctx, def);
-  if (roleWhere) {
-    const prev = src.where;
-    src.where = prev ? (r) => prev(r) && roleWhere(r) : roleWhere;
+  const selected = roleFilter(ctx, def);
+  if (selected) {
+    const prev = src.candidates ? new Set(src.candidates) : undefined;
+    src.candidates = prev ? [...selected].filter((id) => prev.has(id)) : selected;
   }
   const p = parseListParams(ctx.req.query, src.symbols);
   const { records, pagination } = runList(ctx.app.store, src, p);
@@ -327,23 +320,35 @@ export function listRecords(reg: Registry, def: ResourceDef, ctx: Ctx, extra?: P
   return listEnvelope(records.map(r), pagination, src.filterableFields);
 }
 
-/** `roleFilter=#a&roleFilter=@id&roleSemantic=AnyOf` on entities that carry role attributes. */
-function roleFilter(ctx: Ctx, def: ResourceDef): ((r: Rec) => boolean) | undefined {
+/**
+ * `roleFilter=#a&roleFilter=@id&roleSemantic=AnyOf` on entities that carry role attributes: the ids
+ * selected, read from the role-attribute index (AllOf intersects, AnyOf unites) plus existing `@id`s.
+ */
+function roleFilter(ctx: Ctx, def: ResourceDef): Set<string> | undefined {
   const roles = ctx.req.query.getAll('roleFilter').filter((r) => r !== '');
   if (roles.length === 0) return undefined;
   const attrField = Object.entries(def.fields).find(([, f]) => f.attributes)?.[0];
   if (!attrField) return undefined;
   const semantic = (ctx.req.query.get('roleSemantic') ?? 'AllOf').toLowerCase();
   if (semantic !== 'allof' && semantic !== 'anyof') throw errors.field('roleSemantic', 'must be one of AllOf, AnyOf', ctx.req.query.get('roleSemantic'));
-  const ids = new Set(roles.filter((r) => r.startsWith('@')).map((r) => r.slice(1)));
+  const store = ctx.app.store;
   const attrs = roles.filter((r) => r.startsWith('#')).map((r) => r.slice(1));
-  const all = attrs.includes('all');
-  return (r: Rec) => {
-    if (ids.has(r.id) || all) return true;
-    if (attrs.length === 0) return false;
-    const have: string[] = r[attrField] ?? [];
-    return semantic === 'allof' ? attrs.every((a) => have.includes(a)) : attrs.some((a) => have.includes(a));
-  };
+  const out = new Set<string>();
+  if (attrs.includes('all')) {
+    for (const rec of store.scan(def.collection)) out.add(rec.id);
+    return out;
+  }
+  if (attrs.length > 0) {
+    const sets = attrs.map((a) => store.idsByIndex(def.collection, attrField, a));
+    if (semantic === 'anyof') for (const s of sets) for (const id of s) out.add(id);
+    else {
+      sets.sort((a, b) => a.length - b.length);
+      const rest = sets.slice(1).map((s) => new Set(s));
+      for (const id of sets[0]) if (rest.every((s) => s.has(id))) out.add(id);
+    }
+  }
+  for (const r of roles) if (r.startsWith('@') && store.get(def.collection, r.slice(1))) out.add(r.slice(1));
+  return out;
 }
 
 export function standardHandlers(reg: Registry, def: ResourceDef): Record<string, Handler> {

@@ -129,8 +129,9 @@ export class Store extends EventEmitter {
     return this.coll(collection).db.get(id);
   }
 
+  /** Committed records of a collection, from LMDB's page statistics (O(1), unlike getCount()). */
   count(collection: string): number {
-    return this.coll(collection).db.getCount();
+    return (this.coll(collection).db.getStats() as { entryCount: number }).entryCount;
   }
 
   /** Records in id order, optionally starting after `offset` records. */
@@ -164,11 +165,16 @@ export class Store extends EventEmitter {
   }
 
   /** Ids in index-key order between bounds (inclusive start, exclusive end unless noted). */
-  *idsByRange(collection: string, field: string, range: { start?: IndexKey; end?: IndexKey; reverse?: boolean } = {}): Iterable<string> {
+  *idsByRange(
+    collection: string,
+    field: string,
+    range: { start?: IndexKey; end?: IndexKey; reverse?: boolean; offset?: number; limit?: number } = {},
+  ): Iterable<string> {
     const c = this.coll(collection);
     const idx = c.unique.get(field) ?? c.indexes.get(field);
     if (!idx) throw new Error(`${collection}.${field} is not indexed`);
-    for (const { value } of idx.getRange({ start: range.start, end: range.end, reverse: range.reverse })) yield value;
+    const { start, end, reverse, offset, limit } = range;
+    for (const { value } of idx.getRange({ start, end, reverse, offset, limit })) yield value;
   }
 
   /** Distinct keys of an index (e.g. every role attribute in use), in key order. */
@@ -192,25 +198,60 @@ export class Store extends EventEmitter {
     const ops = tx.finish();
     if (ops.length === 0) return result;
     for (const op of ops) op.coll.pending.set(op.id, op.after ?? null);
-    try {
-      await this.env.batch(() => {
-        for (const op of ops) this.applyOp(op);
-      });
-    } finally {
-      for (const op of ops) {
-        // Only clear what this write put there; a later write of the same id keeps its entry.
-        if (op.coll.pending.get(op.id) === (op.after ?? null)) op.coll.pending.delete(op.id);
+    await new Promise<void>((resolve, reject) => {
+      this.queue.push({ ops, resolve, reject });
+      if (!this.flushScheduled) {
+        this.flushScheduled = true;
+        setImmediate(() => this.flush());
       }
-    }
-    const events: ChangeEvent[] = ops.map((op) => ({
-      collection: op.coll.spec.name,
-      type: op.before ? (op.after ? 'update' : 'delete') : 'create',
-      id: op.id,
-      before: op.before,
-      after: op.after,
-    }));
-    this.emit('change', events);
+    });
     return result;
+  }
+
+  /**
+   * Group commit: every write issued during one turn of the event loop (typically the requests
+   * of one network poll) goes into a single LMDB transaction. Each write stays atomic and they
+   * apply in issue order; one commit (and one sync) serves them all.
+   */
+  private queue: { ops: Op[]; resolve: () => void; reject: (e: unknown) => void }[] = [];
+  private flushScheduled = false;
+
+  private flush() {
+    this.flushScheduled = false;
+    const items = this.queue.splice(0);
+    if (items.length === 0) return;
+    const clearPending = () => {
+      for (const { ops } of items) {
+        for (const op of ops) {
+          // Only clear what this write put there; a later write of the same id keeps its entry.
+          if (op.coll.pending.get(op.id) === (op.after ?? null)) op.coll.pending.delete(op.id);
+        }
+      }
+    };
+    this.env
+      .batch(() => {
+        for (const { ops } of items) for (const op of ops) this.applyOp(op);
+      })
+      .then(
+        () => {
+          clearPending();
+          for (const { ops, resolve } of items) {
+            const events: ChangeEvent[] = ops.map((op) => ({
+              collection: op.coll.spec.name,
+              type: op.before ? (op.after ? 'update' : 'delete') : 'create',
+              id: op.id,
+              before: op.before,
+              after: op.after,
+            }));
+            this.emit('change', events);
+            resolve();
+          }
+        },
+        (err) => {
+          clearPending();
+          for (const { reject } of items) reject(err);
+        },
+      );
   }
 
   private applyOp({ coll, id, before, after }: Op) {
@@ -238,6 +279,8 @@ export class Store extends EventEmitter {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    // Let writes already queued for the group commit reach the disk.
+    while (this.queue.length > 0 || this.flushScheduled) await new Promise((r) => setImmediate(r));
     await this.env.flushed;
     await this.env.close();
   }
