@@ -6,45 +6,10 @@ import crypto from 'node:crypto';
 import tls from 'node:tls';
 import t, { type Test } from 'tap';
 import { startServer, isError, type Client, type Res, type Server } from './helpers/server.js';
+import { RFC3339, base, created, emptyOk, hasFields, kind, sleep, type Tap } from './helpers/assert.js';
 
-const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
-
-function kind(v: unknown): string {
-  if (v === null) return 'null';
-  if (Array.isArray(v)) return 'array';
-  return typeof v;
-}
 
 /** Every field present with one of the given `|`-separated kinds. */
-function hasFields(t: Tap, obj: any, fields: Record<string, string>, label: string) {
-  for (const [name, kinds] of Object.entries(fields)) {
-    t.ok(obj !== null && typeof obj === 'object' && name in obj, `${label}: field ${name} present`);
-    t.ok(kinds.split('|').includes(kind(obj?.[name])), `${label}: field ${name} is ${kinds} (got ${kind(obj?.[name])})`);
-  }
-}
-
-type Tap = Test;
-
-function created(t: Tap, r: Res, path: string): string {
-  t.equal(r.status, 201, `create ${path} → 201 (${r.text.slice(0, 300)})`);
-  const id = r.body?.data?.id;
-  t.type(id, 'string', 'create returns id');
-  t.same(r.body, { data: { id, _links: { self: { href: `./${path}/${id}` } } }, meta: {} }, 'create envelope');
-  return id;
-}
-
-function emptyOk(t: Tap, r: Res, what: string) {
-  t.equal(r.status, 200, `${what} → 200 (${r.text.slice(0, 300)})`);
-  t.same(r.body, { data: {}, meta: {} }, `${what} empty envelope`);
-}
-
-function base(t: Tap, d: any, path: string) {
-  t.type(d?.id, 'string', 'id');
-  t.match(d?.createdAt, RFC3339, 'createdAt RFC 3339');
-  t.match(d?.updatedAt, RFC3339, 'updatedAt RFC 3339');
-  t.equal(kind(d?.tags), 'object', 'tags object');
-  t.equal(d?._links?.self?.href, `./${path}/${d?.id}`, '_links.self');
-}
 
 function decodeJwt(jwt: string) {
   const [h, c, s] = jwt.split('.');
@@ -67,7 +32,6 @@ async function peerCert(srv: Server): Promise<crypto.X509Certificate> {
   });
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 let srv: Server;
 let admin: Client;

@@ -3,42 +3,10 @@
  */
 import t, { type Test } from 'tap';
 import { startServer, isError, type Client, type Res, type Server } from './helpers/server.js';
+import { RFC3339, base, created, emptyOk, get, hasFields, kind, sleep, type Tap } from './helpers/assert.js';
 
-type Tap = Test;
-const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/i;
 
-function kind(v: unknown): string {
-  if (v === null) return 'null';
-  if (Array.isArray(v)) return 'array';
-  return typeof v;
-}
-function hasFields(t: Tap, obj: any, fields: Record<string, string>, label: string) {
-  for (const [name, kinds] of Object.entries(fields)) {
-    t.ok(obj !== null && typeof obj === 'object' && name in obj, `${label}: field ${name} present`);
-    t.ok(kinds.split('|').includes(kind(obj?.[name])), `${label}: field ${name} is ${kinds} (got ${kind(obj?.[name])})`);
-  }
-}
-function created(t: Tap, r: Res, path: string): string {
-  t.equal(r.status, 201, `create ${path} → 201 (${r.text.slice(0, 300)})`);
-  const id = r.body?.data?.id;
-  t.type(id, 'string', 'create returns id');
-  t.same(r.body, { data: { id, _links: { self: { href: `./${path}/${id}` } } }, meta: {} }, 'create envelope');
-  return id;
-}
-function emptyOk(t: Tap, r: Res, what: string) {
-  t.equal(r.status, 200, `${what} → 200 (${r.text.slice(0, 300)})`);
-  t.same(r.body, { data: {}, meta: {} }, `${what} empty envelope`);
-}
-function base(t: Tap, d: any, path: string) {
-  t.type(d?.id, 'string', 'id');
-  t.match(d?.createdAt, RFC3339, 'createdAt RFC 3339');
-  t.match(d?.updatedAt, RFC3339, 'updatedAt RFC 3339');
-  t.equal(kind(d?.tags), 'object', 'tags object');
-  t.equal(d?._links?.self?.href, `./${path}/${d?.id}`, '_links.self');
-}
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const get = async (c: Client, p: string) => (await c.get(p)).body?.data;
 
 let srv: Server;
 let admin: Client;

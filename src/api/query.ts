@@ -6,8 +6,8 @@
 import { errors } from './errors.js';
 import { list, type Pagination } from './envelope.js';
 import type { Reply } from './operation.js';
-import { parseFilter, compileFilter, checkSort, planIndex, type FilterQuery, type SymbolTable } from './filter/index.js';
-import type { Rec, Store } from '../store/store.js';
+import { parseFilter, compileFilter, checkSort, planIndex, type Expr, type FilterQuery, type SymbolTable } from './filter/index.js';
+import { LONG_KEY, type Rec, type Store } from '../store/store.js';
 
 export const DEFAULT_LIMIT = 10;
 export const MAX_LIMIT = 500;
@@ -130,6 +130,28 @@ export function runList(store: Store, src: ListSource, p: ListParams): ListResul
   }
 
   const sort = p.sort;
+  // A filter on `name` alone (the admin console's search box) runs over the name index's keys,
+  // decoding only the records of the page.
+  if (!ids && !extra && p.filter.where && store.isUnique(src.collection, 'name') && (sort.length === 0 || (sort.length === 1 && sort[0].field === 'name'))) {
+    const fields = fieldsOf(p.filter.where);
+    if (fields && [...fields].every((f) => f === 'name' || f === 'id') && !src.symbols.name?.get) {
+      const matched: string[] = [];
+      for (const [key, id] of store.uniqueEntries(src.collection, 'name')) {
+        // Very long names are indexed under a digest: read those records themselves.
+        const probe = typeof key === 'string' && key.length > LONG_KEY ? store.get(src.collection, id) : ({ id, name: key } as unknown as Rec);
+        if (probe && pred(probe)) matched.push(id);
+      }
+      if (sort.length === 0) matched.sort();
+      else if (sort[0].desc) matched.reverse();
+      const records: Rec[] = [];
+      for (const id of matched.slice(offset, end)) {
+        const rec = store.get(src.collection, id);
+        if (rec) records.push(rec);
+      }
+      return { records, pagination: pagination(matched.length) };
+    }
+  }
+
   // The candidate ids alone decide the result (exact index plan, or a plain sub-list): count them
   // and load only the page.
   if (ids && (exactPlan || (!p.filter.where && !src.candidatesNeedFilter)) && !extra && sort.length === 0) {
@@ -204,6 +226,31 @@ export function runList(store: Store, src: ListSource, p: ListParams): ListResul
   for (const rec of source) if (match(rec)) all.push(rec);
   sortRecords(all, src.symbols, sort);
   return { records: all.slice(offset, end), pagination: pagination(all.length) };
+}
+
+/** Plain fields an expression reads; undefined when it uses set functions or sub-queries. */
+function fieldsOf(e: Expr, out = new Set<string>()): Set<string> | undefined {
+  switch (e.type) {
+    case 'and':
+    case 'or':
+      for (const x of e.items) if (!fieldsOf(x, out)) return undefined;
+      return out;
+    case 'not':
+      return fieldsOf(e.expr, out);
+    case 'const':
+      return out;
+    case 'field':
+      out.add(e.name);
+      return out;
+    case 'cmp':
+    case 'in':
+    case 'between':
+      if (e.lhs.kind !== 'field') return undefined;
+      out.add(e.lhs.name);
+      return out;
+    default:
+      return undefined;
+  }
 }
 
 export function sortRecords(all: Rec[], symbols: SymbolTable, sort: ListParams['sort']) {

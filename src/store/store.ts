@@ -12,6 +12,7 @@
  * Reads outside a write (`get`, `scan`, …) see committed data only: a response is sent after its
  * commit resolved, so a client never reads back less than it was told was written.
  */
+import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import fs from 'node:fs';
 import { open, type Database, type RootDatabase } from 'lmdb';
@@ -65,15 +66,20 @@ interface Op {
   after?: Rec;
 }
 
+/**
+ * LMDB keys are at most 1978 bytes. A longer string is indexed under its first 400 characters
+ * plus a SHA-256 of the whole, so equality and uniqueness stay exact and order stays close.
+ */
+export const LONG_KEY = 480;
+const keyOf = (k: IndexKey): IndexKey =>
+  typeof k === 'string' && k.length > LONG_KEY ? `${k.slice(0, 400)}\u0000${createHash('sha256').update(k).digest('hex')}` : k;
+
 const indexKeys = (v: unknown): IndexKey[] => {
   if (v === undefined || v === null) return [];
-  if (Array.isArray(v)) return v.filter((x) => x !== null && x !== undefined && typeof x !== 'object') as IndexKey[];
+  if (Array.isArray(v)) return (v.filter((x) => x !== null && x !== undefined && typeof x !== 'object') as IndexKey[]).map(keyOf);
   if (typeof v === 'object') return [];
-  return [v as IndexKey];
+  return [keyOf(v as IndexKey)];
 };
-
-/** Largest key lmdb accepts is 1978 bytes; longer values are not indexed (lists fall back to scans). */
-const indexable = (k: IndexKey) => typeof k !== 'string' || k.length <= 480;
 
 export class Store extends EventEmitter {
   readonly env: RootDatabase;
@@ -144,7 +150,7 @@ export class Store extends EventEmitter {
     const idx = c.unique.get(field);
     if (!idx) throw new Error(`${collection}.${field} is not unique-indexed`);
     const keys = indexKeys(value);
-    if (keys.length !== 1 || !indexable(keys[0])) return undefined;
+    if (keys.length !== 1) return undefined;
     const id = idx.get(keys[0]);
     return id === undefined ? undefined : c.db.get(id);
   }
@@ -153,7 +159,7 @@ export class Store extends EventEmitter {
   idsByIndex(collection: string, field: string, value: unknown): string[] {
     const c = this.coll(collection);
     const keys = indexKeys(value);
-    if (keys.length !== 1 || !indexable(keys[0])) return [];
+    if (keys.length !== 1) return [];
     const u = c.unique.get(field);
     if (u) {
       const id = u.get(keys[0]);
@@ -175,6 +181,13 @@ export class Store extends EventEmitter {
     if (!idx) throw new Error(`${collection}.${field} is not indexed`);
     const { start, end, reverse, offset, limit } = range;
     for (const { value } of idx.getRange({ start, end, reverse, offset, limit })) yield value;
+  }
+
+  /** `[value, id]` pairs of a unique index, in value order: a scan that decodes no record. */
+  *uniqueEntries(collection: string, field: string): Iterable<[IndexKey, string]> {
+    const idx = this.coll(collection).unique.get(field);
+    if (!idx) throw new Error(`${collection}.${field} is not unique-indexed`);
+    for (const { key, value } of idx.getRange({})) yield [key as IndexKey, value];
   }
 
   /** Distinct keys of an index (e.g. every role attribute in use), in key order. */
@@ -256,14 +269,14 @@ export class Store extends EventEmitter {
 
   private applyOp({ coll, id, before, after }: Op) {
     for (const [field, db] of coll.unique) {
-      const oldK = indexKeys(before?.[field]).filter(indexable);
-      const newK = indexKeys(after?.[field]).filter(indexable);
+      const oldK = indexKeys(before?.[field]);
+      const newK = indexKeys(after?.[field]);
       for (const k of oldK) if (!newK.includes(k) && db.get(k) === id) db.remove(k);
       for (const k of newK) db.put(k, id);
     }
     for (const [field, db] of coll.indexes) {
-      const oldK = indexKeys(before?.[field]).filter(indexable);
-      const newK = indexKeys(after?.[field]).filter(indexable);
+      const oldK = indexKeys(before?.[field]);
+      const newK = indexKeys(after?.[field]);
       for (const k of oldK) if (!newK.includes(k)) db.remove(k, id);
       for (const k of newK) if (!oldK.includes(k)) db.put(k, id);
     }

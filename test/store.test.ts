@@ -1,0 +1,77 @@
+/** The LMDB store on its own: indexes, uniqueness, atomic group commits, change events. */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import t from 'tap';
+import { Store, UniqueViolation, type ChangeEvent } from '../src/store/store.js';
+
+function open(t: { teardown(fn: () => unknown): void }) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-store-'));
+  const store = new Store(dir, [{ name: 'things', unique: ['name'], indexes: ['tags'] }]);
+  t.teardown(async () => {
+    await store.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  return store;
+}
+const rec = (id: string, name: string, tags: string[] = []) => ({ id, createdAt: 1, updatedAt: 1, name, tags });
+
+t.test('unique and secondary indexes follow every write', async (t) => {
+  const s = open(t);
+  await s.write((tx) => {
+    tx.put('things', rec('a', 'alpha', ['x', 'y']));
+    tx.put('things', rec('b', 'beta', ['y']));
+  });
+  t.equal(s.count('things'), 2);
+  t.equal(s.findUnique('things', 'name', 'beta')?.id, 'b');
+  t.same(s.idsByIndex('things', 'tags', 'y').sort(), ['a', 'b']);
+  await s.write((tx) => tx.put('things', rec('a', 'alpha2', ['z'])));
+  t.equal(s.findUnique('things', 'name', 'alpha'), undefined, 'old unique key removed');
+  t.same(s.idsByIndex('things', 'tags', 'x'), [], 'old index entries removed');
+  t.same(s.idsByIndex('things', 'tags', 'z'), ['a']);
+  t.same([...s.uniqueEntries('things', 'name')], [['alpha2', 'a'], ['beta', 'b']], 'unique entries in value order');
+  await s.write((tx) => tx.delete('things', 'b'));
+  t.equal(s.count('things'), 1);
+  t.same(s.idsByIndex('things', 'tags', 'y'), []);
+});
+
+t.test('a write that throws applies nothing; duplicates are refused, also among concurrent writes', async (t) => {
+  const s = open(t);
+  await t.rejects(
+    s.write((tx) => {
+      tx.put('things', rec('a', 'one'));
+      throw new Error('boom');
+    }),
+  );
+  t.equal(s.count('things'), 0);
+  // Two writes issued in the same turn share one commit; the second sees the first's pending name.
+  const first = s.write((tx) => tx.put('things', rec('a', 'same')));
+  const second = s.write((tx) => tx.put('things', rec('b', 'same'))).catch((e) => e);
+  await first;
+  t.type(await second, UniqueViolation);
+  t.equal(s.count('things'), 1);
+});
+
+t.test('names longer than an LMDB key stay unique and findable', async (t) => {
+  const s = open(t);
+  const long = 'n'.repeat(1000);
+  await s.write((tx) => tx.put('things', rec('a', long)));
+  t.equal(s.findUnique('things', 'name', long)?.id, 'a');
+  t.type(await s.write((tx) => tx.put('things', rec('b', long))).catch((e) => e), UniqueViolation, 'duplicate long name refused');
+  await s.write((tx) => tx.put('things', rec('c', long + 'x')));
+  t.equal(s.findUnique('things', 'name', long + 'x')?.id, 'c', 'same 400-character prefix, different name');
+});
+
+t.test('change events carry before and after, once per write, after the commit', async (t) => {
+  const s = open(t);
+  const seen: ChangeEvent[][] = [];
+  s.on('change', (evs: ChangeEvent[]) => seen.push(evs));
+  await Promise.all([s.write((tx) => tx.put('things', rec('a', 'a'))), s.write((tx) => tx.put('things', rec('b', 'b')))]);
+  await s.write((tx) => tx.put('things', rec('a', 'a2')));
+  t.equal(seen.length, 3);
+  t.equal(seen[0][0].type, 'create');
+  t.equal(seen[2][0].type, 'update');
+  t.equal(seen[2][0].before?.name, 'a');
+  t.equal(seen[2][0].after?.name, 'a2');
+  t.equal(s.get('things', 'a')?.name, 'a2', 'committed when the event fires');
+});
