@@ -142,6 +142,24 @@ export function links(def: ResourceDef, id: string) {
   return l;
 }
 
+/** Per family, the rendered fields once (renderRecord runs for every record of every page). */
+const renderedFields = new WeakMap<ResourceDef, [string, FieldDef][]>();
+function fieldsToRender(def: ResourceDef): [string, FieldDef][] {
+  let f = renderedFields.get(def);
+  if (!f) renderedFields.set(def, (f = Object.entries(def.fields).filter(([, x]) => !x.hidden)));
+  return f;
+}
+
+/** entityRef names looked up during one render pass (a page usually repeats the same few). */
+function cachedRef(view: View, store: Store | Tx, target: ResourceDef | undefined, id: unknown) {
+  if (typeof id !== 'string') return null;
+  const cache = (view.refs ??= new Map());
+  const key = `${target?.collection}\u0000${id}`;
+  let ref = cache.get(key);
+  if (ref === undefined) cache.set(key, (ref = entityRef(store, target, id)));
+  return ref;
+}
+
 export function renderRecord(reg: Registry, def: ResourceDef, rec: Rec, view: View): Record<string, unknown> {
   const out: Record<string, unknown> = {
     id: rec.id,
@@ -150,15 +168,14 @@ export function renderRecord(reg: Registry, def: ResourceDef, rec: Rec, view: Vi
     _links: links(def, rec.id),
     tags: rec.tags ?? {},
   };
-  for (const [name, f] of Object.entries(def.fields)) {
-    if (f.hidden) continue;
+  for (const [name, f] of fieldsToRender(def)) {
     let v = rec[name];
     if (f.optional && (v === undefined || v === null)) continue;
     if (f.datetime) v = typeof v === 'number' ? iso(v) : v ?? null;
     out[name] = v === undefined ? (f.attributes || f.roles ? [] : null) : v;
     if (f.ref?.entityRef) {
       const target = reg.byCollection.get(f.ref.collection);
-      out[f.ref.entityRef] = Array.isArray(v) ? v.map((id) => entityRef(view.store, target, id)) : entityRef(view.store, target, v);
+      out[f.ref.entityRef] = Array.isArray(v) ? v.map((id) => cachedRef(view, view.store, target, id)) : cachedRef(view, view.store, target, v);
     }
     if (f.roles) {
       const target = reg.byCollection.get(f.roles);
@@ -315,7 +332,7 @@ export function listRecords(reg: Registry, def: ResourceDef, ctx: Ctx, extra?: P
   }
   const p = parseListParams(ctx.req.query, src.symbols);
   const { records, pagination } = runList(ctx.app.store, src, p);
-  const view: View = { store: ctx.app.store, ctx };
+  const view: View = { store: ctx.app.store, ctx, refs: new Map() };
   const r = render ?? ((rec: Rec) => renderRecord(reg, def, rec, view));
   return listEnvelope(records.map(r), pagination, src.filterableFields);
 }

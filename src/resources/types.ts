@@ -110,4 +110,6 @@ export interface WriteCtx {
 export interface View {
   store: Store;
   ctx?: Ctx;
+  /** entityRefs resolved during this render pass. */
+  refs?: Map<string, unknown>;
 }
