@@ -8,7 +8,6 @@ import { BASE_PATHS } from '../router.js';
 import { buildServedSpec, specDetail, specSummaries, SPEC_IDS } from '../openapi.js';
 import { IDENTITY_TYPES } from '../../resources/identities.js';
 import { POSTURE_CHECK_TYPES } from '../../resources/posture.js';
-import { fingerprintOf, splitPem } from '../../pki/certs.js';
 import type { Op } from '../context.js';
 
 const yamlCache = new WeakMap<object, string>();
@@ -79,9 +78,7 @@ export function metaHandlers(ops: () => Op[]): Record<string, (ctx: Ctx) => Repl
       headers: { 'content-transfer-encoding': 'base64' },
     }),
     listControllers: (ctx) => {
-      const pem = splitPem(ctx.app.pki.serverCertPem)[0] ?? ctx.app.pki.serverCertPem;
       const at = new Date(ctx.app.startedAt).toISOString();
-      const der = Buffer.from(pem.replace(/-----[^-]+-----|\s/g, ''), 'base64');
       const item = {
         id: ctx.app.instanceId,
         createdAt: at,
@@ -89,8 +86,8 @@ export function metaHandlers(ops: () => Op[]): Record<string, (ctx: Ctx) => Repl
         tags: {},
         _links: { self: { href: `./controllers/${ctx.app.instanceId}` } },
         name: ctx.app.config.advertisedAddress,
-        certPem: pem,
-        fingerprint: fingerprintOf(der),
+        certPem: ctx.app.pki.serverCertPem,
+        fingerprint: ctx.app.pki.serverCertSha1Hex,
         isOnline: true,
         isPreferredLeader: true,
         lastJoinedAt: at,
