@@ -163,13 +163,19 @@ export const externalJwtSigners: ResourceDef = {
     if (users.length) throw errors.referenced('id', `entity type external-jwt-signers referenced by auth-policies: [${users.join(', ')}]`, rec.id);
   },
   render(rec) {
+    // Required, non-nullable strings on the wire even for JWKS signers: empty, and Go's zero time.
+    const zero = '0001-01-01T00:00:00.000Z';
     return {
       certPem: rec.certPem ?? null,
       jwksEndpoint: rec.jwksEndpoint ?? null,
-      fingerprint: rec.fingerprint ?? null,
+      fingerprint: rec.fingerprint ?? '',
+      kid: rec.kid ?? '',
       commonName: rec.commonName ?? '',
-      externalAuthUrl: rec.externalAuthUrl ?? null,
-      clientId: rec.clientId ?? null,
+      notBefore: rec.notBefore ? new Date(rec.notBefore).toISOString() : zero,
+      notAfter: rec.notAfter ? new Date(rec.notAfter).toISOString() : zero,
+      // Required URL: without one of its own, the issuer (an IdP's issuer is its base URL).
+      externalAuthUrl: rec.externalAuthUrl ?? (/^https?:\/\/\S+$/i.test(rec.issuer ?? '') ? rec.issuer : ''),
+      clientId: rec.clientId ?? '',
       audience: rec.audience ?? null,
     };
   },
@@ -205,7 +211,7 @@ export const cas: ResourceDef = {
     isAutoCaEnrollmentEnabled: { filter: 'bool', nullKeeps: true, default: () => false },
     isOttCaEnrollmentEnabled: { filter: 'bool', nullKeeps: true, default: () => false },
     isAuthEnabled: { filter: 'bool', nullKeeps: true, default: () => false },
-    externalIdClaim: { default: () => null },
+    externalIdClaim: { default: () => null, optional: true },
     isVerified: { readOnly: true, filter: 'bool' },
     verificationToken: { readOnly: true, filter: 'string' },
   },

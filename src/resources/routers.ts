@@ -17,7 +17,8 @@ const common: Record<string, FieldDef> = {
   disabled: { filter: 'bool', default: () => false },
   ctrlChanListeners: { default: () => ({}) },
   isVerified: { readOnly: true, filter: 'bool' },
-  fingerprint: { readOnly: true, filter: 'string', index: true },
+  // Optional and not nullable on the wire: absent until the router enrolls.
+  fingerprint: { readOnly: true, filter: 'string', index: true, optional: true },
   certPem: { readOnly: true },
   unverifiedFingerprint: { readOnly: true },
   unverifiedCertPem: { readOnly: true },
