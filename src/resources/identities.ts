@@ -67,7 +67,7 @@ export const identities: ResourceDef = {
       for (const p of perms) if (!ALL_PERMISSIONS.has(p)) throw errors.field('permissions', `unknown permission ${p}`, p);
       rec.permissions = perms.length ? perms.sort() : undefined;
     }
-    if (before?.typeId === 'Router' && rec.name !== before.name) throw errors.field('name', 'the name of a router identity can not be changed', rec.name);
+    if (before?.edgeRouterId && rec.name !== before.name) throw errors.field('name', 'the name of a router identity can not be changed', rec.name);
     if (mode === 'create' && body?.enrollment) {
       const e = body.enrollment as { ott?: boolean; ottca?: string; updb?: string };
       const kinds = [e.ott ? 'ott' : undefined, e.ottca ? 'ottca' : undefined, e.updb ? 'updb' : undefined].filter(Boolean);
@@ -92,7 +92,7 @@ export const identities: ResourceDef = {
   protect(rec, mode) {
     if (mode !== 'delete') return;
     if (rec.isDefaultAdmin) throw errors.cannotDelete('the default admin identity can not be deleted');
-    if (rec.typeId === 'Router') throw errors.cannotDelete('a router identity is deleted with its edge router');
+    if (rec.edgeRouterId) throw errors.cannotDelete('a router identity is deleted with its edge router');
   },
   render(rec, view) {
     return renderIdentityExtras(rec, view);
