@@ -7,7 +7,7 @@ import crypto from 'node:crypto';
 import { ApiError, errors } from '../api/errors.js';
 import { parseCert } from '../pki/certs.js';
 import type { Rec, Tx } from '../store/store.js';
-import type { ResourceDef } from './types.js';
+import { crud, type ResourceDef } from './types.js';
 
 export const DEFAULT_AUTH_POLICY_ID = 'default';
 
@@ -58,14 +58,7 @@ export const authPolicies: ResourceDef = {
   collection: 'authPolicies',
   path: 'auth-policies',
   family: 'auth-policy',
-  operations: {
-    list: 'listAuthPolicies',
-    create: 'createAuthPolicy',
-    detail: 'detailAuthPolicy',
-    update: 'updateAuthPolicy',
-    patch: 'patchAuthPolicy',
-    delete: 'deleteAuthPolicy',
-  },
+  operations: crud('AuthPolicy', 'AuthPolicies'),
   fields: {
     name: { unique: true, filter: 'string', nullKeeps: true },
     primary: { nullKeeps: true },
@@ -99,14 +92,7 @@ export const externalJwtSigners: ResourceDef = {
   collection: 'externalJwtSigners',
   path: 'external-jwt-signers',
   family: 'external-jwt-signer',
-  operations: {
-    list: 'listExternalJwtSigners',
-    create: 'createExternalJwtSigner',
-    detail: 'detailExternalJwtSigner',
-    update: 'updateExternalJwtSigner',
-    patch: 'patchExternalJwtSigner',
-    delete: 'deleteExternalJwtSigner',
-  },
+  operations: crud('ExternalJwtSigner', 'ExternalJwtSigners'),
   fields: {
     name: { unique: true, filter: 'string', nullKeeps: true },
     issuer: { unique: true, filter: 'string', nullKeeps: true },
@@ -201,7 +187,7 @@ export const cas: ResourceDef = {
   collection: 'cas',
   path: 'cas',
   family: 'ca',
-  operations: { list: 'listCas', create: 'createCa', detail: 'detailCa', update: 'updateCa', patch: 'patchCa', delete: 'deleteCa' },
+  operations: crud('Ca', 'Cas'),
   fields: {
     name: { unique: true, filter: 'string', nullKeeps: true },
     certPem: { immutable: true },

@@ -2,7 +2,7 @@
 import { errors } from '../api/errors.js';
 import { ALL_PERMISSIONS } from '../auth/permissions.js';
 import type { Rec } from '../store/store.js';
-import type { ResourceDef, View } from './types.js';
+import { crud, type ResourceDef, type View } from './types.js';
 import { createEnrollmentInTx } from './enrollments.js';
 
 export const IDENTITY_TYPES = ['Default', 'Router'] as const;
@@ -11,14 +11,7 @@ export const identities: ResourceDef = {
   collection: 'identities',
   path: 'identities',
   family: 'identity',
-  operations: {
-    list: 'listIdentities',
-    create: 'createIdentity',
-    detail: 'detailIdentity',
-    update: 'updateIdentity',
-    patch: 'patchIdentity',
-    delete: 'deleteIdentity',
-  },
+  operations: crud('Identity', 'Identities'),
   links: [
     'edge-router-policies', 'edge-routers', 'service-policies', 'services', 'posture-data',
     'failed-service-requests', 'authenticators', 'enrollments', 'service-configs',

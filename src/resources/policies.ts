@@ -1,7 +1,7 @@
 /** Service policies, edge router policies and service edge router policies (api-reference §6–§7). */
 import { errors } from '../api/errors.js';
 import type { Rec } from '../store/store.js';
-import type { FieldDef, ResourceDef } from './types.js';
+import { crud, type FieldDef, type ResourceDef } from './types.js';
 
 const name: FieldDef = { unique: true, filter: 'string', nullKeeps: true };
 const semantic: FieldDef = { filter: 'string', default: () => 'AllOf' };
@@ -17,14 +17,7 @@ export const servicePolicies: ResourceDef = {
   collection: 'servicePolicies',
   path: 'service-policies',
   family: 'service-policy',
-  operations: {
-    list: 'listServicePolicies',
-    create: 'createServicePolicy',
-    detail: 'detailServicePolicy',
-    update: 'updateServicePolicy',
-    patch: 'patchServicePolicy',
-    delete: 'deleteServicePolicy',
-  },
+  operations: crud('ServicePolicy', 'ServicePolicies'),
   links: ['services', 'identities', 'posture-checks'],
   fields: {
     name,
@@ -46,14 +39,7 @@ export const edgeRouterPolicies: ResourceDef = {
   collection: 'edgeRouterPolicies',
   path: 'edge-router-policies',
   family: 'edge-router-policy',
-  operations: {
-    list: 'listEdgeRouterPolicies',
-    create: 'createEdgeRouterPolicy',
-    detail: 'detailEdgeRouterPolicy',
-    update: 'updateEdgeRouterPolicy',
-    patch: 'patchEdgeRouterPolicy',
-    delete: 'deleteEdgeRouterPolicy',
-  },
+  operations: crud('EdgeRouterPolicy', 'EdgeRouterPolicies'),
   links: ['edge-routers', 'identities'],
   fields: {
     name,
@@ -79,14 +65,7 @@ export const serviceEdgeRouterPolicies: ResourceDef = {
   collection: 'serviceEdgeRouterPolicies',
   path: 'service-edge-router-policies',
   family: 'service-edge-router-policy',
-  operations: {
-    list: 'listServiceEdgeRouterPolicies',
-    create: 'createServiceEdgeRouterPolicy',
-    detail: 'detailServiceEdgeRouterPolicy',
-    update: 'updateServiceEdgeRouterPolicy',
-    patch: 'patchServiceEdgeRouterPolicy',
-    delete: 'deleteServiceEdgeRouterPolicy',
-  },
+  operations: crud('ServiceEdgeRouterPolicy', 'ServiceEdgeRouterPolicies'),
   links: ['edge-routers', 'services'],
   fields: {
     name,

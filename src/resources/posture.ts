@@ -1,6 +1,6 @@
 /** Posture checks (polymorphic on `typeId`) and the fixed posture check types (behaviors §13). */
 import { errors } from '../api/errors.js';
-import type { FieldDef, ResourceDef } from './types.js';
+import { crud, type FieldDef, type ResourceDef } from './types.js';
 
 /** Fields each check type carries besides the common ones. */
 export const POSTURE_FIELDS: Record<string, string[]> = {
@@ -22,14 +22,7 @@ export const postureChecks: ResourceDef = {
   collection: 'postureChecks',
   path: 'posture-checks',
   family: 'posture-check',
-  operations: {
-    list: 'listPostureChecks',
-    create: 'createPostureCheck',
-    detail: 'detailPostureCheck',
-    update: 'updatePostureCheck',
-    patch: 'patchPostureCheck',
-    delete: 'deletePostureCheck',
-  },
+  operations: crud('PostureCheck', 'PostureChecks'),
   fields: {
     name: { unique: true, filter: 'string', nullKeeps: true },
     typeId: { immutable: true, filter: 'string', index: true },

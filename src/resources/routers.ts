@@ -8,7 +8,7 @@ import type { Rec, Tx } from '../store/store.js';
 import { createEnrollmentInTx } from './enrollments.js';
 import { newId } from './define.js';
 import { deleteRouterTerminators } from './services.js';
-import type { FieldDef, ResourceDef, WriteCtx } from './types.js';
+import { crud, type FieldDef, type ResourceDef, type WriteCtx } from './types.js';
 
 const common: Record<string, FieldDef> = {
   name: { unique: true, filter: 'string', nullKeeps: true },
@@ -89,14 +89,7 @@ export const edgeRouters: ResourceDef = {
   collection: 'edgeRouters',
   path: 'edge-routers',
   family: 'router',
-  operations: {
-    list: 'listEdgeRouters',
-    create: 'createEdgeRouter',
-    detail: 'detailEdgeRouter',
-    update: 'updateEdgeRouter',
-    patch: 'patchEdgeRouter',
-    delete: 'deleteEdgeRouter',
-  },
+  operations: crud('EdgeRouter', 'EdgeRouters'),
   links: ['edge-router-policies', 'identities', 'service-edge-router-policies', 'services'],
   fields: {
     ...common,
@@ -130,14 +123,7 @@ export const routers: ResourceDef = {
   collection: 'routers',
   path: 'routers',
   family: 'router',
-  operations: {
-    list: 'listRouters',
-    create: 'createRouter',
-    detail: 'detailRouter',
-    update: 'updateRouter',
-    patch: 'patchRouter',
-    delete: 'deleteRouter',
-  },
+  operations: crud('Router', 'Routers'),
   fields: { ...common },
   prepare(rec, { mode }) {
     if (mode === 'create') rec.isVerified = false;
@@ -158,12 +144,5 @@ export const routers: ResourceDef = {
 export const transitRouters: ResourceDef = {
   ...routers,
   path: 'transit-routers',
-  operations: {
-    list: 'listTransitRouters',
-    create: 'createTransitRouter',
-    detail: 'detailTransitRouter',
-    update: 'updateTransitRouter',
-    patch: 'patchTransitRouter',
-    delete: 'deleteTransitRouter',
-  },
+  operations: crud('TransitRouter', 'TransitRouters'),
 };

@@ -3,20 +3,13 @@ import { errors } from '../api/errors.js';
 import type { Rec } from '../store/store.js';
 import { entityRef } from './define.js';
 import { checkConfigData, checkSchema } from './json-schema.js';
-import type { ResourceDef } from './types.js';
+import { crud, type ResourceDef } from './types.js';
 
 export const services: ResourceDef = {
   collection: 'services',
   path: 'services',
   family: 'service',
-  operations: {
-    list: 'listServices',
-    create: 'createService',
-    detail: 'detailService',
-    update: 'updateService',
-    patch: 'patchService',
-    delete: 'deleteService',
-  },
+  operations: crud('Service', 'Services'),
   links: ['configs', 'service-edge-router-policies', 'service-policies', 'terminators', 'identities', 'edge-routers'],
   fields: {
     name: { unique: true, filter: 'string', nullKeeps: true },
@@ -47,14 +40,7 @@ export const configTypes: ResourceDef = {
   collection: 'configTypes',
   path: 'config-types',
   family: 'config-type',
-  operations: {
-    list: 'listConfigTypes',
-    create: 'createConfigType',
-    detail: 'detailConfigType',
-    update: 'updateConfigType',
-    patch: 'patchConfigType',
-    delete: 'deleteConfigType',
-  },
+  operations: crud('ConfigType', 'ConfigTypes'),
   links: ['configs'],
   fields: {
     name: { unique: true, filter: 'string', nullKeeps: true },
@@ -69,14 +55,7 @@ export const configs: ResourceDef = {
   collection: 'configs',
   path: 'configs',
   family: 'config',
-  operations: {
-    list: 'listConfigs',
-    create: 'createConfig',
-    detail: 'detailConfig',
-    update: 'updateConfig',
-    patch: 'patchConfig',
-    delete: 'deleteConfig',
-  },
+  operations: crud('Config', 'Configs'),
   links: ['services'],
   fields: {
     name: { unique: true, filter: 'string', nullKeeps: true },
@@ -117,14 +96,7 @@ export const terminators: ResourceDef = {
   collection: 'terminators',
   path: 'terminators',
   family: 'terminator',
-  operations: {
-    list: 'listTerminators',
-    create: 'createTerminator',
-    detail: 'detailTerminator',
-    update: 'updateTerminator',
-    patch: 'patchTerminator',
-    delete: 'deleteTerminator',
-  },
+  operations: crud('Terminator', 'Terminators'),
   fields: {
     serviceId: {
       bodyName: 'service',

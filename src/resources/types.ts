@@ -7,7 +7,7 @@
  * Example (abridged):
  *   export const configTypes: ResourceDef = {
  *     collection: 'configTypes', path: 'config-types', family: 'config-type',
- *     operations: { list: 'listConfigTypes', create: 'createConfigType', ... },
+ *     operations: crud('ConfigType', 'ConfigTypes'),
  *     fields: { name: { unique: true, filter: 'string', nullKeeps: true }, schema: { default: () => ({}) } },
  *   };
  */
@@ -66,6 +66,18 @@ export interface OperationIds {
   update?: string;
   patch?: string;
   delete?: string;
+}
+
+/** The standard six operation ids, named as upstream names them: `crud('Service', 'Services')`. */
+export function crud(singular: string, plural: string): OperationIds {
+  return {
+    list: `list${plural}`,
+    create: `create${singular}`,
+    detail: `detail${singular}`,
+    update: `update${singular}`,
+    patch: `patch${singular}`,
+    delete: `delete${singular}`,
+  };
 }
 
 export interface ResourceDef {
