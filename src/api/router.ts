@@ -153,7 +153,7 @@ export class Router {
     if (!token) throw errors.unauthorized({ 'www-authenticate': WWW_MISSING });
     const session = this.app.sessions.resolve(token);
     if (!session) throw errors.unauthorized({ 'www-authenticate': WWW_INVALID });
-    const identity = this.app.store.get('identities', session.identityId);
+    const identity = this.app.sessions.identityOf(session);
     if (!identity) throw errors.unauthorized({ 'www-authenticate': WWW_INVALID });
     ctx.session = session;
     ctx.identity = identity;

@@ -25,6 +25,8 @@ export class ApiSessions {
   private readonly byId = new Map<string, ApiSession>();
   /** Live last-activity times not yet written: id → ms. */
   private readonly activity = new Map<string, number>();
+  /** Decoded identity records of callers, dropped whenever the identity changes. */
+  private readonly identities = new Map<string, Rec>();
   private flushTimer?: NodeJS.Timeout;
   private sweepTimer?: NodeJS.Timeout;
   readonly timeoutMs: number;
@@ -34,6 +36,7 @@ export class ApiSessions {
     for (const rec of store.scan('apiSessions')) this.remember(rec as ApiSession);
     store.on('change', (events: ChangeEvent[]) => {
       for (const ev of events) {
+        if (ev.collection === 'identities') this.identities.delete(ev.id);
         if (ev.collection !== 'apiSessions') continue;
         if (ev.before) this.forget(ev.before as ApiSession);
         if (ev.after) this.remember(ev.after as ApiSession);
@@ -74,6 +77,19 @@ export class ApiSessions {
     s.lastActivityAt = now;
     this.activity.set(s.id, now);
     return s;
+  }
+
+  /** The session's identity record (cached; every request needs it). */
+  identityOf(s: ApiSession): Rec | undefined {
+    let rec = this.identities.get(s.identityId);
+    if (!rec) {
+      rec = this.store.get('identities', s.identityId);
+      if (rec) {
+        if (this.identities.size > 100_000) this.identities.clear();
+        this.identities.set(s.identityId, rec);
+      }
+    }
+    return rec;
   }
 
   isEnded(s: ApiSession): boolean {

@@ -136,6 +136,12 @@ export class Store extends EventEmitter {
   }
 
   /** Committed records of a collection, from LMDB's page statistics (O(1), unlike getCount()). */
+  /** Whether a record exists, without decoding it. */
+  has(collection: string, id: string): boolean {
+    if (typeof id !== 'string' || id.length === 0 || id.length > 480) return false;
+    return this.coll(collection).db.doesExist(id);
+  }
+
   count(collection: string): number {
     return (this.coll(collection).db.getStats() as { entryCount: number }).entryCount;
   }
@@ -324,7 +330,12 @@ export class Tx {
   }
 
   exists(collection: string, id: string): boolean {
-    return this.get(collection, id) !== undefined;
+    if (typeof id !== 'string' || id.length === 0 || id.length > 480) return false;
+    const own = this.ops.get(this.key(collection, id));
+    if (own) return own.after !== undefined;
+    const c = this.store._coll(collection);
+    if (c.pending.has(id)) return c.pending.get(id) != null;
+    return this.store.has(collection, id);
   }
 
   /** Ids with `field` = value (arrays: containing it), including uncommitted writes. */
