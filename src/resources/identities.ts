@@ -18,7 +18,7 @@ export const identities: ResourceDef = {
   ],
   fields: {
     name: { unique: true, filter: 'string', nullKeeps: true },
-    typeId: { readOnly: true, filter: 'string', index: true },
+    typeId: { readOnly: true, filter: 'string' },
     isAdmin: { filter: 'bool', nullKeeps: true, default: () => false },
     isDefaultAdmin: { readOnly: true, filter: 'bool' },
     roleAttributes: { attributes: true, filter: 'set' },

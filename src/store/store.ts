@@ -91,7 +91,9 @@ export class Store extends EventEmitter {
     super();
     this.setMaxListeners(50);
     fs.mkdirSync(dir, { recursive: true });
-    this.env = open({ path: dir, maxDbs: 256, mapSize: 2 * 1024 ** 3, compression: false });
+    // overlappingSync off: a write resolves only once it is synced to disk, so nothing the API has
+    // acknowledged can be lost by a crash. Measured: no throughput cost here (bench/crud, README).
+    this.env = open({ path: dir, maxDbs: 256, mapSize: 2 * 1024 ** 3, compression: false, overlappingSync: false });
     this.meta = this.env.openDB({ name: 'meta' });
     for (const spec of specs) this.addCollection(spec);
   }
