@@ -408,3 +408,13 @@ t.test('planIndex', async (tt) => {
   tt.same(p, { field: 'cost', range: { gte: 1, lt: 10 }, exact: false });
   tt.same(recs.filter((r) => typeof r.cost === 'number' && r.cost >= 1 && r.cost < 10).filter(pred).map((r) => r.id), ['b']);
 });
+
+t.test('hostile filters are refused, not crashed on', async (tt) => {
+  throwsFilter(tt, () => parseFilter('('.repeat(5000) + 'name = "x"' + ')'.repeat(5000)), /nested/, 'deep parentheses');
+  throwsFilter(tt, () => parseFilter('not '.repeat(5000) + 'name = "x"'), /nested/, 'deep not');
+  throwsFilter(tt, () => parseFilter('name = "' + 'x'.repeat(70_000) + '"'), /longer than/, 'very long filter');
+  const q = parseFilter('('.repeat(50) + 'name = "x"' + ')'.repeat(50));
+  tt.ok(compileFilter(q.where, { name: { type: 'string' } })({ name: 'x' }), '50 levels still fine');
+  const wide = Array.from({ length: 2000 }, (_, i) => `name = "${i}"`).join(' or ');
+  tt.ok(compileFilter(parseFilter(wide).where, { name: { type: 'string' } })({ name: '1999' }), 'a wide or-chain is not nesting');
+});

@@ -98,6 +98,9 @@ const ESCAPES: Record<string, string> = { '"': '"', '\\': '\\', f: '\f', n: '\n'
 /** Human position: 1-based column. */
 const at = (pos: number) => `at position ${pos + 1}`;
 
+const MAX_DEPTH = 100;
+const MAX_FILTER_LENGTH = 64 * 1024;
+
 function fail(reason: string): never {
   throw errors.invalidFilter(reason);
 }
@@ -383,7 +386,19 @@ class Parser {
     return items.length === 1 ? first : { type: 'and', items };
   }
 
+  /** Nesting of parentheses, `not` and sub-queries; bounded so a hostile filter cannot exhaust the stack. */
+  private depth = 0;
+
   primary(): Expr {
+    if (++this.depth > MAX_DEPTH) fail(`filter nested more than ${MAX_DEPTH} levels deep`);
+    try {
+      return this.primaryInner();
+    } finally {
+      this.depth--;
+    }
+  }
+
+  private primaryInner(): Expr {
     const t = this.peek();
     switch (t.type) {
       case '(': {
@@ -535,6 +550,7 @@ class Parser {
 /** Parse a filter string. Empty or whitespace-only → `{}` (match all). */
 export function parseFilter(text: string): FilterQuery {
   if (typeof text !== 'string' || !/[^ \n\t\r]/.test(text)) return {};
+  if (text.length > MAX_FILTER_LENGTH) fail(`filter longer than ${MAX_FILTER_LENGTH} characters`);
   const toks = lex(text);
   const p = new Parser(toks);
   const q = p.query();
