@@ -510,3 +510,22 @@ t.test('no response was a 5xx', async (t) => {
   t.same(bad, [], 'no 5xx anywhere in the matrix');
   t.ok(allStatuses.length > 500, `${allStatuses.length} matrix requests`);
 });
+
+t.test('deeply nested bodies are refused and the controller keeps serving', async (t) => {
+  const own = await startServer(t);
+  const a = await own.login();
+  const ct = await a.post('/config-types', { name: 'free-form' });
+  let deep = '1';
+  for (let i = 0; i < 20000; i++) deep = `{"a":${deep}}`;
+  const raw = (body: string) => ({ raw: body, headers: { 'content-type': 'application/json' } });
+  const r1 = await a.post('/configs', undefined, raw(`{"name":"deep","configTypeId":"${ct.body.data.id}","data":${deep}}`));
+  t.ok(isError(r1, 400, 'COULD_NOT_PARSE_BODY'), `deep config data → 400 (${r1.status})`);
+  const r2 = await a.post('/identities', undefined, raw(`{"name":"n","type":"User","isAdmin":false,"appData":{"x":${'['.repeat(100000)}1${']'.repeat(100000)}}}`));
+  t.ok(r2.status === 400, `deep array → 400 (${r2.status})`);
+  let ok = '1';
+  for (let i = 0; i < 20; i++) ok = `{"a":${ok}}`;
+  const r3 = await a.post('/configs', undefined, raw(`{"name":"nested-ok","configTypeId":"${ct.body.data.id}","data":${ok}}`));
+  t.equal(r3.status, 201, '20 levels are fine');
+  t.equal((await a.get('/version')).status, 200, 'still serving');
+  t.equal((await a.get('/configs?filter=name="deep"')).body.meta.pagination.totalCount, 0, 'nothing written');
+});

@@ -173,6 +173,7 @@ export class Router {
       } catch (e) {
         throw errors.parseBody((e as Error).message);
       }
+      if (nestingDepth(value) > MAX_BODY_DEPTH) throw errors.parseBody(`the body is nested more than ${MAX_BODY_DEPTH} levels deep`);
     }
     const v = this.app.validators[op.api];
     if (op.bodyDefinition) return v.validate(op.bodyDefinition, value, op.bodyIsArray, op.bodyRequired);
@@ -184,6 +185,23 @@ export class Router {
     reply.headers = { ...reply.headers, server: this.serverHeader, connection: 'close' };
     return reply;
   }
+}
+
+/** Deeper JSON than any upstream body needs; bounded so storing it can never exhaust the stack. */
+export const MAX_BODY_DEPTH = 32;
+
+/** Nesting depth of a parsed JSON value, iteratively (the value may be hostile). */
+export function nestingDepth(value: unknown): number {
+  let max = 0;
+  const stack: [unknown, number][] = [[value, 0]];
+  while (stack.length) {
+    const [v, d] = stack.pop()!;
+    if (v === null || typeof v !== 'object') continue;
+    if (d + 1 > max) max = d + 1;
+    if (max > MAX_BODY_DEPTH) return max;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) if (child !== null && typeof child === 'object') stack.push([child, d + 1]);
+  }
+  return max;
 }
 
 function specificity(r: Route): number {

@@ -313,6 +313,18 @@ export class Store extends EventEmitter {
 }
 
 /** A write in progress: reads see committed data, then writes still committing, then this tx's own writes. */
+const MAX_RECORD_DEPTH = 64;
+
+function tooDeep(value: unknown, limit: number): boolean {
+  const stack: [unknown, number][] = [[value, 1]];
+  while (stack.length) {
+    const [v, d] = stack.pop()!;
+    if (d > limit) return true;
+    for (const child of Array.isArray(v) ? v : Object.values(v as object)) if (child !== null && typeof child === 'object') stack.push([child, d + 1]);
+  }
+  return false;
+}
+
 export class Tx {
   private readonly ops = new Map<string, Op>();
 
@@ -364,6 +376,8 @@ export class Tx {
 
   /** Insert or replace a record; unique fields are checked against everything else. */
   put(collection: string, rec: Rec): void {
+    // The encoder recurses: refuse here what would overflow its stack inside the commit.
+    if (tooDeep(rec, MAX_RECORD_DEPTH)) throw new Error(`${collection}/${rec.id}: record nested more than ${MAX_RECORD_DEPTH} levels deep`);
     const c = this.store._coll(collection);
     for (const field of c.unique.keys()) {
       const v = rec[field];
