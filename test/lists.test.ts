@@ -283,3 +283,17 @@ t.test('lists of other families honour the same paging and filters', async (t) =
   const pag = await admin.get('/service-policies?limit=abc');
   t.ok(isError(pag, 400, 'INVALID_PAGINATION'));
 });
+
+t.test('name searches find very long and non-ASCII names', async (t) => {
+  const own = await startServer(t);
+  const a = await own.login();
+  const long = '😀'.repeat(480);
+  t.equal((await a.post('/identities', { name: long, type: 'User', isAdmin: false })).status, 201);
+  t.equal((await a.post('/identities', { name: 'short 😀', type: 'User', isAdmin: false })).status, 201);
+  const r = await a.get('/identities?filter=' + encodeURIComponent('name contains "😀"'));
+  t.equal(r.body.meta.pagination.totalCount, 2, 'both found by contains');
+  const eq = await a.get('/identities?filter=' + encodeURIComponent(`name = "${long}"`));
+  t.equal(eq.body.meta.pagination.totalCount, 1, 'the long name found by equality');
+  const dup = await a.post('/identities', { name: long, type: 'User', isAdmin: false });
+  t.equal(dup.status, 400, 'and it stays unique');
+});

@@ -7,7 +7,7 @@ import { errors } from './errors.js';
 import { list, type Pagination } from './envelope.js';
 import type { Reply } from './operation.js';
 import { parseFilter, compileFilter, checkSort, planIndex, type Expr, type FilterQuery, type SymbolTable } from './filter/index.js';
-import { LONG_KEY, type Rec, type Store } from '../store/store.js';
+import { DIGEST_PREFIX, type Rec, type Store } from '../store/store.js';
 
 export const DEFAULT_LIMIT = 10;
 export const MAX_LIMIT = 500;
@@ -137,8 +137,8 @@ export function runList(store: Store, src: ListSource, p: ListParams): ListResul
     if (fields && [...fields].every((f) => f === 'name' || f === 'id') && !src.symbols.name?.get) {
       const matched: string[] = [];
       for (const [key, id] of store.uniqueEntries(src.collection, 'name')) {
-        // Very long names are indexed under a digest: read those records themselves.
-        const probe = typeof key === 'string' && key.length > LONG_KEY ? store.get(src.collection, id) : ({ id, name: key } as unknown as Rec);
+        // Very long names are indexed under a digest (and NUL splits keys): read those records themselves.
+        const probe = typeof key !== 'string' || key.length >= DIGEST_PREFIX ? store.get(src.collection, id) : ({ id, name: key } as unknown as Rec);
         if (probe && pred(probe)) matched.push(id);
       }
       if (sort.length === 0) matched.sort();

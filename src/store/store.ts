@@ -71,8 +71,10 @@ interface Op {
  * plus a SHA-256 of the whole, so equality and uniqueness stay exact and order stays close.
  */
 export const LONG_KEY = 480;
+/** Index keys at least this long may be digests, not the value itself. */
+export const DIGEST_PREFIX = 400;
 const keyOf = (k: IndexKey): IndexKey =>
-  typeof k === 'string' && k.length > LONG_KEY ? `${k.slice(0, 400)}\u0000${createHash('sha256').update(k).digest('hex')}` : k;
+  typeof k === 'string' && k.length > LONG_KEY ? `${k.slice(0, DIGEST_PREFIX)}\u001fsha256:${createHash('sha256').update(k).digest('hex')}` : k;
 
 const indexKeys = (v: unknown): IndexKey[] => {
   if (v === undefined || v === null) return [];
