@@ -166,14 +166,20 @@ export class Router {
     const { req, op } = ctx;
     let value: unknown;
     if (req.body.length > 0) {
-      const type = (req.headers['content-type'] ?? '').toLowerCase();
-      if (type.startsWith('text/plain') || type.startsWith('application/x-pem-file')) return req.body.toString('utf8');
+      // The media types the operation consumes (upstream: JSON, except PEM-taking operations); a
+      // request without a content type is read as JSON.
+      const media = (req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
+      const consumes = (op.spec.consumes as string[] | undefined) ?? ['application/json'];
+      if (media && !consumes.includes(media))
+        throw new ApiError('INVALID_CONTENT_TYPE', `content type ${media} is not accepted here; send ${consumes.join(' or ')}`);
+      if (op.bodySchema?.type === 'string') return req.body.toString('utf8');
       try {
         value = JSON.parse(req.body.toString('utf8'));
       } catch (e) {
         throw errors.parseBody((e as Error).message);
       }
-      if (nestingDepth(value) > MAX_BODY_DEPTH) throw errors.parseBody(`the body is nested more than ${MAX_BODY_DEPTH} levels deep`);
+      const problem = hostileJson(value);
+      if (problem) throw errors.parseBody(problem);
     }
     const v = this.app.validators[op.api];
     if (op.bodyDefinition) return v.validate(op.bodyDefinition, value, op.bodyIsArray, op.bodyRequired);
@@ -190,18 +196,32 @@ export class Router {
 /** Deeper JSON than any upstream body needs; bounded so storing it can never exhaust the stack. */
 export const MAX_BODY_DEPTH = 32;
 
-/** Nesting depth of a parsed JSON value, iteratively (the value may be hostile). */
-export function nestingDepth(value: unknown): number {
-  let max = 0;
+const wellFormed = (s: string) => (s as string & { isWellFormed(): boolean }).isWellFormed();
+
+/**
+ * What a parsed JSON body may not hold, checked iteratively (the value may be hostile): nesting
+ * deeper than MAX_BODY_DEPTH, strings or keys with lone UTF-16 surrogates (they cannot be stored
+ * as UTF-8 and would come back altered), and `__proto__` keys (the record encoder renames them).
+ */
+export function hostileJson(value: unknown): string | undefined {
   const stack: [unknown, number][] = [[value, 0]];
   while (stack.length) {
     const [v, d] = stack.pop()!;
+    if (typeof v === 'string') {
+      if (!wellFormed(v)) return 'the body holds a string that is not valid Unicode';
+      continue;
+    }
     if (v === null || typeof v !== 'object') continue;
-    if (d + 1 > max) max = d + 1;
-    if (max > MAX_BODY_DEPTH) return max;
-    for (const child of Array.isArray(v) ? v : Object.values(v)) if (child !== null && typeof child === 'object') stack.push([child, d + 1]);
+    if (d + 1 > MAX_BODY_DEPTH) return `the body is nested more than ${MAX_BODY_DEPTH} levels deep`;
+    if (Array.isArray(v)) for (const child of v) stack.push([child, d + 1]);
+    else
+      for (const [k, child] of Object.entries(v)) {
+        if (k === '__proto__') return 'the body may not use the key "__proto__"';
+        if (!wellFormed(k)) return 'the body holds a key that is not valid Unicode';
+        stack.push([child, d + 1]);
+      }
   }
-  return max;
+  return undefined;
 }
 
 function specificity(r: Route): number {

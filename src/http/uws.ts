@@ -60,7 +60,10 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
       res.cork(() => {
         res.writeStatus(`${status} ${STATUS_TEXT[status] ?? ''}`);
         for (const [k, v] of Object.entries(h)) res.writeHeader(k, v);
-        res.end(body);
+        // HEAD: the headers of the GET and no body. (Passing a reported length to
+        // endWithoutBody makes uWS drop the kept-alive connection after it.)
+        if (req.method === 'head') res.endWithoutBody();
+        else res.end(body);
       });
       done();
     };

@@ -15,6 +15,8 @@ import type { Rec } from '../../store/store.js';
 
 type H = (ctx: Ctx) => Reply | Promise<Reply>;
 
+const MAX_TRACE_MS = 365 * 24 * 3_600_000;
+
 export function adminHandlers(reg: Registry): Record<string, H> {
   const authDef = reg.def('authenticators');
   const view = (ctx: Ctx) => ({ store: ctx.app.store, ctx });
@@ -151,6 +153,7 @@ export function adminHandlers(reg: Registry): Record<string, H> {
         const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/.exec(String(body.duration ?? '10m'));
         if (!m) throw errors.field('duration', 'must be a duration such as 90s, 10m or 1h', body.duration);
         ms = Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[m[2] as 'ms' | 's' | 'm' | 'h'];
+        if (!Number.isFinite(ms) || ms > MAX_TRACE_MS) throw errors.field('duration', 'must be at most 8760h (one year)', body.duration);
       }
       const trace = { enabled: body.enabled === true, traceId: body.traceId || crypto.randomUUID(), until: Date.now() + ms, channels: body.channels ?? [] };
       await write(ctx.app.store, (tx) => {
