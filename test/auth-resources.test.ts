@@ -2,13 +2,13 @@
  * Certificate authorities, auth policies, external JWT signers and authenticators (Management API)
  * against the real controller. Certificates are generated here with the openssl CLI.
  */
-import { execFileSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import { startServer, isError, type Client, type Res, type Server } from './helpers/server.js';
+import { selfSignedCert } from './helpers/certs.js';
 import { RFC3339, base, created, emptyOk, fieldError, get, hasFields, kind, sleep, type Tap } from './helpers/assert.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -17,18 +17,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-authres-'));
 t.teardown(() => fs.rmSync(tmp, { recursive: true, force: true }));
 let n = 0;
-/** Self-signed EC P-256 certificate generated with openssl. */
-function genCert(cn: string, ca: boolean): string {
-  const dir = path.join(tmp, String(n++));
-  fs.mkdirSync(dir);
-  execFileSync('openssl', [
-    'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '30', '-subj', `/CN=${cn}`,
-    '-addext', ca ? 'basicConstraints=critical,CA:TRUE' : 'basicConstraints=critical,CA:FALSE',
-    ...(ca ? ['-addext', 'keyUsage=critical,keyCertSign,cRLSign'] : []),
-    '-keyout', path.join(dir, 'key.pem'), '-out', path.join(dir, 'cert.pem'),
-  ], { stdio: 'ignore' });
-  return fs.readFileSync(path.join(dir, 'cert.pem'), 'utf8');
-}
+const genCert = (cn: string, ca: boolean) => selfSignedCert(cn, ca);
 const fp = (pem: string) => new crypto.X509Certificate(pem).fingerprint.replace(/:/g, '').toLowerCase();
 
 let srv: Server;

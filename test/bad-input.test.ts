@@ -4,11 +4,10 @@
  * Every refused request must be a 4xx with the right code, write nothing, and nothing may be 5xx.
  */
 import t from 'tap';
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { startServer, isError, type Res } from './helpers/server.js';
+import { selfSignedCert } from './helpers/certs.js';
 
 const golden = JSON.parse(fs.readFileSync(new URL('../src/api/spec/management.json', import.meta.url), 'utf8'));
 function bodyDef(p: string, method: string): any {
@@ -31,20 +30,7 @@ let seq = 0;
 const uniq = (p: string) => `${p}-${++seq}`;
 const MADE_UP = 'made-up-id-4711';
 
-function makeCert(ca: boolean, cn: string): string {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-cert-'));
-  try {
-    execFileSync('openssl', [
-      'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', path.join(dir, 'k.pem'),
-      '-out', path.join(dir, 'c.pem'), '-subj', `/CN=${cn}`, '-days', '30',
-      '-addext', ca ? 'basicConstraints=critical,CA:TRUE' : 'basicConstraints=critical,CA:FALSE',
-      ...(ca ? ['-addext', 'keyUsage=critical,keyCertSign,cRLSign'] : []),
-    ], { stdio: 'ignore' });
-    return fs.readFileSync(path.join(dir, 'c.pem'), 'utf8');
-  } finally {
-    fs.rmSync(dir, { recursive: true, force: true });
-  }
-}
+const makeCert = (ca: boolean, cn: string) => selfSignedCert(cn, ca);
 
 async function mustCreate(p: string, body: unknown): Promise<string> {
   const r = await admin.post(p, body);

@@ -5,13 +5,12 @@
  * and must not have logged an error stack.
  */
 import t, { type Test } from 'tap';
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import https from 'node:https';
-import os from 'node:os';
 import path from 'node:path';
 import tls from 'node:tls';
 import { startServer, type Client, type Res } from './helpers/server.js';
+import { selfSignedCert } from './helpers/certs.js';
 
 const srv = await startServer(t);
 const admin = await srv.login();
@@ -60,19 +59,7 @@ async function send(tt: Tap, label: string, p: Promise<Res>, opts: { pending?: b
 type Tap = Test;
 const short = (s: string, n = 80) => (s.length > n ? `${s.slice(0, n)}…(${s.length})` : s);
 
-function makeCa(cn: string): string {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-hostile-'));
-  try {
-    execFileSync('openssl', [
-      'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', path.join(dir, 'k.pem'),
-      '-out', path.join(dir, 'c.pem'), '-subj', `/CN=${cn}`, '-days', '30',
-      '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign',
-    ], { stdio: 'ignore' });
-    return fs.readFileSync(path.join(dir, 'c.pem'), 'utf8');
-  } finally {
-    fs.rmSync(dir, { recursive: true, force: true });
-  }
-}
+const makeCa = (cn: string) => selfSignedCert(cn, true);
 
 async function mustCreate(p: string, body: unknown): Promise<string> {
   const r = await admin.post(p, body);

@@ -15,15 +15,13 @@
  * - `format: uri` is checked as `uri-reference` (go-openapi parses it with url.Parse, relative links are fine);
  * - extra properties are allowed; nothing is coerced, no defaults applied.
  */
-import { execFileSync } from 'node:child_process';
-import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import { Ajv } from 'ajv';
 import type { ErrorObject, ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import { startServer, Client, type Res, type Server } from './helpers/server.js';
+import { selfSignedCert } from './helpers/certs.js';
 import { PENDING } from '../src/api/operations.js';
 import clientDoc from '../src/api/spec/client.json' with { type: 'json' };
 import managementDoc from '../src/api/spec/management.json' with { type: 'json' };
@@ -242,17 +240,7 @@ async function call(tt: Test, c: Client, api: Api, operationId: string, url: str
 // ---------------------------------------------------------------------------------------------
 // Fixtures
 
-const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-responses-'));
-t.teardown(() => fs.rmSync(tmp, { recursive: true, force: true }));
-function genCaCert(cn: string): string {
-  const dir = fs.mkdtempSync(path.join(tmp, 'ca-'));
-  execFileSync('openssl', [
-    'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '30', '-subj', `/CN=${cn}`,
-    '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign',
-    '-keyout', path.join(dir, 'key.pem'), '-out', path.join(dir, 'cert.pem'),
-  ], { stdio: 'ignore' });
-  return fs.readFileSync(path.join(dir, 'cert.pem'), 'utf8');
-}
+const genCaCert = (cn: string) => selfSignedCert(cn, true);
 
 const authPolicy = (name: string) => ({
   name,
