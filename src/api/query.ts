@@ -4,8 +4,7 @@
  * sort on an indexed field walks the index in order; everything else scans in id order.
  */
 import { errors } from './errors.js';
-import { list, type Pagination } from './envelope.js';
-import type { Reply } from './operation.js';
+import type { Pagination } from './envelope.js';
 import { parseFilter, compileFilter, checkSort, planIndex, type Expr, type FilterQuery, type SymbolTable } from './filter/index.js';
 import { DIGEST_PREFIX, type Rec, type Store } from '../store/store.js';
 
@@ -264,11 +263,4 @@ export function sortRecords(all: Rec[], symbols: SymbolTable, sort: ListParams['
     }
     return 0;
   });
-}
-
-/** Convenience: run and wrap in the list envelope. */
-export function listReply(store: Store, src: ListSource, q: URLSearchParams, render: (r: Rec) => unknown): Reply {
-  const p = parseListParams(q, src.symbols);
-  const { records, pagination } = runList(store, src, p);
-  return list(records.map(render), pagination, src.filterableFields);
 }

@@ -86,7 +86,6 @@ const indexKeys = (v: unknown): IndexKey[] => {
 export class Store extends EventEmitter {
   readonly env: RootDatabase;
   private readonly colls = new Map<string, Coll>();
-  readonly meta: Database<any, string>;
   private closed = false;
 
   constructor(readonly dir: string, specs: CollectionSpec[]) {
@@ -96,7 +95,6 @@ export class Store extends EventEmitter {
     // overlappingSync off: a write resolves only once it is synced to disk, so nothing the API has
     // acknowledged can be lost by a crash. Measured: no throughput cost here (bench/crud, README).
     this.env = open({ path: dir, maxDbs: 256, mapSize: 2 * 1024 ** 3, compression: false, overlappingSync: false });
-    this.meta = this.env.openDB({ name: 'meta' });
     for (const spec of specs) this.addCollection(spec);
   }
 
@@ -294,10 +292,6 @@ export class Store extends EventEmitter {
     else coll.db.remove(id);
   }
 
-  /** Put a metadata value (outside a tx); resolves when durable. */
-  async putMeta(key: string, value: unknown): Promise<void> {
-    await this.meta.put(key, value);
-  }
 
   async close(): Promise<void> {
     if (this.closed) return;

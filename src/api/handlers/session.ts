@@ -4,7 +4,7 @@
  */
 import type { Ctx } from '../context.js';
 import type { Reply } from '../operation.js';
-import { errors, ApiError } from '../errors.js';
+import { errors } from '../errors.js';
 import { ok, empty } from '../envelope.js';
 import { renderRecord, write } from '../../resources/define.js';
 import type { Registry } from '../../resources/define.js';
@@ -65,8 +65,8 @@ export function sessionHandlers(reg: Registry): Record<string, (ctx: Ctx) => Rep
   return {
     authenticate: async (ctx) => {
       const method = ctx.req.query.get('method');
-      if (method === 'cert') throw new ApiError('NOT_IMPLEMENTED', 'certificate authentication is planned in issue #5');
-      if (method === 'ext-jwt') throw new ApiError('NOT_IMPLEMENTED', 'external JWT authentication is planned in issue #6');
+      if (method === 'cert') throw errors.notImplemented(5); // certificate authentication
+      if (method === 'ext-jwt') throw errors.notImplemented(6); // external JWT authentication
       if (method !== 'password') throw errors.field('method', 'must be one of password, cert, ext-jwt', method);
       const { identity, authenticatorId } = await passwordLogin(ctx);
       const body = ctx.body ?? {};
