@@ -13,6 +13,10 @@ import { ALIASES, RESOURCES } from '../resources/index.js';
 import { metaHandlers } from './handlers/meta.js';
 import { sessionHandlers } from './handlers/session.js';
 import { adminHandlers } from './handlers/admin.js';
+import { policyHandlers } from './handlers/policy.js';
+import { enrollHandlers } from './handlers/enroll.js';
+import { authHandlers } from './handlers/auth.js';
+import { opsHandlers } from './handlers/ops.js';
 
 type Handler = (ctx: Ctx) => Reply | Promise<Reply>;
 
@@ -135,12 +139,21 @@ export function buildOperations(reg: Registry): Op[] {
     ...Object.assign({}, ...[...RESOURCES, ...ALIASES].map((def) => standardHandlers(reg, def))),
     ...adminHandlers(reg),
   };
+  // Handler modules of the later issues: `<api>:<operationId>` or a bare operationId (both APIs).
+  const special: Record<string, Handler | undefined> = {
+    ...policyHandlers(reg),
+    ...enrollHandlers(reg),
+    ...authHandlers(reg),
+    ...opsHandlers(reg),
+  };
   for (const api of ['client', 'management'] as const) {
     for (const u of upstreamOperations(api)) {
       const key = `${api}:${u.operationId}`;
       const method = u.method.toLowerCase() as HttpMethod;
       const pending = PENDING[key] ?? PENDING[u.operationId];
       const handler: Handler | undefined =
+        special[key] ??
+        special[u.operationId] ??
         management[key] ??
         shared[u.operationId] ??
         // The caller's own resources (`/current-…`) are served alike on both APIs.

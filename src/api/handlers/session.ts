@@ -11,7 +11,7 @@ import type { Registry } from '../../resources/define.js';
 import { isDisabled } from '../../resources/identities.js';
 import { checkUsername } from '../../auth/passwords.js';
 import type { ApiSession } from '../../auth/api-sessions.js';
-import type { Rec } from '../../store/store.js';
+import { certLogin, extJwtLogin, type LoginMethod } from './login.js';
 
 /** A fixed argon2id hash verified when the username is unknown, so timing does not reveal users. */
 const DUMMY_HASH = '$argon2id$v=19$m=19456,t=2,p=1$po9sLlQvImQ7KY3cvEszbg$2+plzrBD7uKWdcIktUFYoH7R3KgUKPXWiI5Vw/07wI0';
@@ -43,7 +43,7 @@ function resolveConfigTypes(ctx: Ctx, wanted: unknown): string[] {
   return [...out];
 }
 
-async function passwordLogin(ctx: Ctx): Promise<{ identity: Rec; authenticatorId: string }> {
+const passwordLogin: LoginMethod = async (ctx) => {
   const body = ctx.body ?? {};
   const { username, password } = body;
   // Missing or out-of-range fields are a validation error (behaviors §2.1), not a failed login.
@@ -59,16 +59,17 @@ async function passwordLogin(ctx: Ctx): Promise<{ identity: Rec; authenticatorId
   const policy = ctx.app.store.get('authPolicies', identity.authPolicyId ?? 'default');
   if (policy && policy.primary?.updb?.allowed === false) throw errors.invalidAuth();
   return { identity, authenticatorId: auth.id };
-}
+};
+
+const LOGIN_METHODS: Record<string, LoginMethod> = { password: passwordLogin, cert: certLogin, 'ext-jwt': extJwtLogin };
 
 export function sessionHandlers(reg: Registry): Record<string, (ctx: Ctx) => Reply | Promise<Reply>> {
   return {
     authenticate: async (ctx) => {
-      const method = ctx.req.query.get('method');
-      if (method === 'cert') throw errors.notImplemented(5); // certificate authentication
-      if (method === 'ext-jwt') throw errors.notImplemented(6); // external JWT authentication
-      if (method !== 'password') throw errors.field('method', 'must be one of password, cert, ext-jwt', method);
-      const { identity, authenticatorId } = await passwordLogin(ctx);
+      const method = ctx.req.query.get('method') ?? '';
+      const login = Object.hasOwn(LOGIN_METHODS, method) ? LOGIN_METHODS[method] : undefined;
+      if (!login) throw errors.field('method', 'must be one of password, cert, ext-jwt', method);
+      const { identity, authenticatorId } = await login(ctx);
       const body = ctx.body ?? {};
       if (body.envInfo || body.sdkInfo) {
         await write(ctx.app.store, (tx) => {
