@@ -16,6 +16,7 @@ import { Router } from './api/router.js';
 import { buildOperations } from './api/operations.js';
 import { BodyValidator } from './api/validate.js';
 import { startUws, type UwsServer } from './http/uws.js';
+import { Presence } from './control/presence.js';
 import { createRegistry } from './resources/index.js';
 import { defaultAuthPolicy, DEFAULT_AUTH_POLICY_ID } from './resources/auth.js';
 import { newId } from './resources/define.js';
@@ -66,6 +67,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     log,
     pki,
     validators: { client: new BodyValidator('client'), management: new BodyValidator('management') },
+    presence: new Presence(),
     startedAt: Date.now(),
     version: `v${pkg.version}`,
     ...buildInfo(),

@@ -7,6 +7,7 @@ import type { Pki } from '../pki/bootstrap.js';
 import type { ApiSessions, ApiSession } from '../auth/api-sessions.js';
 import type { ApiName, Operation, Req } from './operation.js';
 import type { BodyValidator } from './validate.js';
+import type { Presence } from '../control/presence.js';
 
 export interface App {
   config: Config;
@@ -16,6 +17,8 @@ export interface App {
   log: Logger;
   pki: Pki;
   validators: Record<ApiName, BodyValidator>;
+  /** Routers connected over the control channel (isOnline). */
+  presence: Presence;
   /** Epoch ms of this process's start (service-update floor). */
   startedAt: number;
   /** Controller build version, e.g. `v0.1.0`, with its git revision and build date. */
