@@ -17,6 +17,7 @@ import { policyHandlers } from './handlers/policy.js';
 import { enrollHandlers } from './handlers/enroll.js';
 import { authHandlers } from './handlers/auth.js';
 import { opsHandlers } from './handlers/ops.js';
+import { dataHandlers } from './handlers/data.js';
 
 type Handler = (ctx: Ctx) => Reply | Promise<Reply>;
 
@@ -145,6 +146,7 @@ export function buildOperations(reg: Registry): Op[] {
     ...enrollHandlers(reg),
     ...authHandlers(reg),
     ...opsHandlers(reg),
+    ...dataHandlers(reg),
   };
   for (const api of ['client', 'management'] as const) {
     for (const u of upstreamOperations(api)) {

@@ -30,8 +30,21 @@ export function goTime(ms: number): string {
   return `${iso.slice(0, 10)} ${iso.slice(11, 23)} +0000 UTC`;
 }
 
+/**
+ * A route outside the two upstream APIs, served on the same listeners (`/metrics`, `/search/…`):
+ * matched by exact path or by prefix (`/search/` matches everything under it). Its handler does its
+ * own authentication; failures thrown as ApiError render as usual.
+ */
+export interface RawRoute {
+  method: string | '*';
+  path: string;
+  prefix?: boolean;
+  handle(req: Req, requestId: string): Reply | Promise<Reply>;
+}
+
 export class Router {
   private readonly routes: Record<ApiName, Map<number, Route[]>> = { client: new Map(), management: new Map() };
+  private readonly raw: RawRoute[] = [];
   private readonly serverHeader: string;
 
   constructor(private readonly app: App, ops: Op[]) {
@@ -46,6 +59,19 @@ export class Router {
       for (const list of byLen.values()) list.sort((a, b) => specificity(b) - specificity(a));
     }
     this.serverHeader = `mesh-controller/${app.version}`;
+  }
+
+  /** Serve a route outside the upstream APIs (see RawRoute). */
+  addRawRoute(route: RawRoute): void {
+    this.raw.push(route);
+  }
+
+  private rawRoute(req: Req): RawRoute | undefined {
+    for (const r of this.raw) {
+      if (r.method !== '*' && r.method !== req.method) continue;
+      if (r.prefix ? req.path === r.path || req.path.startsWith(r.path.endsWith('/') ? r.path : r.path + '/') : req.path === r.path) return r;
+    }
+    return undefined;
   }
 
   /** Resolve the API and the path inside it; host-root aliases go to the Client API. */
@@ -101,8 +127,11 @@ export class Router {
     let ctx: Ctx | undefined;
     try {
       req.path = normalizePath(req.path);
+      const raw = this.raw.length ? this.rawRoute(req) : undefined;
       if (req.method === 'options') {
         reply = { status: 200, body: '', headers: corsPreflight() };
+      } else if (raw) {
+        reply = await raw.handle(req, requestId);
       } else {
         ctx = await this.prepare(req, requestId);
         reply = await ctx.op.handler(ctx);

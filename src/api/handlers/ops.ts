@@ -1,5 +1,5 @@
 /**
- * Operations: datastore integrity and snapshots (issue #7).
+ * Operations: router control channel, controllers, tracing (issue #7).
  * Keys are `<api>:<operationId>` for one API or a bare operationId for both; a handler here wins
  * over the standard resource handlers and over a PENDING mark (src/api/operations.ts).
  */
