@@ -11,6 +11,7 @@ import { splitHostPort } from './config.js';
 import { Store } from './store/store.js';
 import { loadOrCreatePki } from './pki/bootstrap.js';
 import { ApiSessions } from './auth/api-sessions.js';
+import { AuthServices } from './auth/services.js';
 import { WorkerPool } from './pool.js';
 import { Router } from './api/router.js';
 import { buildOperations } from './api/operations.js';
@@ -64,6 +65,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     store,
     pool,
     sessions,
+    auth: new AuthServices(store, config),
     log,
     pki,
     validators: { client: new BodyValidator('client'), management: new BodyValidator('management') },

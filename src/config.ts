@@ -37,6 +37,16 @@ export const ConfigSchema = Type.Object({
   activityFlushMs: Type.Integer({ default: 5000, minimum: 100, maximum: 600000 }),
   /** Default lifetime of enrollments created together with an identity or router. */
   enrollmentMinutes: Type.Integer({ default: 180, minimum: 5, maximum: 5256000 }),
+  /** Logins and MFA checks running at once, and waiting beyond those; past both: 429 RATE_LIMITED. */
+  authConcurrency: Type.Integer({ default: 32, minimum: 1, maximum: 100_000 }),
+  authQueue: Type.Integer({ default: 512, minimum: 0, maximum: 1_000_000 }),
+  /** Other expensive operations (certificate signing, password changes, QR codes): same scheme. */
+  heavyConcurrency: Type.Integer({ default: 16, minimum: 1, maximum: 100_000 }),
+  heavyQueue: Type.Integer({ default: 256, minimum: 0, maximum: 1_000_000 }),
+  /** Least time between two fetches of one external JWT signer's JWKS (unknown kids refetch). */
+  extJwtJwksCooldownMs: Type.Integer({ default: 5000, minimum: 0, maximum: 3_600_000 }),
+  /** Clock skew allowed on external JWT exp/nbf/iat. */
+  extJwtClockSkewSeconds: Type.Integer({ default: 30, minimum: 0, maximum: 600 }),
   /** Grace period for in-flight requests on SIGTERM/SIGINT. */
   shutdownGraceMs: Type.Integer({ default: 10000, minimum: 0, maximum: 14000 }),
 });
@@ -60,6 +70,12 @@ const ENV: Record<string, keyof Static<typeof ConfigSchema>> = {
   MESH_ACTIVITY_FLUSH_MS: 'activityFlushMs',
   MESH_ENROLLMENT_MINUTES: 'enrollmentMinutes',
   MESH_SHUTDOWN_GRACE_MS: 'shutdownGraceMs',
+  MESH_AUTH_CONCURRENCY: 'authConcurrency',
+  MESH_AUTH_QUEUE: 'authQueue',
+  MESH_HEAVY_CONCURRENCY: 'heavyConcurrency',
+  MESH_HEAVY_QUEUE: 'heavyQueue',
+  MESH_EXT_JWT_JWKS_COOLDOWN_MS: 'extJwtJwksCooldownMs',
+  MESH_EXT_JWT_CLOCK_SKEW_SECONDS: 'extJwtClockSkewSeconds',
 };
 
 export class ConfigError extends Error {}

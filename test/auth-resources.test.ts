@@ -263,6 +263,7 @@ t.test('external JWT signers', async (t) => {
     ['invalid PEM', { ...ok, jwksEndpoint: undefined, certPem: 'garbage', kid: 'kid-g' }],
     ['reused certificate', { ...ok, jwksEndpoint: undefined, certPem, kid: 'kid-other' }],
     ['reused kid', { ...ok, jwksEndpoint: undefined, certPem: genCert('signer-2.example', false), kid: 'kid-1' }],
+    ['certificate without kid', { ...ok, jwksEndpoint: undefined, certPem: genCert('signer-3.example', false) }],
     ['duplicate issuer', { ...ok, issuer: 'https://issuer-1.example' }],
     ['duplicate name', { ...ok, name: 'ejs-cert' }],
     ['missing name', { ...ok, name: undefined }],

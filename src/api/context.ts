@@ -8,6 +8,7 @@ import type { ApiSessions, ApiSession } from '../auth/api-sessions.js';
 import type { ApiName, Operation, Req } from './operation.js';
 import type { BodyValidator } from './validate.js';
 import type { Presence } from '../control/presence.js';
+import type { AuthServices } from '../auth/services.js';
 
 export interface App {
   config: Config;
@@ -17,6 +18,8 @@ export interface App {
   log: Logger;
   pki: Pki;
   validators: Record<ApiName, BodyValidator>;
+  /** External JWT verification and the rate-limiting queues (issue #6). */
+  auth: AuthServices;
   /** Routers connected over the control channel (isOnline). */
   presence: Presence;
   /** Epoch ms of this process's start (service-update floor). */

@@ -50,6 +50,11 @@ const catalog = {
   SERVER_TOO_MANY_REQUESTS: [429, 'Too many requests, the server is busy. Please try again later'],
   TIMEOUT: [503, 'The request timed out'],
   ENROLLMENT_EXISTS: [409, 'An enrollment of this method already exists for the identity'],
+  MFA_EXISTS: [409, 'An MFA enrollment already exists for this identity'],
+  MFA_ENROLLMENT_NOT_STARTED: [404, 'MFA enrollment has not been started'],
+  MFA_INVALID_TOKEN: [400, 'The MFA code supplied is not valid'],
+  MFA_NOT_ENROLLED: [409, 'The identity is not enrolled in MFA'],
+  INVALID_BACKING_TOKEN_TYPE: [400, 'The API session is not backed by a token of the required type'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof catalog;

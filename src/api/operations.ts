@@ -7,6 +7,7 @@
  */
 import type { Ctx, Op } from './context.js';
 import type { ApiName, AuthLevel, HttpMethod, Permission, PermissionAction, Reply } from './operation.js';
+import type { LimitKind } from '../auth/services.js';
 import { upstreamDocument, upstreamOperations, type UpstreamOp } from './spec/index.js';
 import { standardHandlers, type Registry } from '../resources/define.js';
 import { ALIASES, RESOURCES } from '../resources/index.js';
@@ -52,13 +53,6 @@ export const PENDING: Record<string, number> = {
       'detailCurrentApiSessionCertificate',
     ].map((id) => [id, 5]),
   ),
-  // #6 authentication complete: MFA, ext-JWT signer list for clients, identity disable.
-  ...Object.fromEntries(
-    [
-      'authenticateMfa', 'createTotpToken', 'deleteMfa', 'detailMfa', 'enrollMfa', 'detailMfaQrCode', 'detailMfaRecoveryCodes',
-      'createMfaRecoveryCodes', 'verifyMfa', 'disableIdentity', 'enableIdentity', 'removeIdentityMfa', 'client:listExternalJwtSigners',
-    ].map((id) => [id, 6]),
-  ),
   // #7 operations: datastore integrity and snapshots.
   ...Object.fromEntries(['checkDataIntegrity', 'dataIntegrityResults', 'fixDataIntegrity', 'createDatabaseSnapshot'].map((id) => [id, 7])),
 };
@@ -80,11 +74,22 @@ const FAMILY_BY_SEGMENT: Record<string, string> = {
 
 const ACTION: Record<HttpMethod, PermissionAction> = { get: 'read', post: 'create', put: 'update', patch: 'update', delete: 'delete' };
 
-/** Operations only a full admin may call, whatever permissions the caller holds. */
+/**
+ * Operations only a full admin may call, whatever permissions the caller holds (semantics §14):
+ * authenticator writes, the datastore, and PUT on identities (non-admin identity managers may
+ * only PATCH: a PUT could reset `isAdmin`/`permissions`).
+ */
 const ADMIN_ONLY = new Set([
   'createAuthenticator', 'updateAuthenticator', 'patchAuthenticator', 'deleteAuthenticator', 'reEnrollAuthenticator',
-  'requestExtendAuthenticator', 'checkDataIntegrity', 'dataIntegrityResults', 'fixDataIntegrity', 'createDatabaseSnapshot', 'listSummary',
+  'requestExtendAuthenticator', 'checkDataIntegrity', 'dataIntegrityResults', 'fixDataIntegrity', 'createDatabaseSnapshot',
+  'updateIdentity',
 ]);
+
+/** Authenticator reads: admins and `admin_readonly` (`authenticator` is no grantable family). */
+const AUTHENTICATOR_READS = new Set(['listAuthenticators', 'detailAuthenticator', 'getIdentityAuthenticators']);
+
+/** Management operations open to any fully authenticated session (decisions §3: summary counts what the caller may read). */
+const ANY_SESSION = new Set(['listSummary']);
 
 /** Operations that change an identity in place (disable, MFA removal, service configs, tracing) need `identity.update`. */
 const IDENTITY_UPDATES = new Set([
@@ -98,22 +103,40 @@ const PARTIAL = new Set([
   'detailMfa', 'enrollMfa', 'verifyMfa', 'detailMfaQrCode', 'deleteMfa',
 ]);
 
-function permissionFor(op: UpstreamOp, method: HttpMethod): Permission | undefined {
-  if (ADMIN_ONLY.has(op.operationId)) {
-    // Reads of authenticators remain open to admin_readonly; `authenticator` is no grantable family.
-    return method === 'get' ? { family: 'authenticator', action: 'read' } : undefined;
-  }
+/**
+ * Expensive operations go through a bounded queue (src/auth/limiter.ts): logins and code checks
+ * through `auth`, signing/hashing/rendering through `heavy`. A full queue answers 429 RATE_LIMITED.
+ */
+export const RATE_LIMITED: Record<string, LimitKind> = {
+  authenticate: 'auth', authenticateMfa: 'auth', verifyMfa: 'auth', createTotpToken: 'auth', deleteMfa: 'auth',
+  detailMfaRecoveryCodes: 'auth', createMfaRecoveryCodes: 'auth',
+  detailMfaQrCode: 'heavy', enrollMfa: 'heavy',
+  createAuthenticator: 'heavy', updateAuthenticator: 'heavy', patchAuthenticator: 'heavy',
+  updateCurrentIdentityAuthenticator: 'heavy', patchCurrentIdentityAuthenticator: 'heavy',
+  enroll: 'heavy', enrollCa: 'heavy', enrollOtt: 'heavy', enrollOttCa: 'heavy', enrollUpdb: 'heavy', enrollErOtt: 'heavy',
+  enrollToken: 'heavy', extendRouterEnrollment: 'heavy', enrollmentChallenge: 'heavy',
+  extendCurrentIdentityAuthenticator: 'heavy', extendVerifyCurrentIdentityAuthenticator: 'heavy',
+  createCurrentApiSessionCertificate: 'heavy',
+};
+
+/**
+ * The permission an admin-level Management operation needs (semantics §14): undefined = admins
+ * only. The family is what the path exposes (its last literal segment with a family:
+ * `identities/{id}/edge-routers` → `router`); reads of sub-lists are reads; a POST action on an
+ * existing entity (`cas/{id}/verify`, `enrollments/{id}/refresh`) changes it: `update`.
+ */
+export function permissionFor(op: { operationId: string; path: string }, method: HttpMethod): Permission | undefined {
+  if (AUTHENTICATOR_READS.has(op.operationId)) return { family: 'authenticator', action: 'read' };
+  if (ADMIN_ONLY.has(op.operationId)) return undefined;
   if (IDENTITY_UPDATES.has(op.operationId)) return { family: 'identity', action: 'update' };
+  if (op.operationId === 'getIdentityPolicyAdvice') return { family: 'service', action: 'read' };
   const literal = op.path.split('/').filter((s) => s && !s.startsWith('{'));
-  // The last literal segment names what is exposed (`identities/{id}/edge-routers` → router).
   for (let i = literal.length - 1; i >= 0; i--) {
     const family = FAMILY_BY_SEGMENT[literal[i]];
-    if (family) {
-      // Reads of an entity's sub-lists, and policy advice (`service` read), are reads.
-      const action = literal.length > 1 && i > 0 ? 'read' : ACTION[method];
-      if (op.operationId === 'getIdentityPolicyAdvice') return { family: 'service', action: 'read' };
-      return { family, action: method === 'get' ? 'read' : action };
-    }
+    if (!family) continue;
+    if (method === 'get' || i > 0) return { family, action: 'read' };
+    if (method === 'post' && literal.length > 1 && op.path.includes('{')) return { family, action: 'update' };
+    return { family, action: ACTION[method] };
   }
   return undefined;
 }
@@ -121,6 +144,7 @@ function permissionFor(op: UpstreamOp, method: HttpMethod): Permission | undefin
 function authFor(op: UpstreamOp): AuthLevel {
   if (!op.secured) return 'none';
   if (PARTIAL.has(op.operationId)) return 'partial';
+  if (ANY_SESSION.has(op.operationId)) return 'session';
   if (op.api === 'client') return 'session';
   if (op.path.startsWith('/current-')) return 'session';
   return 'admin';
@@ -161,6 +185,8 @@ export function buildOperations(reg: Registry): Op[] {
         // The caller's own resources (`/current-…`) are served alike on both APIs.
         (api === 'management' || u.path.startsWith('/current-') ? management[u.operationId] : undefined);
       if (!handler && pending === undefined) throw new Error(`operation ${key} has neither a handler nor a pending issue`);
+      const limit = RATE_LIMITED[u.operationId];
+      const run: Handler | undefined = handler && limit ? (ctx) => ctx.app.auth.limits[limit].run(() => handler(ctx)) : handler;
       const auth = authFor(u);
       ops.push({
         api,
@@ -175,7 +201,7 @@ export function buildOperations(reg: Registry): Op[] {
         bodyRequired: u.bodyRequired,
         bodySchema: u.bodySchema,
         pending: handler ? undefined : pending,
-        handler: handler ?? (() => ({ status: 501 })),
+        handler: run ?? (() => ({ status: 501 })),
       });
     }
   }

@@ -9,6 +9,7 @@ import { renderError, shortId } from './envelope.js';
 import type { App, Ctx, Op } from './context.js';
 import type { ApiName, Reply, Req } from './operation.js';
 import { isPermitted } from '../auth/permissions.js';
+import { isDisabledAt } from '../auth/disable.js';
 
 export const BASE_PATHS: Record<ApiName, string> = {
   client: '/edge/client/v1',
@@ -170,24 +171,31 @@ export class Router {
     const { op, params, pathKnown } = this.match(where.api, where.rest, req.method === 'head' ? 'get' : req.method);
     if (!op) throw pathKnown ? errors.methodNotAllowed() : errors.notFound();
     const ctx: Ctx = { app: this.app, req, op, params, body: undefined, requestId };
-    if (op.auth !== 'none') this.authenticate(ctx);
+    if (op.auth !== 'none') await this.authenticate(ctx);
     if (op.pending) throw errors.notImplemented(op.pending);
     if (op.bodyDefinition || op.bodySchema) ctx.body = this.parseBody(ctx);
     return ctx;
   }
 
-  private authenticate(ctx: Ctx) {
+  private async authenticate(ctx: Ctx) {
     const { op, req } = ctx;
     const token = req.headers['zt-session']?.trim();
     if (!token) throw errors.unauthorized({ 'www-authenticate': WWW_MISSING });
     const session = this.app.sessions.resolve(token);
     if (!session) throw errors.unauthorized({ 'www-authenticate': WWW_INVALID });
     const identity = this.app.sessions.identityOf(session);
-    if (!identity) throw errors.unauthorized({ 'www-authenticate': WWW_INVALID });
+    // A disabled identity's sessions end at disable time; any still in flight are refused too.
+    if (!identity || isDisabledAt(identity)) throw errors.unauthorized({ 'www-authenticate': WWW_INVALID });
     ctx.session = session;
     ctx.identity = identity;
-    // Secondary factors still pending: only the operations marked `partial` are open.
-    if (op.auth !== 'partial' && !this.app.sessions.isFullyAuthenticated(session)) throw errors.unauthorized();
+    if (op.auth === 'partial') return;
+    // Secondary factors still pending (TOTP, or the policy's ext-JWT signer's token missing from
+    // this request): only the operations marked `partial` are open. Admin rights and every
+    // permission therefore need a fully authenticated session.
+    if (!this.app.sessions.isFullyAuthenticated(session)) throw errors.unauthorized();
+    if (session.extJwtSignerId && !(await this.app.auth.extJwt.satisfiesSecondary(req.headers['authorization'], session.extJwtSignerId, session.identityId)))
+      throw errors.unauthorized({ 'www-authenticate': `Bearer realm="mesh-secondary-ext-jwt" error="missing" error_description="a token of the required external signer was not provided" id="${session.extJwtSignerId}"` });
+    // Permission before any lookup (semantics §14): the answer never depends on whether the entity exists.
     if (op.auth === 'admin' && !isPermitted(identity, op.permission)) throw errors.unauthorized();
   }
 

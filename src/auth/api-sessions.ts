@@ -18,6 +18,10 @@ export interface ApiSession extends Rec {
   isMfaRequired: boolean;
   isMfaComplete: boolean;
   lastActivityAt: number;
+  /** When this session last passed TOTP (authenticate/mfa or enrollment verify); MFA posture reads it. */
+  mfaPassedAt?: number;
+  /** Auth policy `secondary.requireExtJwtSigner` at login: every full request needs a token of this signer. */
+  extJwtSignerId?: string;
 }
 
 export class ApiSessions {
@@ -105,7 +109,17 @@ export class ApiSessions {
   }
 
   /** Create and persist a session; resolves once durable (and mirrored). */
-  async create(fields: { identityId: string; authenticatorId: string; ipAddress: string; configTypes: string[]; isMfaRequired: boolean }): Promise<ApiSession> {
+  async create(fields: {
+    identityId: string;
+    authenticatorId: string;
+    ipAddress: string;
+    configTypes: string[];
+    isMfaRequired: boolean;
+    extJwtSignerId?: string;
+    /** Extra wire fields from the login method (cert extension flags, improperClientCertChain…). */
+    extra?: Record<string, unknown>;
+  }): Promise<ApiSession> {
+    const { extra, ...own } = fields;
     const now = Date.now();
     const rec: ApiSession = {
       id: crypto.randomUUID(),
@@ -115,8 +129,10 @@ export class ApiSessions {
       token: crypto.randomUUID(),
       lastActivityAt: now,
       isMfaComplete: false,
-      ...fields,
+      ...extra,
+      ...own,
     };
+    if (rec.extJwtSignerId === undefined) delete rec.extJwtSignerId;
     await this.store.write((tx) => tx.put('apiSessions', rec));
     return this.byId.get(rec.id) ?? rec;
   }
@@ -127,6 +143,16 @@ export class ApiSessions {
       for (const sid of tx.idsByIndex('sessions', 'apiSessionId', id)) tx.delete('sessions', sid);
       tx.delete('apiSessions', id);
     }
+  }
+
+  /**
+   * End everything an identity is logged in with, inside a larger write (identity disable,
+   * lockout): its API sessions and every session (service dial/bind) of the identity, including
+   * any not tied to one of those API sessions.
+   */
+  static endForIdentityInTx(tx: Tx, identityId: string) {
+    ApiSessions.deleteInTx(tx, tx.idsByIndex('apiSessions', 'identityId', identityId));
+    for (const sid of tx.idsByIndex('sessions', 'identityId', identityId)) tx.delete('sessions', sid);
   }
 
   async delete(id: string): Promise<boolean> {

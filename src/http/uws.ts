@@ -85,7 +85,8 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
       send(opts.tooLarge());
       return;
     }
-    if (req.method === 'get' || req.method === 'head' || (declared === 0 && headers['transfer-encoding'] === undefined)) {
+    // A GET may carry a body too (upstream's recovery-code view takes `{code}`); only a bodiless request dispatches at once.
+    if (req.method === 'head' || (declared === 0 && headers['transfer-encoding'] === undefined)) {
       dispatch();
       return;
     }

@@ -82,6 +82,11 @@ export const authPolicies: ResourceDef = {
     checkSigners(tx, rec);
     tx.put('authPolicies', rec);
   },
+  beforeDelete(rec, { tx }) {
+    // Signers that enroll new identities under this policy keep it alive too (identities are a `restrict` ref).
+    const users = [...tx.scan('externalJwtSigners')].filter((s) => s.enrollAuthPolicyId === rec.id).map((s) => s.id);
+    if (users.length) throw errors.referenced('id', `entity type auth-policies referenced by external-jwt-signers: [${users.join(', ')}]`, rec.id);
+  },
   protect(rec, mode) {
     if (mode === 'delete' && rec.id === DEFAULT_AUTH_POLICY_ID)
       throw new ApiError('CAN_NOT_DELETE_REFERENCED_ENTITY', 'the default auth policy is the system default and can not be deleted');
@@ -131,7 +136,8 @@ export const externalJwtSigners: ResourceDef = {
       rec.notBefore = info.notBefore;
       rec.notAfter = info.notAfter;
       rec.jwksEndpoint = undefined;
-      if (!rec.kid) rec.kid = info.fingerprint;
+      // The kid is how tokens pick this certificate (behaviors §21: required with a certificate).
+      if (typeof rec.kid !== 'string' || rec.kid.trim() === '') throw errors.field('kid', 'kid is required when certPem is provided', rec.kid ?? null);
     } else {
       if (!/^https?:\/\/[^\s]+$/i.test(rec.jwksEndpoint)) throw errors.field('jwksEndpoint', 'must be an http(s) URL', rec.jwksEndpoint);
       for (const k of ['certPem', 'fingerprint', 'commonName', 'notBefore', 'notAfter']) rec[k] = undefined;

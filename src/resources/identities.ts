@@ -1,6 +1,7 @@
 /** Identities and identity types (api-reference §6.2–§6.3, behaviors §9). */
 import { errors } from '../api/errors.js';
 import { ALL_PERMISSIONS } from '../auth/permissions.js';
+import { isDisabledAt } from '../auth/disable.js';
 import type { Rec } from '../store/store.js';
 import { crud, type ResourceDef, type View } from './types.js';
 import { createEnrollmentInTx } from './enrollments.js';
@@ -103,10 +104,8 @@ function checkIdentityManager(rec: Rec, mode: string, before: Rec | undefined) {
   if (rec.isAdmin === true || perms(rec) !== perms(before)) throw errors.unauthorized();
 }
 
-export function isDisabled(r: Rec, now = Date.now()): boolean {
-  if (!r.disabledAt) return false;
-  return r.disabledUntil === undefined || r.disabledUntil === null || r.disabledUntil > now;
-}
+/** Disabled now: `disabledAt` set and `disabledUntil` null or in the future (src/auth/disable.ts). */
+export const isDisabled = isDisabledAt;
 
 export function renderIdentityExtras(rec: Rec, { store }: View): Record<string, unknown> {
   const authenticators: Record<string, unknown> = {};

@@ -1,12 +1,273 @@
 /**
- * Authentication complete: MFA, identity disable/enable, client ext-JWT signer list (issue #6).
+ * Authentication complete (issue #6): the caller's MFA (enroll, detail, QR code, verify, recovery
+ * codes, disable, `authenticate/mfa`, TOTP tokens for posture), administrator MFA removal,
+ * identity disable/enable, and the client's unauthenticated external JWT signer list.
  * Keys are `<api>:<operationId>` for one API or a bare operationId for both; a handler here wins
  * over the standard resource handlers and over a PENDING mark (src/api/operations.ts).
  */
+import crypto from 'node:crypto';
 import type { Ctx } from '../context.js';
 import type { Reply } from '../operation.js';
-import type { Registry } from '../../resources/define.js';
+import { ApiError, errors } from '../errors.js';
+import { created, empty, ok } from '../envelope.js';
+import { listRecords, write, type Registry } from '../../resources/define.js';
+import type { Rec, Tx } from '../../store/store.js';
+import { splitHostPort } from '../../config.js';
+import { signJwt } from '../../pki/jwt.js';
+import {
+  checkCodeInTx, isValidTotp, mfaErrors, newMfaRecord, newRecoveryCodes, provisioningUrl, qrPng, type MfaRecord,
+} from '../../auth/mfa.js';
+import { MAX_DISABLE_MINUTES, disableIdentityInTx, enableIdentityInTx } from '../../auth/disable.js';
+import { policyOf } from '../../auth/login-policy.js';
 
-export function authHandlers(_reg: Registry): Record<string, (ctx: Ctx) => Reply | Promise<Reply>> {
-  return {};
+type H = (ctx: Ctx) => Reply | Promise<Reply>;
+
+/** Lifetime of a TOTP token (proof of a TOTP check at a point in time, for posture responses). */
+const TOTP_TOKEN_SECONDS = 5 * 60;
+
+/** The TOTP issuer: the controller's advertised host name (decisions §2). */
+function totpIssuer(ctx: Ctx): string {
+  const addr = ctx.app.config.advertisedAddress;
+  return addr ? splitHostPort(addr).host : 'mesh';
+}
+
+/** The caller's identity as committed now (inside a write: as the write sees it). */
+function currentIdentity(ctx: Ctx, tx?: Tx): Rec {
+  const rec = (tx ?? ctx.app.store).get('identities', ctx.identity!.id);
+  if (!rec) throw errors.unauthorized();
+  return rec;
+}
+
+/** The code of a request: JSON body `{code}` or header `mfa-validation-code`. */
+function codeOf(ctx: Ctx, from: 'body' | 'header' | 'either'): string {
+  const body = from !== 'header' && typeof ctx.body?.code === 'string' ? ctx.body.code : undefined;
+  const header = from !== 'body' ? ctx.req.headers['mfa-validation-code'] : undefined;
+  return (body ?? header ?? '').trim();
+}
+
+function mfaLinks() {
+  return {
+    self: { href: './current-identity/mfa' },
+    'qr-code': { href: './current-identity/mfa/qr-code' },
+    'recovery-codes': { href: './current-identity/mfa/recovery-codes' },
+    verify: { href: './current-identity/mfa/verify' },
+  };
+}
+
+function mfaBase(mfa: MfaRecord) {
+  return { id: mfa.id, createdAt: new Date(mfa.createdAt).toISOString(), updatedAt: new Date(mfa.updatedAt).toISOString(), tags: {}, _links: mfaLinks() };
+}
+
+/** Mark an API session as having passed TOTP now (authenticate/mfa, enrollment verify). */
+function passMfaInTx(tx: Tx, apiSessionId: string, now: number) {
+  const s = tx.get('apiSessions', apiSessionId);
+  if (s) tx.put('apiSessions', { ...s, isMfaRequired: true, isMfaComplete: true, mfaPassedAt: now });
+}
+
+/**
+ * MFA removed from an identity: its API sessions lose their MFA pass (MFA posture checks fail);
+ * they stay fully authenticated unless the auth policy itself requires TOTP.
+ */
+function dropMfaInTx(ctx: Ctx, tx: Tx, identity: Rec) {
+  const requireTotp = policyOf(ctx.app.store, identity)?.secondary?.requireTotp === true;
+  for (const id of tx.idsByIndex('apiSessions', 'identityId', identity.id)) {
+    const s = tx.get('apiSessions', id);
+    if (!s) continue;
+    const { mfaPassedAt: _p, ...rest } = s;
+    tx.put('apiSessions', { ...rest, isMfaRequired: requireTotp, isMfaComplete: false } as Rec);
+  }
+}
+
+/**
+ * Run a code check under the identity's brute-force brake: braked → 429; a wrong code counts,
+ * a good one clears the count.
+ */
+async function guarded<T>(ctx: Ctx, fn: () => T | Promise<T>): Promise<T> {
+  const throttle = ctx.app.auth.mfaThrottle;
+  const id = ctx.identity!.id;
+  throttle.check(id);
+  try {
+    const out = await fn();
+    throttle.succeed(id);
+    return out;
+  } catch (e) {
+    if (e instanceof ApiError && e.code === 'MFA_INVALID_TOKEN') throttle.fail(id);
+    throw e;
+  }
+}
+
+/** Non-admin identity managers may not change admin identities (semantics §14). */
+function mayManage(ctx: Ctx, target: Rec) {
+  if (ctx.identity?.isAdmin !== true && target.isAdmin === true) throw errors.unauthorized();
+}
+
+export function authHandlers(reg: Registry): Record<string, H> {
+  const signerDef = reg.def('externalJwtSigners');
+
+  return {
+    enrollMfa: async (ctx) => {
+      const mfa = newMfaRecord();
+      await write(ctx.app.store, (tx) => {
+        const cur = currentIdentity(ctx, tx);
+        if (cur.mfa) throw mfaErrors.exists();
+        tx.put('identities', { ...cur, mfa });
+      });
+      return created(mfa.id, './current-identity/mfa');
+    },
+
+    detailMfa: (ctx) => {
+      const mfa = currentIdentity(ctx).mfa as MfaRecord | undefined;
+      if (!mfa) throw errors.notFound();
+      if (mfa.isVerified) return ok({ ...mfaBase(mfa), isVerified: true, recoveryCodes: null });
+      return ok({
+        ...mfaBase(mfa),
+        isVerified: false,
+        provisioningUrl: provisioningUrl(totpIssuer(ctx), ctx.identity!.name, mfa.secret),
+        recoveryCodes: mfa.recoveryCodes,
+      });
+    },
+
+    detailMfaQrCode: async (ctx) => {
+      const mfa = currentIdentity(ctx).mfa as MfaRecord | undefined;
+      // Only while enrollment is pending: once verified the secret is never shown again.
+      if (!mfa || mfa.isVerified) throw errors.notFound();
+      const png = await qrPng(provisioningUrl(totpIssuer(ctx), ctx.identity!.name, mfa.secret));
+      return { status: 200, body: png, contentType: 'image/png', headers: { 'cache-control': 'no-store' } };
+    },
+
+    verifyMfa: (ctx) => guarded(ctx, async () => {
+      const code = codeOf(ctx, 'body');
+      const now = Date.now();
+      await write(ctx.app.store, (tx) => {
+        const cur = currentIdentity(ctx, tx);
+        const mfa = cur.mfa as MfaRecord | undefined;
+        if (!mfa || mfa.isVerified) throw errors.notFound();
+        // Enrollment is verified with a TOTP code only: it proves the authenticator app works.
+        if (!isValidTotp(mfa.secret, code)) throw mfaErrors.invalidToken();
+        tx.put('identities', { ...cur, mfa: { ...mfa, isVerified: true, updatedAt: now } });
+        passMfaInTx(tx, ctx.session!.id, now);
+      });
+      return empty();
+    }),
+
+    authenticateMfa: (ctx) => guarded(ctx, async () => {
+      const code = codeOf(ctx, 'body');
+      const now = Date.now();
+      await write(ctx.app.store, (tx) => {
+        const cur = currentIdentity(ctx, tx);
+        if (!(cur.mfa as MfaRecord | undefined)?.isVerified) throw mfaErrors.notEnrolled();
+        if (code === '') throw mfaErrors.invalidToken();
+        checkCodeInTx(tx, cur, code, { allowRecovery: true });
+        passMfaInTx(tx, ctx.session!.id, now);
+      });
+      return empty();
+    }),
+
+    detailMfaRecoveryCodes: (ctx) => guarded(ctx, () => {
+      const mfa = currentIdentity(ctx).mfa as MfaRecord | undefined;
+      if (!mfa?.isVerified) throw errors.notFound();
+      // Showing the codes needs a TOTP code: a recovery code must not reveal the others.
+      if (!isValidTotp(mfa.secret, codeOf(ctx, 'either'))) throw mfaErrors.invalidToken();
+      return ok({ ...mfaBase(mfa), recoveryCodes: mfa.recoveryCodes });
+    }),
+
+    createMfaRecoveryCodes: (ctx) => guarded(ctx, async () => {
+      const code = codeOf(ctx, 'body');
+      await write(ctx.app.store, (tx) => {
+        const cur = currentIdentity(ctx, tx);
+        if (!(cur.mfa as MfaRecord | undefined)?.isVerified) throw errors.notFound();
+        checkCodeInTx(tx, cur, code, { allowRecovery: true });
+        const latest = currentIdentity(ctx, tx);
+        tx.put('identities', { ...latest, mfa: { ...latest.mfa, recoveryCodes: newRecoveryCodes(), updatedAt: Date.now() } });
+      });
+      return empty();
+    }),
+
+    deleteMfa: (ctx) => guarded(ctx, async () => {
+      const code = codeOf(ctx, 'header');
+      await write(ctx.app.store, (tx) => {
+        const cur = currentIdentity(ctx, tx);
+        const mfa = cur.mfa as MfaRecord | undefined;
+        if (!mfa) throw errors.notFound();
+        // A never-verified enrollment can be dropped without a code (there may be no app yet).
+        if (mfa.isVerified) checkCodeInTx(tx, cur, code, { allowRecovery: true });
+        const { mfa: _m, ...rest } = currentIdentity(ctx, tx);
+        tx.put('identities', rest as Rec);
+        dropMfaInTx(ctx, tx, cur);
+      });
+      return empty();
+    }),
+
+    createTotpToken: (ctx) => guarded(ctx, async () => {
+      const mfa = currentIdentity(ctx).mfa as MfaRecord | undefined;
+      if (!mfa?.isVerified) throw mfaErrors.notEnrolled();
+      if (!isValidTotp(mfa.secret, codeOf(ctx, 'body'))) throw mfaErrors.invalidToken();
+      const iat = Math.floor(Date.now() / 1000);
+      const pki = ctx.app.pki;
+      // A controller-signed proof that this identity passed TOTP at `iat` in this API session.
+      const token = signJwt(pki.serverKey, pki.serverCertSha1Hex, {
+        iss: ctx.app.baseUrl, sub: ctx.identity!.id, aud: ['mesh'], iat, exp: iat + TOTP_TOKEN_SECONDS,
+        jti: crypto.randomUUID(), z_t: 'totp', z_asid: ctx.session!.id,
+      });
+      return ok({ token, issuedAt: new Date(iat * 1000).toISOString() });
+    }),
+
+    removeIdentityMfa: async (ctx) => {
+      await write(ctx.app.store, (tx) => {
+        const cur = tx.get('identities', ctx.params.id);
+        if (!cur) throw errors.notFound();
+        mayManage(ctx, cur);
+        if (!cur.mfa) return;
+        const { mfa: _m, ...rest } = cur;
+        tx.put('identities', { ...rest, updatedAt: Math.max(Date.now(), cur.updatedAt + 1) } as Rec);
+        dropMfaInTx(ctx, tx, cur);
+      });
+      return empty();
+    },
+
+    disableIdentity: async (ctx) => {
+      const minutes = ctx.body?.durationMinutes;
+      if (!Number.isInteger(minutes) || minutes < 0 || minutes > MAX_DISABLE_MINUTES)
+        throw errors.field('durationMinutes', `must be an integer from 0 (indefinitely) to ${MAX_DISABLE_MINUTES}`, minutes);
+      await write(ctx.app.store, (tx) => {
+        const cur = tx.get('identities', ctx.params.id);
+        if (!cur) throw errors.notFound();
+        mayManage(ctx, cur);
+        disableIdentityInTx(tx, cur, minutes);
+      });
+      return empty();
+    },
+
+    enableIdentity: async (ctx) => {
+      await write(ctx.app.store, (tx) => {
+        const cur = tx.get('identities', ctx.params.id);
+        if (!cur) throw errors.notFound();
+        mayManage(ctx, cur);
+        enableIdentityInTx(tx, cur);
+      });
+      return empty();
+    },
+
+    // Unauthenticated: what a client needs to obtain a token, never secrets or key material.
+    'client:listExternalJwtSigners': (ctx) =>
+      listRecords(reg, signerDef, ctx, { where: (r) => r.enabled === true }, (r) => {
+        const issuerUrl = /^https?:\/\/\S+$/i.test(r.issuer ?? '') ? (r.issuer as string).replace(/\/+$/, '') : undefined;
+        return {
+          id: r.id,
+          createdAt: new Date(r.createdAt).toISOString(),
+          updatedAt: new Date(r.updatedAt).toISOString(),
+          tags: r.tags ?? {},
+          _links: { self: { href: `./external-jwt-signers/${r.id}` } },
+          name: r.name,
+          externalAuthUrl: r.externalAuthUrl ?? issuerUrl ?? '',
+          clientId: r.clientId ?? null,
+          audience: r.audience ?? null,
+          scopes: r.scopes ?? [],
+          targetToken: r.targetToken ?? 'ACCESS',
+          enrollToCertEnabled: r.enrollToCertEnabled === true,
+          enrollToTokenEnabled: r.enrollToTokenEnabled === true,
+          ...(issuerUrl ? { openIdConfigurationUrl: `${issuerUrl}/.well-known/openid-configuration` } : {}),
+        };
+      }),
+  };
 }

@@ -1,6 +1,11 @@
 /**
  * Login and the caller's own session and identity: `POST /authenticate` (password here; cert in
- * issue #5, ext-jwt in issue #6), `GET/DELETE /current-api-session`, `GET /current-identity`.
+ * issue #5, ext-jwt in login.ts), `GET/DELETE /current-api-session`, `GET /current-identity`.
+ *
+ * The common login path: the method identifies the caller (login.ts), then — for every method —
+ * a disabled identity is refused, the auth policy must allow the primary method (and the signer,
+ * and an expired certificate), wrong passwords count towards the lockout, and the policy plus the
+ * identity's verified MFA decide the secondary factors (`authQueries`) of the new API session.
  */
 import type { Ctx } from '../context.js';
 import type { Reply } from '../operation.js';
@@ -8,22 +13,47 @@ import { errors } from '../errors.js';
 import { ok, empty } from '../envelope.js';
 import { renderRecord, write } from '../../resources/define.js';
 import type { Registry } from '../../resources/define.js';
-import { isDisabled } from '../../resources/identities.js';
 import { checkUsername } from '../../auth/passwords.js';
 import type { ApiSession } from '../../auth/api-sessions.js';
+import { checkPrimary, secondaryFactors, type PrimaryMethod } from '../../auth/login-policy.js';
+import { clearFailedPasswords, recordFailedPassword, isDisabledAt } from '../../auth/disable.js';
 import { certLogin, extJwtLogin, type LoginMethod } from './login.js';
 
 /** A fixed argon2id hash verified when the username is unknown, so timing does not reveal users. */
 const DUMMY_HASH = '$argon2id$v=19$m=19456,t=2,p=1$po9sLlQvImQ7KY3cvEszbg$2+plzrBD7uKWdcIktUFYoH7R3KgUKPXWiI5Vw/07wI0';
 
-export function renderCurrentApiSession(reg: Registry, ctx: Ctx, s: ApiSession) {
+/** The outstanding secondary factors of a session, as upstream's `authQueries`. */
+export function authQueries(ctx: Ctx, s: ApiSession, extJwtSatisfied: boolean): Record<string, unknown>[] {
+  const out: Record<string, unknown>[] = [];
+  if (s.isMfaRequired && !s.isMfaComplete) {
+    const identity = ctx.app.store.get('identities', s.identityId);
+    out.push({
+      typeId: 'MFA', provider: 'mesh', format: 'alphaNumeric', httpMethod: 'POST', httpUrl: './authenticate/mfa',
+      minLength: 4, maxLength: 6, isTotpEnrolled: identity?.mfa?.isVerified === true,
+    });
+  }
+  if (s.extJwtSignerId && !extJwtSatisfied) {
+    const signer = ctx.app.store.get('externalJwtSigners', s.extJwtSignerId);
+    const url = signer?.externalAuthUrl ?? (/^https?:\/\/\S+$/i.test(signer?.issuer ?? '') ? signer!.issuer : '');
+    out.push({ typeId: 'EXT-JWT', provider: 'url', httpUrl: url, clientId: signer?.clientId ?? '', scopes: signer?.scopes ?? [], id: s.extJwtSignerId });
+  }
+  return out;
+}
+
+/** Does this request carry the secondary ext-JWT its session requires (or need none)? */
+export async function extJwtSatisfied(ctx: Ctx, s: ApiSession): Promise<boolean> {
+  if (!s.extJwtSignerId) return true;
+  return ctx.app.auth.extJwt.satisfiesSecondary(ctx.req.headers['authorization'], s.extJwtSignerId, s.identityId);
+}
+
+export function renderCurrentApiSession(reg: Registry, ctx: Ctx, s: ApiSession, satisfied = true) {
   const def = reg.def('apiSessions');
   const out = renderRecord(reg, def, s, { store: ctx.app.store, ctx });
   out.lastActivityAt = new Date(s.lastActivityAt).toISOString();
   out.cachedLastActivityAt = out.lastActivityAt;
   out.expiresAt = new Date(ctx.app.sessions.expiresAt(s)).toISOString();
   out.expirationSeconds = ctx.app.sessions.timeoutSeconds;
-  out.authQueries = s.isMfaRequired && !s.isMfaComplete ? [{ typeId: 'MFA', provider: 'mesh', format: 'numeric', httpMethod: 'POST', httpUrl: './authenticate/mfa', minLength: 4, maxLength: 6 }] : [];
+  out.authQueries = authQueries(ctx, s, satisfied);
   return out;
 }
 
@@ -53,11 +83,14 @@ const passwordLogin: LoginMethod = async (ctx) => {
   const auth = ctx.app.store.findUnique('authenticators', 'username', username);
   const hash = auth?.method === 'updb' ? (auth.passwordHash as string) : DUMMY_HASH;
   const good = await ctx.app.pool.run('verifyPassword', { hash, password });
-  if (!good || !auth) throw errors.invalidAuth();
+  if (!auth || auth.method !== 'updb') throw errors.invalidAuth();
   const identity = ctx.app.store.get('identities', auth.identityId);
-  if (!identity || isDisabled(identity)) throw errors.invalidAuth();
-  const policy = ctx.app.store.get('authPolicies', identity.authPolicyId ?? 'default');
-  if (policy && policy.primary?.updb?.allowed === false) throw errors.invalidAuth();
+  if (!identity) throw errors.invalidAuth();
+  if (!good) {
+    // Attempts against a disabled (e.g. already locked) identity are not counted again.
+    if (!isDisabledAt(identity)) await recordFailedPassword(ctx.app.store, auth.id);
+    throw errors.invalidAuth();
+  }
   return { identity, authenticatorId: auth.id };
 };
 
@@ -69,7 +102,17 @@ export function sessionHandlers(reg: Registry): Record<string, (ctx: Ctx) => Rep
       const method = ctx.req.query.get('method') ?? '';
       const login = Object.hasOwn(LOGIN_METHODS, method) ? LOGIN_METHODS[method] : undefined;
       if (!login) throw errors.field('method', 'must be one of password, cert, ext-jwt', method);
-      const { identity, authenticatorId } = await login(ctx);
+      const result = await login(ctx);
+      // Re-read: a lockout or disable may have landed while the method was verifying.
+      const identity = ctx.app.store.get('identities', result.identity.id);
+      if (!identity) throw errors.invalidAuth();
+      checkPrimary(ctx.app.store, {
+        method: method as PrimaryMethod,
+        identity,
+        signerId: result.externalJwtSignerId,
+        certExpired: result.certExpired,
+      });
+      if (method === 'password') await clearFailedPasswords(ctx.app.store, result.authenticatorId);
       const body = ctx.body ?? {};
       if (body.envInfo || body.sdkInfo) {
         await write(ctx.app.store, (tx) => {
@@ -78,20 +121,23 @@ export function sessionHandlers(reg: Registry): Record<string, (ctx: Ctx) => Rep
           tx.put('identities', { ...cur, envInfo: body.envInfo ?? cur.envInfo, sdkInfo: body.sdkInfo ?? cur.sdkInfo });
         });
       }
+      const secondary = secondaryFactors(ctx.app.store, identity);
       const s = await ctx.app.sessions.create({
         identityId: identity.id,
-        authenticatorId,
+        authenticatorId: result.authenticatorId,
         ipAddress: ctx.req.remoteAddress,
         configTypes: resolveConfigTypes(ctx, body.configTypes),
-        isMfaRequired: identity.mfa?.isVerified === true,
+        isMfaRequired: secondary.isMfaRequired,
+        extJwtSignerId: secondary.extJwtSignerId,
+        extra: result.sessionFields,
       });
       ctx.session = s;
       ctx.identity = identity;
-      const reply = ok(renderCurrentApiSession(reg, ctx, s));
-      reply.headers = { 'zt-session': s.token };
+      const reply = ok(renderCurrentApiSession(reg, ctx, s, await extJwtSatisfied(ctx, s)));
+      reply.headers = { ...result.headers, 'zt-session': s.token };
       return reply;
     },
-    getCurrentAPISession: (ctx) => ok(renderCurrentApiSession(reg, ctx, ctx.session!)),
+    getCurrentAPISession: async (ctx) => ok(renderCurrentApiSession(reg, ctx, ctx.session!, await extJwtSatisfied(ctx, ctx.session!))),
     deleteCurrentAPISession: async (ctx) => {
       await ctx.app.sessions.delete(ctx.session!.id);
       return empty();

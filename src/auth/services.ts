@@ -1,0 +1,33 @@
+/**
+ * The authentication services the API needs beyond the store: the external JWT verifier (key
+ * caches) and the bounded queues that rate-limit expensive operations. One instance per
+ * controller, at `app.auth`.
+ */
+import type { Config } from '../config.js';
+import type { Store } from '../store/store.js';
+import { ExtJwtVerifier } from './ext-jwt.js';
+import { Limiter } from './limiter.js';
+import { MfaThrottle } from './mfa-throttle.js';
+
+/** Which bounded queue an operation goes through (src/api/operations.ts `RATE_LIMITED`). */
+export type LimitKind = 'auth' | 'heavy';
+
+export class AuthServices {
+  readonly extJwt: ExtJwtVerifier;
+  readonly limits: Record<LimitKind, Limiter>;
+  /** Wrong MFA codes per identity (src/auth/mfa-throttle.ts). */
+  readonly mfaThrottle = new MfaThrottle();
+
+  constructor(store: Store, config: Config) {
+    this.extJwt = new ExtJwtVerifier(store, {
+      jwksCooldownMs: config.extJwtJwksCooldownMs,
+      jwksTimeoutMs: 5000,
+      jwksMaxAgeMs: 10 * 60_000,
+      clockToleranceS: config.extJwtClockSkewSeconds,
+    });
+    this.limits = {
+      auth: new Limiter('auth', config.authConcurrency, config.authQueue),
+      heavy: new Limiter('heavy', config.heavyConcurrency, config.heavyQueue),
+    };
+  }
+}
