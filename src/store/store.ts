@@ -178,6 +178,16 @@ export class Store extends EventEmitter {
     return [...idx.getValues(keys[0])];
   }
 
+  /** Whether any record has `value` in the indexed `field`, without reading the ids. */
+  anyByIndex(collection: string, field: string, value: unknown): boolean {
+    const c = this.coll(collection);
+    const keys = indexKeys(value);
+    if (keys.length !== 1) return false;
+    const db = c.unique.get(field) ?? c.indexes.get(field);
+    if (!db) throw new Error(`${collection}.${field} is not indexed`);
+    return db.doesExist(keys[0]);
+  }
+
   /** Ids in index-key order between bounds (inclusive start, exclusive end unless noted). */
   *idsByRange(
     collection: string,
