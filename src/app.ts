@@ -27,7 +27,9 @@ import type { App } from './api/context.js';
 import type { Static } from 'typebox';
 import type { ConfigSchema } from './config.js';
 
-const pkg = JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+// dist/src/app.js when built; src/app.ts when a test or script imports the source directly.
+const pkgFile = new URL(import.meta.url.includes('/dist/src/') ? '../../package.json' : '../package.json', import.meta.url);
+const pkg = JSON.parse(fs.readFileSync(pkgFile, 'utf8')) as { version: string };
 
 export interface Controller {
   app: App;
@@ -117,8 +119,11 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   };
 }
 
-/** First start: the default auth policy and the default admin (decisions §6). Idempotent. */
-async function bootstrap(app: App) {
+/**
+ * First start: the default auth policy and the default admin (decisions §6). Idempotent. Exported
+ * for the model generator (scripts/lib/model.ts), which seeds a data directory before its first start.
+ */
+export async function bootstrap(app: App) {
   const { store, config, log } = app;
   const now = Date.now();
   await store.write((tx) => {

@@ -29,6 +29,10 @@ export interface SpawnOptions {
   nodeArgs?: string[];
   /** Keep the data directory after stop (default: removed). */
   keepData?: boolean;
+  /** Use this (e.g. pre-seeded) data directory instead of a fresh temporary one. */
+  dataDir?: string;
+  /** Listen address (default 127.0.0.1:0). */
+  address?: string;
   readyTimeoutMs?: number;
 }
 
@@ -40,6 +44,9 @@ export interface ControllerProcess {
   readonly ca: Buffer;
   /** Everything it printed (stdout + stderr), capped at 64 KiB. */
   output(): string;
+  /** Every `listening on https://…` URL printed so far, in order (the API first; a mutual-TLS
+   *  certificate listener, when the controller has one, prints a second line). */
+  listeners(): string[];
   /** Resident set size now and its peak, from /proc/<pid>/status (undefined if unreadable). */
   memory(): { rssKiB: number; hwmKiB: number } | undefined;
   /** CPU time (user + system) the controller has used so far, in ms (undefined if unreadable). */
@@ -69,13 +76,13 @@ function installHooks() {
 export async function spawnController(opts: SpawnOptions): Promise<ControllerProcess> {
   installHooks();
   if (!fs.existsSync(MAIN)) throw new Error(`${MAIN} not found: run npm run build first`);
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-bench-'));
+  const dataDir = opts.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-bench-'));
   const proc = spawn(process.execPath, [...(opts.nodeArgs ?? []), MAIN], {
     cwd: ROOT,
     env: {
       ...process.env,
       MESH_DATA_DIR: dataDir,
-      MESH_ADDRESS: '127.0.0.1:0',
+      MESH_ADDRESS: opts.address ?? '127.0.0.1:0',
       MESH_ADMIN_PASSWORD: opts.password,
       MESH_LOG_LEVEL: 'warn',
       ...opts.env,
@@ -132,6 +139,7 @@ export async function spawnController(opts: SpawnOptions): Promise<ControllerPro
     dataDir,
     ca: fs.readFileSync(path.join(dataDir, 'pki', 'ca-bundle.pem')),
     output: () => out,
+    listeners: () => [...out.matchAll(/listening on (https:\/\/[^\s]+)/g)].map((m) => m[1]),
     memory: () => readMemory(proc.pid!),
     cpuMs: () => readCpuMs(proc.pid!),
     stop: (graceMs = 20_000) =>

@@ -49,6 +49,9 @@ export interface ClientOptions {
   kind?: ClientKind;
   /** Per-request timeout (ms); a timed-out request rejects with code ETIMEDOUT. Default 60 s. */
   timeoutMs?: number;
+  /** TLS client certificate chain and key (PEM), for mutual TLS (a device's enrolled certificate). */
+  cert?: Buffer | string;
+  key?: Buffer | string;
 }
 
 export async function undiciAvailable(): Promise<boolean> {
@@ -91,7 +94,7 @@ class UndiciClient implements HttpClient {
       keepAliveTimeout: 60_000,
       headersTimeout: this.timeoutMs,
       bodyTimeout: this.timeoutMs,
-      connect: { ca: opts.ca, rejectUnauthorized: true },
+      connect: { ca: opts.ca, cert: opts.cert, key: opts.key, rejectUnauthorized: true },
     });
   }
 
@@ -141,7 +144,7 @@ class NodeHttpsClient implements HttpClient {
     this.host = u.hostname.replace(/^\[|\]$/g, '');
     this.port = Number(u.port || 443);
     this.timeoutMs = opts.timeoutMs ?? 60_000;
-    this.agent = new https.Agent({ keepAlive: true, maxSockets: opts.connections, maxFreeSockets: opts.connections, ca: opts.ca });
+    this.agent = new https.Agent({ keepAlive: true, maxSockets: opts.connections, maxFreeSockets: opts.connections, ca: opts.ca, cert: opts.cert, key: opts.key });
   }
 
   request(spec: RequestSpec): Promise<HttpResult> {
