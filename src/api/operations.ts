@@ -59,8 +59,6 @@ export const PENDING: Record<string, number> = {
       'createMfaRecoveryCodes', 'verifyMfa', 'disableIdentity', 'enableIdentity', 'removeIdentityMfa', 'client:listExternalJwtSigners',
     ].map((id) => [id, 6]),
   ),
-  // #7 operations: datastore integrity and snapshots.
-  ...Object.fromEntries(['checkDataIntegrity', 'dataIntegrityResults', 'fixDataIntegrity', 'createDatabaseSnapshot'].map((id) => [id, 7])),
 };
 
 /** Path segment → permission family (semantics §14); sub-resources use the family they expose. */

@@ -85,7 +85,8 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
       send(opts.tooLarge());
       return;
     }
-    if (req.method === 'get' || req.method === 'head' || (declared === 0 && headers['transfer-encoding'] === undefined)) {
+    // GET may carry a body too (Elasticsearch's `_search` under /search is sent that way).
+    if (req.method === 'head' || (declared === 0 && headers['transfer-encoding'] === undefined)) {
       dispatch();
       return;
     }
