@@ -18,6 +18,7 @@ import { buildOperations } from './api/operations.js';
 import { BodyValidator } from './api/validate.js';
 import { startUws, type UwsServer } from './http/uws.js';
 import { Presence } from './control/presence.js';
+import { startEvents } from './events/index.js';
 import { createRegistry } from './resources/index.js';
 import { defaultAuthPolicy, DEFAULT_AUTH_POLICY_ID } from './resources/auth.js';
 import { newId } from './resources/define.js';
@@ -82,6 +83,9 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   await bootstrap(app);
 
   const router = new Router(app, buildOperations(reg));
+  // Alerts, usage ingest and the embedded search store at /search (issue #7, docs/events.md).
+  const events = startEvents(app);
+  router.addRawRoute(events.route);
   let server: UwsServer;
   try {
     server = await startUws({
@@ -94,6 +98,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
       tooLarge: () => router.tooLarge(),
     });
   } catch (e) {
+    await events.close();
     await sessions.close();
     await pool.close();
     await store.close();
@@ -112,6 +117,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     close: () =>
       (closing ??= (async () => {
         await server.close(settings.shutdownGraceMs);
+        await events.close();
         await sessions.close();
         await pool.close();
         await store.close();

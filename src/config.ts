@@ -49,6 +49,24 @@ export const ConfigSchema = Type.Object({
   extJwtClockSkewSeconds: Type.Integer({ default: 30, minimum: 0, maximum: 600 }),
   /** Grace period for in-flight requests on SIGTERM/SIGINT. */
   shutdownGraceMs: Type.Integer({ default: 10000, minimum: 0, maximum: 14000 }),
+  /** Datastore snapshots kept under `<dataDir>/snapshots` (oldest removed first); 0 keeps all. */
+  snapshotsKeep: Type.Integer({ default: 10, minimum: 0, maximum: 100000 }),
+  /** Embedded search store (`/search`, docs/events.md): documents older than this are removed. */
+  searchRetentionHours: Type.Integer({ default: 168, minimum: 1, maximum: 87600 }),
+  /** Most documents kept per index; the oldest go first. */
+  searchMaxDocsPerIndex: Type.Integer({ default: 2_000_000, minimum: 100, maximum: 1_000_000_000 }),
+  /** External Elasticsearch/OpenSearch base URL that every document is also shipped to with `_bulk`. */
+  searchExportUrl: Type.Optional(Type.String({ pattern: '^https?://[^\\s]+$' })),
+  searchExportUsername: Type.Optional(Type.String({ minLength: 1 })),
+  searchExportPassword: Type.Optional(Type.String({ minLength: 1 })),
+  /** Documents per `_bulk` request, and the most kept waiting (the oldest are dropped beyond it). */
+  searchExportBatch: Type.Integer({ default: 500, minimum: 1, maximum: 100000 }),
+  searchExportBuffer: Type.Integer({ default: 50000, minimum: 1, maximum: 10_000_000 }),
+  searchExportFlushMs: Type.Integer({ default: 1000, minimum: 10, maximum: 600000 }),
+  /** Alerts: configuration checks run this long after the last relevant change. */
+  alertDebounceMs: Type.Integer({ default: 2000, minimum: 10, maximum: 3_600_000 }),
+  /** Alerts: warn when a CA or the controller's certificate expires within this many days. */
+  alertCertExpiryDays: Type.Integer({ default: 30, minimum: 1, maximum: 3650 }),
 });
 
 export type Config = Static<typeof ConfigSchema> & { advertisedAddress: string };
@@ -76,6 +94,17 @@ const ENV: Record<string, keyof Static<typeof ConfigSchema>> = {
   MESH_HEAVY_QUEUE: 'heavyQueue',
   MESH_EXT_JWT_JWKS_COOLDOWN_MS: 'extJwtJwksCooldownMs',
   MESH_EXT_JWT_CLOCK_SKEW_SECONDS: 'extJwtClockSkewSeconds',
+  MESH_SNAPSHOTS_KEEP: 'snapshotsKeep',
+  MESH_SEARCH_RETENTION_HOURS: 'searchRetentionHours',
+  MESH_SEARCH_MAX_DOCS_PER_INDEX: 'searchMaxDocsPerIndex',
+  MESH_SEARCH_EXPORT_URL: 'searchExportUrl',
+  MESH_SEARCH_EXPORT_USERNAME: 'searchExportUsername',
+  MESH_SEARCH_EXPORT_PASSWORD: 'searchExportPassword',
+  MESH_SEARCH_EXPORT_BATCH: 'searchExportBatch',
+  MESH_SEARCH_EXPORT_BUFFER: 'searchExportBuffer',
+  MESH_SEARCH_EXPORT_FLUSH_MS: 'searchExportFlushMs',
+  MESH_ALERT_DEBOUNCE_MS: 'alertDebounceMs',
+  MESH_ALERT_CERT_EXPIRY_DAYS: 'alertCertExpiryDays',
 };
 
 export class ConfigError extends Error {}

@@ -35,3 +35,4 @@ export async function verifyPassword(input: { hash: string; password: string }):
     return false;
   }
 }
+export * from './search.js';

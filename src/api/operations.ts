@@ -53,8 +53,6 @@ export const PENDING: Record<string, number> = {
       'detailCurrentApiSessionCertificate',
     ].map((id) => [id, 5]),
   ),
-  // #7 operations: datastore integrity and snapshots.
-  ...Object.fromEntries(['checkDataIntegrity', 'dataIntegrityResults', 'fixDataIntegrity', 'createDatabaseSnapshot'].map((id) => [id, 7])),
 };
 
 /** Path segment → permission family (semantics §14); sub-resources use the family they expose. */

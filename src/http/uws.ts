@@ -85,7 +85,7 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
       send(opts.tooLarge());
       return;
     }
-    // A GET may carry a body too (upstream's recovery-code view takes `{code}`); only a bodiless request dispatches at once.
+    // A GET may carry a body (upstream's recovery-code view takes `{code}`; Elasticsearch's `_search` is sent that way).
     if (req.method === 'head' || (declared === 0 && headers['transfer-encoding'] === undefined)) {
       dispatch();
       return;

@@ -48,9 +48,9 @@ export class UniqueViolation extends Error {
   }
 }
 
-type IndexKey = string | number | boolean;
+export type IndexKey = string | number | boolean;
 
-interface Coll {
+export interface Coll {
   spec: CollectionSpec;
   db: Database<Rec, string>;
   unique: Map<string, Database<string, IndexKey>>;
@@ -76,7 +76,8 @@ export const DIGEST_PREFIX = 400;
 const keyOf = (k: IndexKey): IndexKey =>
   typeof k === 'string' && k.length > LONG_KEY ? `${k.slice(0, DIGEST_PREFIX)}\u001fsha256:${createHash('sha256').update(k).digest('hex')}` : k;
 
-const indexKeys = (v: unknown): IndexKey[] => {
+/** The index keys a field value is stored under (arrays: one per scalar element; long strings digested). */
+export const indexKeys = (v: unknown): IndexKey[] => {
   if (v === undefined || v === null) return [];
   if (Array.isArray(v)) return (v.filter((x) => x !== null && x !== undefined && typeof x !== 'object') as IndexKey[]).map(keyOf);
   if (typeof v === 'object') return [];
@@ -244,7 +245,7 @@ export class Store extends EventEmitter {
    * of one network poll) goes into a single LMDB transaction. Each write stays atomic and they
    * apply in issue order; one commit (and one sync) serves them all.
    */
-  private queue: { ops: Op[]; resolve: () => void; reject: (e: unknown) => void }[] = [];
+  private queue: { ops: Op[]; raw?: () => void; resolve: () => void; reject: (e: unknown) => void }[] = [];
   private flushScheduled = false;
 
   private flush() {
@@ -261,7 +262,10 @@ export class Store extends EventEmitter {
     };
     this.env
       .batch(() => {
-        for (const { ops } of items) for (const op of ops) this.applyOp(op);
+        for (const { ops, raw } of items) {
+          for (const op of ops) this.applyOp(op);
+          raw?.();
+        }
       })
       .then(
         () => {
@@ -274,7 +278,7 @@ export class Store extends EventEmitter {
               before: op.before,
               after: op.after,
             }));
-            this.emit('change', events);
+            if (events.length) this.emit('change', events);
             resolve();
           }
         },
@@ -302,6 +306,23 @@ export class Store extends EventEmitter {
     else coll.db.remove(id);
   }
 
+
+  /**
+   * Integrity repairs (src/store/integrity.ts): `fn` runs inside the next group commit, in order
+   * with the record writes around it, and may put or remove index entries directly through
+   * `_coll(name)`. It must re-check what it repairs against `pending` (writes still committing).
+   * No change events: records are not changed.
+   */
+  async repairRaw(fn: () => void): Promise<void> {
+    if (this.closed) throw new Error('store is closed');
+    await new Promise<void>((resolve, reject) => {
+      this.queue.push({ ops: [], raw: fn, resolve, reject });
+      if (!this.flushScheduled) {
+        this.flushScheduled = true;
+        setImmediate(() => this.flush());
+      }
+    });
+  }
 
   async close(): Promise<void> {
     if (this.closed) return;

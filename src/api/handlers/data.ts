@@ -1,12 +1,79 @@
 /**
- * Datastore integrity check/fix and snapshots (issue #7).
+ * Datastore integrity check/fix and snapshots (issue #7, behaviors §18):
+ * - `POST /database/check-data-integrity` and `POST /database/fix-data-integrity` start a run in the
+ *   background and answer 202; while one runs (check or fix) both answer 429 RATE_LIMITED.
+ * - `GET /database/data-integrity-results` reads the current (or last) run, also while it runs.
+ * - `POST /database/snapshot` copies the LMDB environment under `<dataDir>/snapshots`; more than
+ *   one a minute is 429 RATE_LIMITED.
  * Keys are `<api>:<operationId>` for one API or a bare operationId for both; a handler here wins
  * over the standard resource handlers and over a PENDING mark (src/api/operations.ts).
  */
+import path from 'node:path';
 import type { Ctx } from '../context.js';
 import type { Reply } from '../operation.js';
 import type { Registry } from '../../resources/define.js';
+import { empty } from '../envelope.js';
+import { errors } from '../errors.js';
+import { emptyState, runIntegrity, type IntegrityState } from '../../store/integrity.js';
+import { Snapshots, SnapshotTooSoon } from '../../store/snapshot.js';
+import { integrityChecks } from '../../resources/integrity-rules.js';
 
-export function dataHandlers(_reg: Registry): Record<string, (ctx: Ctx) => Reply | Promise<Reply>> {
-  return {};
+/** Go's zero time: what upstream reports for a run that never started or has not ended. */
+const ZERO_TIME = '0001-01-01T00:00:00.000Z';
+
+export function renderIntegrity(s: IntegrityState) {
+  return {
+    inProgress: s.inProgress,
+    fixingErrors: s.fixingErrors,
+    startTime: s.startTime === null ? ZERO_TIME : new Date(s.startTime).toISOString(),
+    endTime: s.endTime === null ? ZERO_TIME : new Date(s.endTime).toISOString(),
+    error: s.error ?? '',
+    tooManyErrors: s.tooManyErrors,
+    results: s.results.map((r) => ({ ...r })),
+  };
+}
+
+export function dataHandlers(reg: Registry): Record<string, (ctx: Ctx) => Reply | Promise<Reply>> {
+  // One run at a time per controller: the handlers are built once per App.
+  const state = emptyState();
+  let running: Promise<void> | undefined;
+  let snapshots: Snapshots | undefined;
+
+  const start = (ctx: Ctx, fix: boolean): Reply => {
+    if (running) throw errors.rateLimited();
+    state.inProgress = true;
+    state.fixingErrors = fix;
+    const app = ctx.app;
+    // The repairs run as the system: a synthetic context with no caller.
+    const sysCtx = { app, req: ctx.req, op: ctx.op, params: {}, body: undefined, requestId: ctx.requestId } as Ctx;
+    running = runIntegrity(app.store, state, integrityChecks(reg, sysCtx), { fix }).finally(() => {
+      running = undefined;
+      app.log.info({ fix, problems: state.results.length, fixed: state.results.filter((r) => r.fixed).length, error: state.error }, 'data integrity run finished');
+    });
+    return empty(202);
+  };
+
+  return {
+    'management:checkDataIntegrity': (ctx) => start(ctx, false),
+    'management:fixDataIntegrity': (ctx) => start(ctx, true),
+    'management:dataIntegrityResults': () => {
+      const data = renderIntegrity(state);
+      return { status: 200, body: { data, meta: { pagination: { limit: -1, offset: 0, totalCount: data.results.length } } } };
+    },
+    'management:createDatabaseSnapshot': async (ctx) => {
+      const app = ctx.app;
+      snapshots ??= new Snapshots(app.store, path.join(path.resolve(app.config.dataDir), 'snapshots'), {
+        minIntervalMs: 60_000,
+        keep: app.config.snapshotsKeep,
+      });
+      try {
+        const where = await snapshots.create();
+        app.log.info({ path: where }, 'database snapshot created');
+      } catch (e) {
+        if (e instanceof SnapshotTooSoon) throw errors.rateLimited();
+        throw e;
+      }
+      return empty();
+    },
+  };
 }

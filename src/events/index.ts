@@ -1,0 +1,52 @@
+/**
+ * Events (decisions §7): the embedded search store under `<dataDir>/search`, served at `/search`
+ * on the API listener; alerts the controller raises into it; and, when `searchExportUrl` is set,
+ * the exporter that ships every document to an external Elasticsearch/OpenSearch.
+ */
+import path from 'node:path';
+import type { App } from '../api/context.js';
+import type { RawRoute } from '../api/router.js';
+import { SearchStore, type IndexedDoc } from './search-store.js';
+import { searchRoute } from './search-http.js';
+import { Alerts } from './alerts.js';
+import { Exporter } from './exporter.js';
+
+export interface Events {
+  search: SearchStore;
+  alerts: Alerts;
+  exporter?: Exporter;
+  route: RawRoute;
+  close(): Promise<void>;
+}
+
+export function startEvents(app: App): Events {
+  const c = app.config;
+  const search = new SearchStore(path.join(path.resolve(c.dataDir), 'search'), { retentionHours: c.searchRetentionHours, maxDocsPerIndex: c.searchMaxDocsPerIndex });
+  let exporter: Exporter | undefined;
+  if (c.searchExportUrl) {
+    exporter = new Exporter({
+      url: c.searchExportUrl,
+      username: c.searchExportUsername,
+      password: c.searchExportPassword,
+      batch: c.searchExportBatch,
+      buffer: c.searchExportBuffer,
+      flushMs: c.searchExportFlushMs,
+      log: app.log,
+    });
+    const ex = exporter;
+    search.on('indexed', (docs: IndexedDoc[]) => ex.enqueue(docs));
+  }
+  const alerts = new Alerts(app, search, { debounceMs: c.alertDebounceMs, certExpiryDays: c.alertCertExpiryDays });
+  alerts.start();
+  return {
+    search,
+    alerts,
+    exporter,
+    route: searchRoute(app, search),
+    async close() {
+      await alerts.close();
+      await exporter?.close();
+      await search.close();
+    },
+  };
+}
