@@ -140,6 +140,13 @@ export class Router {
     } catch (e) {
       reply = this.failure(e, req, requestId);
     }
+    // A few upstream operations declare `produces: application/json; charset=utf-8`; upstream (go-openapi)
+    // answers with exactly that media type, and spec-checking clients compare it literally.
+    if (ctx && reply.contentType === undefined && reply.body !== null && typeof reply.body === 'object' && !Buffer.isBuffer(reply.body)) {
+      const produces = ctx.op.spec.produces as string[] | undefined;
+      const json = produces?.find((m) => m.startsWith('application/json;'));
+      if (json) reply.contentType = json;
+    }
     const headers: Record<string, string> = { server: this.serverHeader, 'access-control-allow-origin': '*', ...reply.headers };
     if (ctx?.op.api === 'client' || !ctx) headers['mesh-instance-id'] = this.app.instanceId;
     if (ctx?.session && !this.app.sessions.isEnded(ctx.session)) {

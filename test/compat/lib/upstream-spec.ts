@@ -1,0 +1,212 @@
+/**
+ * The upstream edge API v0.28.0 Swagger 2.0 documents, loaded from the reference copy beside the
+ * repository (`../shared/reference/upstream-spec/{client,management}.yml`) and patched for the
+ * compatibility suites. Only two kinds of change are made, each listed in `PATCHES` below:
+ *
+ * 1. decisions.md §2 brand renames of wire values (`ziti-token-issuer-id` → `mesh-token-issuer-id`,
+ *    the `mfaProviders` value `ziti` → `mesh`, the tunneler config type names, the JWT audiences);
+ * 2. the spec's own defects: YAML `!!float` tags (numbers such as `maxLength: !!float 255`, written
+ *    out as JSON integers here), the null `controllerSettingsList.items`, the `WWW-Authenticate`
+ *    response headers (declared as arrays of strings on responses that never carry them: dropped),
+ *    the missing operationId of `DELETE /current-api-session` (named `deleteCurrentAPISession`, as
+ *    our served spec does), `required` entries naming properties no schema declares
+ *    (`postureResponseProcessCreate` requires a non-existent `process`, `edgeRouterDetail` a
+ *    top-level `os`, `version`…), and `link.href` declared `format: uri` although upstream's own
+ *    links are relative (`./identities/<id>`), so it is checked as `uri-reference`; and
+ *    `GET /specs/{id}/spec`, which serves the raw document, not the envelope the spec names;
+ * 3. what prism's Swagger 2 reading gets wrong (see `patch`): definition-level `x-nullable` on
+ *    `tags`, and free-form `additionalProperties: {type: object}` maps (any value, as go-swagger reads them).
+ *
+ * Everything else — paths, parameters, schemas, response codes — is upstream's, unchanged.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { load } from 'js-yaml';
+
+export type Api = 'client' | 'management';
+export const APIS: readonly Api[] = ['client', 'management'];
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+
+/** Where the upstream YAML lives: `MESH_UPSTREAM_SPEC_DIR`, else `<repo>/../shared/reference/upstream-spec`. */
+export function upstreamSpecDir(): string {
+  const candidates = [
+    process.env.MESH_UPSTREAM_SPEC_DIR,
+    path.join(ROOT, '..', 'shared', 'reference', 'upstream-spec'),
+    // a worktree one level deeper than a clone (`<work>/wt/<name>` beside `<work>/shared`)
+    path.join(ROOT, '..', '..', 'shared', 'reference', 'upstream-spec'),
+  ].filter((d): d is string => !!d);
+  for (const d of candidates) if (fs.existsSync(path.join(d, 'client.yml')) && fs.existsSync(path.join(d, 'management.yml'))) return d;
+  throw new Error(`upstream specs not found; looked in ${candidates.join(', ')}`);
+}
+
+/** decisions.md §2: brand words of wire values (substrings of keys and string values). */
+const RENAMES: [string, string][] = [
+  ['ziti-token-issuer-id', 'mesh-token-issuer-id'],
+  ['ziti-instance-id', 'mesh-instance-id'],
+  ['ziti-authenticator-extend-requested', 'mesh-authenticator-extend-requested'],
+  ['ziti-authenticator-roll-key-requested', 'mesh-authenticator-roll-key-requested'],
+  ['ziti-tunneler-client.v1', 'mesh-tunneler-client.v1'],
+  ['ziti-tunneler-server.v1', 'mesh-tunneler-server.v1'],
+];
+const WHOLE_VALUE_RENAMES: Record<string, string> = { openziti: 'mesh', 'openziti-enroller': 'mesh-enroller' };
+
+const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'patch', 'head', 'options'];
+
+/** What was patched, for the suites' diagnostics (and docs/compat.md). */
+export interface PatchNote { api: Api; what: string }
+
+function rename(s: string): string {
+  let out = s;
+  for (const [from, to] of RENAMES) if (out.includes(from)) out = out.split(from).join(to);
+  return Object.prototype.hasOwnProperty.call(WHOLE_VALUE_RENAMES, out) ? WHOLE_VALUE_RENAMES[out]! : out;
+}
+
+/** Deep copy with renames; `!!float` numbers are plain JS numbers after js-yaml and integral ones stay integers in JSON. */
+function copy(v: unknown): any {
+  if (Array.isArray(v)) return v.map(copy);
+  if (v instanceof Date) return v.toISOString();
+  if (v && typeof v === 'object') {
+    const out: Record<string, unknown> = {};
+    for (const [k, x] of Object.entries(v)) out[rename(k)] = copy(x);
+    return out;
+  }
+  return typeof v === 'string' ? rename(v) : v;
+}
+
+function patch(api: Api, doc: any, notes: PatchNote[]): void {
+  const defs = doc.definitions ?? {};
+  if (Array.isArray(defs.mfaProviders?.enum)) {
+    defs.mfaProviders.enum = defs.mfaProviders.enum.map((e: string) => (e === 'ziti' ? 'mesh' : e));
+    notes.push({ api, what: 'mfaProviders enum ziti -> mesh' });
+  }
+  if (defs.controllerSettingsList && defs.controllerSettingsList.items == null) {
+    defs.controllerSettingsList.items = { $ref: '#/definitions/controllerSettingDetail' };
+    notes.push({ api, what: 'controllerSettingsList.items null -> controllerSettingDetail' });
+  }
+  // `link.href` is declared `format: uri`, but upstream's own examples and controller send relative
+  // references (`./identities/<id>`): a strict uri check rejects every upstream response.
+  if (defs.link?.properties?.href?.format === 'uri') {
+    defs.link.properties.href.format = 'uri-reference';
+    notes.push({ api, what: 'link.href format uri -> uri-reference (upstream sends ./relative links)' });
+  }
+  // `tags` is `allOf: [subTags]` + `x-nullable: true`; prism's Swagger 2 converter honours
+  // `x-nullable` only next to a string `type`, so null tags (valid upstream) would be rejected.
+  // Inline it as the equivalent `type: object` schema. And `additionalProperties: {type: object}`
+  // with no further structure is go-swagger's `map[string]interface{}` (tags say "values null,
+  // string, boolean"; config data holds any JSON): read it as any value, as go-swagger clients do.
+  if (Array.isArray(defs.tags?.allOf) && defs.tags['x-nullable'] === true && defs.subTags?.type === 'object') {
+    defs.tags = { description: defs.tags.description, type: 'object', additionalProperties: {}, 'x-nullable': true };
+    notes.push({ api, what: 'tags: allOf[subTags] + x-nullable -> nullable object (prism ignores x-nullable without type)' });
+  }
+  let free = 0;
+  const walkFree = (v: any): void => {
+    if (Array.isArray(v)) return v.forEach(walkFree);
+    if (!v || typeof v !== 'object') return;
+    const ap = v.additionalProperties;
+    if (ap && typeof ap === 'object' && ap.type === 'object' && Object.keys(ap).length === 1) {
+      v.additionalProperties = {};
+      free++;
+    }
+    for (const x of Object.values(v)) walkFree(x);
+  };
+  walkFree(defs);
+  walkFree(doc.paths);
+  if (free) notes.push({ api, what: `${free} additionalProperties {type: object} -> any value (go-swagger map[string]interface{})` });
+  // `GET /specs/{id}/spec` serves the raw spec document (a YAML text or a JSON object, as the
+  // client asks), not the `detailSpecBodyEnvelope` the spec names (api-reference.md "spec body";
+  // upstream's controller does the same). Swagger 2 has one schema for both media types: any.
+  const specBody = doc.paths?.['/specs/{id}/spec']?.get?.responses?.['200'];
+  if (specBody?.schema) {
+    specBody.schema = { description: 'the raw specification document, YAML text or JSON object' };
+    notes.push({ api, what: 'detailSpecBody 200: detailSpecBodyEnvelope -> the raw document (any)' });
+  }
+  let headers = 0;
+  for (const [p, item] of Object.entries<any>(doc.paths ?? {})) {
+    for (const m of HTTP_METHODS) {
+      const op = item?.[m];
+      if (!op) continue;
+      if (!op.operationId) {
+        if (p === '/current-api-session' && m === 'delete') {
+          op.operationId = 'deleteCurrentAPISession';
+          notes.push({ api, what: 'DELETE /current-api-session operationId -> deleteCurrentAPISession' });
+        } else throw new Error(`${api}: ${m} ${p} has no operationId`);
+      }
+      for (const r of Object.values<any>(op.responses ?? {})) {
+        if (r?.headers?.['WWW-Authenticate']) {
+          delete r.headers['WWW-Authenticate'];
+          if (Object.keys(r.headers).length === 0) delete r.headers;
+          headers++;
+        }
+      }
+    }
+  }
+  if (headers) notes.push({ api, what: `dropped ${headers} WWW-Authenticate response header declarations` });
+  // `required` naming a property the (allOf-merged) schema does not declare
+  const declared = (s: any, acc: Set<string>, seen: Set<string>): Set<string> => {
+    if (!s || typeof s !== 'object') return acc;
+    if (typeof s.$ref === 'string') {
+      const n = s.$ref.replace('#/definitions/', '');
+      if (!seen.has(n)) { seen.add(n); declared(defs[n], acc, seen); }
+    }
+    if (s.properties) for (const k of Object.keys(s.properties)) acc.add(k);
+    if (Array.isArray(s.allOf)) for (const x of s.allOf) declared(x, acc, seen);
+    return acc;
+  };
+  for (const [name, s] of Object.entries<any>(defs)) {
+    const props = declared(s, new Set(), new Set());
+    const fix = (x: any) => {
+      if (!Array.isArray(x?.required)) return;
+      const bad = x.required.filter((r: string) => !props.has(r));
+      if (!bad.length) return;
+      x.required = x.required.filter((r: string) => props.has(r));
+      if (!x.required.length) delete x.required;
+      notes.push({ api, what: `${name}: removed required ${bad.join(',')} (no such property)` });
+    };
+    fix(s);
+    if (Array.isArray(s?.allOf)) s.allOf.forEach(fix);
+  }
+}
+
+export interface LoadedSpec { api: Api; doc: any; file: string; basePath: string; notes: PatchNote[] }
+
+const cache = new Map<Api, { doc: any; notes: PatchNote[] }>();
+
+/** The patched document (a fresh deep copy per call is not needed: treat as read-only). */
+export function patchedSpec(api: Api): { doc: any; notes: PatchNote[] } {
+  let hit = cache.get(api);
+  if (!hit) {
+    const raw = load(fs.readFileSync(path.join(upstreamSpecDir(), `${api}.yml`), 'utf8'));
+    const doc = copy(raw);
+    const notes: PatchNote[] = [];
+    patch(api, doc, notes);
+    hit = { doc, notes };
+    cache.set(api, hit);
+  }
+  return hit;
+}
+
+/** Writes the patched document as JSON to a temp file (prism reads it from there); `mutate` edits a copy (tests of the checker). */
+export function writePatchedSpec(api: Api, mutate?: (doc: any) => void): LoadedSpec {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-compat-'));
+  const { doc: shared, notes } = patchedSpec(api);
+  const doc = mutate ? structuredClone(shared) : shared;
+  mutate?.(doc);
+  const file = path.join(dir, `${api}.json`);
+  fs.writeFileSync(file, JSON.stringify(doc));
+  return { api, doc, file, basePath: doc.basePath, notes };
+}
+
+export interface SpecOp { api: Api; operationId: string; method: string; path: string }
+
+/** Every operation of the patched document, in document order. */
+export function specOperations(api: Api): SpecOp[] {
+  const { doc } = patchedSpec(api);
+  const out: SpecOp[] = [];
+  for (const [p, item] of Object.entries<any>(doc.paths)) {
+    for (const m of HTTP_METHODS) if (item?.[m]) out.push({ api, operationId: item[m].operationId, method: m.toUpperCase(), path: p });
+  }
+  return out;
+}
