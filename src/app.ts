@@ -17,6 +17,7 @@ import { buildOperations } from './api/operations.js';
 import { BodyValidator } from './api/validate.js';
 import { startUws, type UwsServer } from './http/uws.js';
 import { Presence } from './control/presence.js';
+import { PolicyEngine } from './policy/engine.js';
 import { createRegistry } from './resources/index.js';
 import { defaultAuthPolicy, DEFAULT_AUTH_POLICY_ID } from './resources/auth.js';
 import { newId } from './resources/define.js';
@@ -57,6 +58,10 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   const pki = await loadOrCreatePki(path.join(dataDir, 'pki'), { advertisedHost, logger: log });
   const pool = new WorkerPool({ threads: settings.workers, maxQueue: settings.workerQueue });
   const sessions = new ApiSessions(store, { timeoutMinutes: settings.sessionTimeoutMinutes, flushMs: settings.activityFlushMs });
+  // Built on the main thread: it reads only index keys and policies (no entity records); the
+  // policy benchmark measures it at 100k identities (docs/policy.md).
+  const policy = new PolicyEngine(store, { onError: (err) => log.error({ err }, 'policy index update failed') });
+  log.info({ ms: Math.round(policy.buildMs) }, 'role index built');
 
   const config = { ...settings, advertisedAddress: settings.advertisedAddress ?? '' } as Config;
   const app: App = {
@@ -68,6 +73,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     pki,
     validators: { client: new BodyValidator('client'), management: new BodyValidator('management') },
     presence: new Presence(),
+    policy,
     startedAt: Date.now(),
     version: `v${pkg.version}`,
     ...buildInfo(),
@@ -91,6 +97,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     });
   } catch (e) {
     await sessions.close();
+    policy.close();
     await pool.close();
     await store.close();
     throw e;
@@ -109,6 +116,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
       (closing ??= (async () => {
         await server.close(settings.shutdownGraceMs);
         await sessions.close();
+        policy.close();
         await pool.close();
         await store.close();
       })()),

@@ -29,6 +29,8 @@ export interface SpawnOptions {
   nodeArgs?: string[];
   /** Keep the data directory after stop (default: removed). */
   keepData?: boolean;
+  /** Run on this existing data directory (e.g. a pre-written model); it is never removed. */
+  dataDir?: string;
   readyTimeoutMs?: number;
 }
 
@@ -69,7 +71,7 @@ function installHooks() {
 export async function spawnController(opts: SpawnOptions): Promise<ControllerProcess> {
   installHooks();
   if (!fs.existsSync(MAIN)) throw new Error(`${MAIN} not found: run npm run build first`);
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-bench-'));
+  const dataDir = opts.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-bench-'));
   const proc = spawn(process.execPath, [...(opts.nodeArgs ?? []), MAIN], {
     cwd: ROOT,
     env: {
@@ -97,7 +99,7 @@ export async function spawnController(opts: SpawnOptions): Promise<ControllerPro
   );
 
   const cleanup = () => {
-    if (!opts.keepData) fs.rmSync(dataDir, { recursive: true, force: true });
+    if (!opts.keepData && !opts.dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
   };
 
   let port: number;

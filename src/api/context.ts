@@ -8,6 +8,7 @@ import type { ApiSessions, ApiSession } from '../auth/api-sessions.js';
 import type { ApiName, Operation, Req } from './operation.js';
 import type { BodyValidator } from './validate.js';
 import type { Presence } from '../control/presence.js';
+import type { PolicyEngine } from '../policy/engine.js';
 
 export interface App {
   config: Config;
@@ -19,6 +20,8 @@ export interface App {
   validators: Record<ApiName, BodyValidator>;
   /** Routers connected over the control channel (isOnline). */
   presence: Presence;
+  /** The role index and everything derived from it (issue #4). */
+  policy: PolicyEngine;
   /** Epoch ms of this process's start (service-update floor). */
   startedAt: number;
   /** Controller build version, e.g. `v0.1.0`, with its git revision and build date. */

@@ -50,6 +50,8 @@ const catalog = {
   SERVER_TOO_MANY_REQUESTS: [429, 'Too many requests, the server is busy. Please try again later'],
   TIMEOUT: [503, 'The request timed out'],
   ENROLLMENT_EXISTS: [409, 'An enrollment of this method already exists for the identity'],
+  INVALID_POSTURE: [409, 'The request failed posture checks'],
+  NO_EDGE_ROUTERS_AVAILABLE: [400, 'No edge routers are assigned to both the identity and the service'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof catalog;
