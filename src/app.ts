@@ -19,6 +19,7 @@ import { BodyValidator } from './api/validate.js';
 import { startUws, type UwsServer } from './http/uws.js';
 import { Presence } from './control/presence.js';
 import { startEvents } from './events/index.js';
+import { PolicyEngine } from './policy/engine.js';
 import { createRegistry } from './resources/index.js';
 import { defaultAuthPolicy, DEFAULT_AUTH_POLICY_ID } from './resources/auth.js';
 import { newId } from './resources/define.js';
@@ -61,6 +62,10 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   const pki = await loadOrCreatePki(path.join(dataDir, 'pki'), { advertisedHost, logger: log });
   const pool = new WorkerPool({ threads: settings.workers, maxQueue: settings.workerQueue });
   const sessions = new ApiSessions(store, { timeoutMinutes: settings.sessionTimeoutMinutes, flushMs: settings.activityFlushMs });
+  // Built on the main thread: it reads only index keys and policies (no entity records); the
+  // policy benchmark measures it at 100k identities (docs/policy.md).
+  const policy = new PolicyEngine(store, { onError: (err) => log.error({ err }, 'policy index update failed') });
+  log.info({ ms: Math.round(policy.buildMs) }, 'role index built');
 
   const config = { ...settings, advertisedAddress: settings.advertisedAddress ?? '' } as Config;
   const app: App = {
@@ -73,6 +78,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     pki,
     validators: { client: new BodyValidator('client'), management: new BodyValidator('management') },
     presence: new Presence(),
+    policy,
     startedAt: Date.now(),
     version: `v${pkg.version}`,
     ...buildInfo(),
@@ -100,6 +106,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   } catch (e) {
     await events.close();
     await sessions.close();
+    policy.close();
     await pool.close();
     await store.close();
     throw e;
@@ -119,6 +126,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
         await server.close(settings.shutdownGraceMs);
         await events.close();
         await sessions.close();
+        policy.close();
         await pool.close();
         await store.close();
       })()),

@@ -421,7 +421,8 @@ t.test('every implemented operation with a made-up id answers 404', async (t) =>
         if (m === 'parameters') continue;
         const url = p.replace(/\{[^}]+\}/g, MADE_UP);
         const method = m.toUpperCase();
-        const body = method === 'GET' || method === 'DELETE' ? undefined : { ...(VALID[`/${p.split('/')[1]}`]?.() ?? {}), ...(p.startsWith('/cas') ? { identityNameFormat: '[caName]-[commonName]' } : {}) };
+        // Service-config assignments take an array body (an empty one is valid).
+        const body = method === 'GET' || method === 'DELETE' ? undefined : p.endsWith('/service-configs') ? [] : { ...(VALID[`/${p.split('/')[1]}`]?.() ?? {}), ...(p.startsWith('/cas') ? { identityNameFormat: '[caName]-[commonName]' } : {}) };
         const r = await send(t, `${api} ${method} ${url}`, c.request(method, url, body), { pending: isPending(api, op.operationId) });
         if (isPending(api, op.operationId)) t.equal(r.status, 501, `${op.operationId} pending → 501`);
         // The identity body carries no `durationMinutes`: the body is refused before the lookup.
@@ -623,6 +624,9 @@ t.test('raw HTTP/1.1 framing abuse', async (t) => {
     req.write(JSON.stringify({ name: `aborted-https-${i}` }).slice(0, 15));
     setTimeout(() => { req.destroy(); resolve(); }, 5 + (i % 20));
   })));
+  // This subtest can outlast the server's 10 s keep-alive idle timeout under load: start on fresh
+  // connections rather than a pooled socket the server has already closed.
+  srv.agent.destroy();
   const n = await send(t, 'list after aborted requests', admin.get(`/identities?limit=-1&filter=${encodeURIComponent('name contains "aborted-"')}`));
   t.equal(n.body?.meta?.pagination?.totalCount, 0, 'no aborted request wrote anything');
   const v = await send(t, 'GET /version after framing abuse', srv.raw('GET', '/version'));

@@ -108,7 +108,7 @@ t.test('sessions', async (t) => {
   t.ok(isError(await admin.get('/sessions/nope'), 404, 'NOT_FOUND'), 'detail unknown → 404');
   t.ok(isError(await admin.delete('/sessions/nope'), 404, 'NOT_FOUND'), 'delete unknown → 404');
   const rp = await admin.get('/sessions/nope/route-path');
-  t.ok(isError(rp, 501, 'NOT_IMPLEMENTED'), `route-path → 501 (${rp.status})`);
+  t.ok(isError(rp, 404, 'NOT_FOUND'), `route-path of an unknown session → 404 (${rp.status})`);
   t.ok(isError(await admin.get('/sessions?filter=bogus ==='), 400, 'INVALID_FILTER'), 'bad filter → 400');
 });
 

@@ -104,7 +104,7 @@ export async function spawnController(opts: SpawnOptions): Promise<ControllerPro
   );
 
   const cleanup = () => {
-    if (!opts.keepData) fs.rmSync(dataDir, { recursive: true, force: true });
+    if (!opts.keepData && !opts.dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
   };
 
   let port: number;

@@ -9,6 +9,7 @@ import type { ApiName, Operation, Req } from './operation.js';
 import type { BodyValidator } from './validate.js';
 import type { Presence } from '../control/presence.js';
 import type { AuthServices } from '../auth/services.js';
+import type { PolicyEngine } from '../policy/engine.js';
 
 export interface App {
   config: Config;
@@ -22,6 +23,8 @@ export interface App {
   auth: AuthServices;
   /** Routers connected over the control channel (isOnline). */
   presence: Presence;
+  /** The role index and everything derived from it (issue #4). */
+  policy: PolicyEngine;
   /** Epoch ms of this process's start (service-update floor). */
   startedAt: number;
   /** Controller build version, e.g. `v0.1.0`, with its git revision and build date. */

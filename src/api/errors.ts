@@ -55,6 +55,8 @@ const catalog = {
   MFA_INVALID_TOKEN: [400, 'The MFA code supplied is not valid'],
   MFA_NOT_ENROLLED: [409, 'The identity is not enrolled in MFA'],
   INVALID_BACKING_TOKEN_TYPE: [400, 'The API session is not backed by a token of the required type'],
+  INVALID_POSTURE: [409, 'The request failed posture checks'],
+  NO_EDGE_ROUTERS_AVAILABLE: [400, 'No edge routers are assigned to both the identity and the service'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof catalog;

@@ -24,24 +24,7 @@ type Handler = (ctx: Ctx) => Reply | Promise<Reply>;
 
 /** Operations a later issue delivers; keyed `operationId` (both APIs) or `api:operationId`. */
 export const PENDING: Record<string, number> = {
-  // #4 policy engine: policy-derived views, client services and sessions, service configs, posture.
-  ...Object.fromEntries(
-    [
-      'listEdgeRouterPolicyEdgeRouters', 'listEdgeRouterPolicyIdentities', 'listEdgeRouterRoleAttributes',
-      'listEdgeRouterEdgeRouterPolicies', 'listEdgeRouterIdentities', 'listEdgeRouterServiceEdgeRouterPolicies',
-      'listEdgeRouterServices', 'listIdentitysEdgeRouterPolicies', 'listIdentityEdgeRouters',
-      'getIdentityFailedServiceRequests', 'getIdentityPolicyAdvice', 'getIdentityPostureData',
-      'disassociateIdentitysServiceConfigs', 'listIdentitysServiceConfigs', 'associateIdentitysServiceConfigs',
-      'listIdentityServicePolicies', 'listIdentityServices', 'listIdentityRoleAttributes',
-      'listPostureCheckRoleAttributes', 'listServiceEdgeRouterPolicyEdgeRouters', 'listServiceEdgeRouterPolicyServices',
-      'listServicePolicyIdentities', 'listServicePolicyPostureChecks', 'listServicePolicyServices',
-      'listServiceRoleAttributes', 'listServiceEdgeRouters', 'listServiceIdentities',
-      'listServiceServiceEdgeRouterPolicies', 'listServiceServicePolicies', 'detailSessionRoutePath', 'listSummary',
-      'client:listServices', 'client:detailService', 'client:deleteService', 'client:patchService', 'client:updateService',
-      'client:listServiceTerminators', 'client:listSessions', 'client:detailSession', 'client:deleteSession',
-      'createSession', 'listServiceUpdates', 'getCurrentIdentityEdgeRouters', 'createPostureResponse', 'createPostureResponseBulk',
-    ].map((id) => [id, 4]),
-  ),
+  // #4 policy engine: delivered (src/api/handlers/policy*.ts).
   // #5 PKI and enrollment.
   ...Object.fromEntries(
     [
@@ -141,6 +124,8 @@ export function permissionFor(op: { operationId: string; path: string }, method:
 
 function authFor(op: UpstreamOp): AuthLevel {
   if (!op.secured) return 'none';
+  // Resource counts: any valid session; the handler counts only what the caller may read (decisions §3).
+  if (op.operationId === 'listSummary') return 'session';
   if (PARTIAL.has(op.operationId)) return 'partial';
   if (ANY_SESSION.has(op.operationId)) return 'session';
   if (op.api === 'client') return 'session';

@@ -2,6 +2,8 @@
 import { errors } from '../api/errors.js';
 import type { Rec } from '../store/store.js';
 import { entityRef } from './define.js';
+import type { Ctx } from '../api/context.js';
+import { resolveConfigTypes, serviceExtras, type Caller } from '../policy/service-view.js';
 import { checkConfigData, checkSchema } from './json-schema.js';
 import { crud, type ResourceDef } from './types.js';
 
@@ -29,10 +31,9 @@ export const services: ResourceDef = {
       byType.set(cfg.configTypeId, id);
     }
   },
-  render() {
-    // Policy-derived views (`permissions`, per-identity `config`, `postureQueries`) come from the
-    // policy engine (issue #4); the management view of a service carries none of them yet.
-    return { permissions: [], config: {}, postureQueries: [] };
+  render(rec, { store, ctx }) {
+    // Policy-derived, for the caller: `permissions`, its `config` map, `postureQueries`.
+    return ctx ? serviceExtras(ctx.app.policy, store, rec, callerOf(ctx)) : serviceExtras(undefined as never, store, rec, undefined);
   },
 };
 
@@ -130,4 +131,23 @@ export const terminators: ResourceDef = {
 /** Terminators on a deleted router go with it. */
 export function deleteRouterTerminators(tx: import('../store/store.js').Tx, routerId: string) {
   for (const id of tx.idsByIndex('terminators', 'routerId', routerId)) tx.delete('terminators', id);
+}
+
+/** The caller of a request as service views need it (resolved once per request). */
+const callers = new WeakMap<Ctx, Caller | undefined>();
+export function callerOf(ctx: Ctx): Caller | undefined {
+  if (callers.has(ctx)) return callers.get(ctx);
+  let caller: Caller | undefined;
+  if (ctx.session && ctx.identity) {
+    // `configTypes` on the request (ids or names, repeated or comma-separated) overrides the session's.
+    const asked = ctx.req.query.getAll('configTypes').flatMap((v) => v.split(',')).map((v) => v.trim()).filter(Boolean);
+    caller = {
+      identityId: ctx.identity.id,
+      apiSessionId: ctx.session.id,
+      identity: ctx.identity,
+      configTypes: asked.length ? resolveConfigTypes(ctx.app.store, asked) : new Set(ctx.session.configTypes ?? []),
+    };
+  }
+  callers.set(ctx, caller);
+  return caller;
 }

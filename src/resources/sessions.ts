@@ -2,6 +2,7 @@
 import type { Rec } from '../store/store.js';
 import { iso } from './define.js';
 import type { ResourceDef } from './types.js';
+import { sessionEdgeRouters } from '../policy/router-view.js';
 
 export const apiSessions: ResourceDef = {
   collection: 'apiSessions',
@@ -60,10 +61,12 @@ export const sessions: ResourceDef = {
     apiSession: { type: 'string', get: (r: Rec) => r.apiSessionId },
     service: { type: 'string', get: (r: Rec) => r.serviceId },
   },
-  render(rec, { store }) {
+  render(rec, { store, ctx }) {
     return {
-      edgeRouters: [],
-      servicePolicies: ((rec.servicePolicyIds as string[]) ?? []).map((id) => ({
+      // Connected routers both the identity's and the service's policies allow (live, not stored).
+      edgeRouters: ctx ? sessionEdgeRouters(ctx.app, rec.identityId, rec.serviceId) : [],
+      // The granting policies are a management detail (sessionManagementDetail).
+      servicePolicies: (ctx?.op.api === 'client' ? [] : ((rec.servicePolicyIds as string[]) ?? [])).map((id) => ({
         _links: { self: { href: `./service-policies/${id}` } },
         entity: 'service-policies',
         id,

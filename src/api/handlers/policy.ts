@@ -6,7 +6,9 @@
 import type { Ctx } from '../context.js';
 import type { Reply } from '../operation.js';
 import type { Registry } from '../../resources/define.js';
+import { policyViewHandlers } from './policy-views.js';
+import { policyClientHandlers } from './policy-client.js';
 
-export function policyHandlers(_reg: Registry): Record<string, (ctx: Ctx) => Reply | Promise<Reply>> {
-  return {};
+export function policyHandlers(reg: Registry): Record<string, (ctx: Ctx) => Reply | Promise<Reply>> {
+  return { ...policyViewHandlers(reg), ...policyClientHandlers(reg) };
 }

@@ -1,0 +1,364 @@
+/**
+ * bench/policy — the policy engine at upstream's scale shape "large" (issue 4).
+ *
+ *   npm run bench:policy                         # shape large: 100k identities, 2k services, 500 routers, 250/250/100 policies
+ *   npm run bench:policy -- --shape medium --duration 3
+ *
+ * 1. A data directory gets its first start (PKI, default admin), then the model is written
+ *    straight into its store while no controller runs: with `scripts/lib/model.ts`
+ *    (`writeModelToStore`) when that module is built, otherwise with the seeding below (records
+ *    shaped exactly as the API creates them, the same selectivity rules). The worst-case identity
+ *    (its name sorts last) is selected by every service policy and every edge router policy.
+ * 2. The controller starts on it: spawn → listening is the start-up time (role index included).
+ * 3. As the worst-case identity (non-admin, password authenticator added by the admin):
+ *    `GET /services?limit=100` latency at concurrency 1; session creates/s (distinct
+ *    API session × service pairs, C clients); `GET /current-api-session/service-updates` polls/s.
+ * 4. A policy change affecting every identity (the `#all` service policy gains a new service):
+ *    time until the new service is listed for the worst-case identity and for other identities.
+ * 5. Resident memory of the controller (now and peak).
+ * Targets: list p99 ≤ 5 ms, ≥ 10,000 session creates/s, ≥ 50,000 polls/s, change visible ≤ 1 s,
+ * start-up ≤ 10 s, RSS ≤ 1 GiB. Writes bench/results/policy-<ts>.json and policy-latest.json.
+ *
+ * Flags: --shape NAME (tiny|small|medium|large) --duration S --concurrency C --sessions K
+ *        --seed N --client undici|https --keep-data --cpu-prof (hot spots per phase)
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import crypto from 'node:crypto';
+import { parseArgs } from 'node:util';
+import { createClient, requestJson, type ClientKind, type HttpClient, type RequestSpec } from './lib/http.js';
+import { spawnController, login, MGMT, type ControllerProcess } from './lib/controller.js';
+import { runLoad, type LoadResult } from './lib/load.js';
+import { machineInfo, table, fmt, writeResults } from './lib/report.js';
+import { summarizeProfile, formatProfile, latestProfile } from './lib/cpuprofile.js';
+import { ROOT } from './lib/controller.js';
+import { Store, type Rec } from '../src/store/store.js';
+import { createRegistry } from '../src/resources/index.js';
+
+const CLIENT = '/edge/client/v1';
+const ADMIN_PASSWORD = 'bench-admin-password';
+const USER_PASSWORD = 'bench-user-password';
+const TARGETS = { listP99Ms: 5, sessionsPerSec: 10_000, pollsPerSec: 50_000, changeVisibleMs: 1000, startupMs: 10_000, rssMiB: 1024 };
+
+interface Shape {
+  name: string;
+  identities: number;
+  services: number;
+  edgeRouters: number;
+  servicePolicies: number;
+  edgeRouterPolicies: number;
+  serviceEdgeRouterPolicies: number;
+}
+const SHAPES: Record<string, Shape> = {
+  tiny: { name: 'tiny', identities: 24, services: 8, edgeRouters: 4, servicePolicies: 8, edgeRouterPolicies: 6, serviceEdgeRouterPolicies: 4 },
+  small: { name: 'small', identities: 1000, services: 40, edgeRouters: 20, servicePolicies: 20, edgeRouterPolicies: 20, serviceEdgeRouterPolicies: 10 },
+  medium: { name: 'medium', identities: 5000, services: 100, edgeRouters: 100, servicePolicies: 50, edgeRouterPolicies: 50, serviceEdgeRouterPolicies: 25 },
+  large: { name: 'large', identities: 100_000, services: 2000, edgeRouters: 500, servicePolicies: 250, edgeRouterPolicies: 250, serviceEdgeRouterPolicies: 100 },
+};
+
+const { values: argv } = parseArgs({
+  options: {
+    shape: { type: 'string', default: 'large' },
+    duration: { type: 'string', default: '5' },
+    concurrency: { type: 'string', default: '32' },
+    sessions: { type: 'string', default: '16' },
+    seed: { type: 'string', default: '1' },
+    client: { type: 'string' },
+    'keep-data': { type: 'boolean', default: false },
+    'cpu-prof': { type: 'boolean', default: false },
+    help: { type: 'boolean', short: 'h', default: false },
+  },
+  strict: true,
+});
+if (argv.help) {
+  const src = fs.readFileSync(new URL(import.meta.url), 'utf8');
+  process.stdout.write((/\/\*\*([\s\S]*?)\*\//.exec(src)?.[1] ?? '').replace(/^ \* ?/gm, '') + '\n');
+  process.exit(0);
+}
+const shape = SHAPES[argv.shape!];
+if (!shape) throw new Error(`unknown shape ${argv.shape} (known: ${Object.keys(SHAPES).join(', ')})`);
+const durationMs = Number(argv.duration) * 1000;
+const concurrency = Number(argv.concurrency);
+const apiSessions = Number(argv.sessions);
+const seed = Number(argv.seed);
+const clientKind = argv.client as ClientKind | undefined;
+
+// ---- model -----------------------------------------------------------------------------------
+
+/** A small seeded PRNG (sfc32 from a hash of the seed and a stream name). */
+function rng(stream: string) {
+  const h = crypto.createHash('sha256').update(`${seed}:${stream}`).digest();
+  let a = h.readUInt32LE(0), b = h.readUInt32LE(4), c = h.readUInt32LE(8), d = h.readUInt32LE(12);
+  return () => {
+    a >>>= 0; b >>>= 0; c >>>= 0; d >>>= 0;
+    const t = (a + b) | 0;
+    a = b ^ (b >>> 9);
+    b = (c + (c << 3)) | 0;
+    c = (c << 21) | (c >>> 11);
+    d = (d + 1) | 0;
+    const r = (t + d) | 0;
+    c = (c + r) | 0;
+    return (r >>> 0) / 4294967296;
+  };
+}
+const ID_ALPHABET = '0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-';
+const pad = (i: number, n: number) => String(i).padStart(String(n - 1).length, '0');
+
+interface Seeded {
+  via: string;
+  worstCaseIdentityId: string;
+  identityIds: string[];
+  elapsedMs: number;
+}
+
+/**
+ * The model written through the Store class: the same record shapes as the API creates, the same
+ * selectivity as upstream's scale models (group/region/role attributes, mostly AnyOf of one or two
+ * attributes, some AllOf, some `@id` lists, a few `#all`), the worst-case identity in every policy.
+ */
+async function seedStore(dataDir: string): Promise<Seeded> {
+  const t0 = performance.now();
+  const r = rng('model');
+  const int = (n: number) => Math.floor(r() * n);
+  let idn = 0;
+  const ids = rng('ids');
+  const newId = () => {
+    let s = '';
+    for (let i = 0; i < 10; i++) s += ID_ALPHABET[Math.floor(ids() * 64)];
+    return s + (idn++ % 10);
+  };
+  const nGroups = Math.max(4, Math.round(shape.identities / 2000));
+  const nRegions = 10;
+  const ROLES = ['admin', 'dev', 'ops', 'sales', 'support'];
+  const nSvcGroups = Math.max(2, Math.round(shape.services / 20));
+  const now = Date.now();
+  const base = (name: string) => ({ id: newId(), createdAt: now, updatedAt: now, tags: {}, name });
+  const store = new Store(path.join(dataDir, 'db'), createRegistry().collectionSpecs());
+  try {
+    const put = async (coll: string, recs: Rec[]) => {
+      for (let i = 0; i < recs.length; i += 1000) await store.write((tx) => recs.slice(i, i + 1000).forEach((x) => tx.put(coll, x)));
+    };
+    const services = Array.from({ length: shape.services }, (_, i) => ({
+      ...base(`service-${pad(i, shape.services)}`), roleAttributes: [`svc-group-${i % nSvcGroups}`], configs: [], encryptionRequired: true,
+      terminatorStrategy: 'smartrouting', maxIdleTimeMillis: 0,
+    }));
+    const routers = Array.from({ length: shape.edgeRouters }, (_, i) => ({
+      ...base(`edge-router-${pad(i, shape.edgeRouters)}`), roleAttributes: [`region-${i % nRegions}`, ...(r() < 0.3 ? ['public'] : [])].sort(),
+      cost: 0, noTraversal: false, disabled: false, ctrlChanListeners: {}, isVerified: false, isTunnelerEnabled: false,
+    }));
+    const identities = Array.from({ length: shape.identities }, (_, i) => ({
+      ...base(`identity-${pad(i, shape.identities)}`), typeId: 'Default', isAdmin: false, isDefaultAdmin: false, authPolicyId: 'default',
+      roleAttributes: [`group-${int(nGroups)}`, ...(r() < 0.8 ? [`region-${int(nRegions)}`] : []), ...(r() < 0.2 ? [`role-${ROLES[int(ROLES.length)]}`] : [])].sort(),
+      defaultHostingCost: 0, defaultHostingPrecedence: 'default', serviceHostingCosts: {}, serviceHostingPrecedences: {},
+    }));
+    const worst = identities[identities.length - 1];
+    const worstAttrs = new Set<string>(worst.roleAttributes);
+    const pickIds = (list: { id: string }[], k: number) => Array.from({ length: k }, () => '@' + list[int(list.length)].id);
+    const who = (i: number): { semantic: string; roles: string[] } => {
+      if (i === 0) return { semantic: 'AnyOf', roles: ['#all'] };
+      const x = r();
+      let roles: string[];
+      let semantic = 'AnyOf';
+      if (x < 0.65) roles = Array.from({ length: 1 + int(2) }, () => `#group-${int(nGroups)}`);
+      else if (x < 0.8) (roles = [`#region-${int(nRegions)}`, `#role-${ROLES[int(ROLES.length)]}`]), (semantic = 'AllOf');
+      else if (x < 0.9) roles = [`#role-${ROLES[int(ROLES.length)]}`];
+      else roles = [...pickIds(identities, 1 + int(5)), '@' + worst.id];
+      for (const role of roles) if (role.startsWith('#')) worstAttrs.add(role.slice(1));
+      return { semantic, roles: [...new Set(roles)].sort() };
+    };
+    const servicePolicies = Array.from({ length: shape.servicePolicies }, (_, i) => {
+      const w = who(i);
+      const serviceRoles = r() < 0.85 ? Array.from({ length: 1 + int(2) }, () => `#svc-group-${int(nSvcGroups)}`) : pickIds(services, 1 + int(3));
+      return { ...base(`service-policy-${pad(i, shape.servicePolicies)}`), type: i % 3 === 2 ? 'Bind' : 'Dial', semantic: w.semantic, identityRoles: w.roles, serviceRoles: [...new Set(serviceRoles)].sort(), postureCheckRoles: [] };
+    });
+    const edgeRouterPolicies = Array.from({ length: shape.edgeRouterPolicies }, (_, i) => {
+      const w = who(i);
+      const y = r();
+      const edgeRouterRoles = i === 0 || y < 0.1 ? ['#all'] : y < 0.7 ? [`#region-${int(nRegions)}`] : y < 0.9 ? ['#public'] : [...new Set(pickIds(routers, 1 + int(3)))].sort();
+      return { ...base(`edge-router-policy-${pad(i, shape.edgeRouterPolicies)}`), semantic: w.semantic, identityRoles: w.roles, edgeRouterRoles, isSystem: false };
+    });
+    const serviceEdgeRouterPolicies = Array.from({ length: shape.serviceEdgeRouterPolicies }, (_, i) => {
+      const y = r();
+      const serviceRoles = i === 0 || y < 0.2 ? ['#all'] : y < 0.9 ? [...new Set(Array.from({ length: 1 + int(2) }, () => `#svc-group-${int(nSvcGroups)}`))].sort() : [...new Set(pickIds(services, 1 + int(3)))].sort();
+      const z = r();
+      const edgeRouterRoles = i === 0 || z < 0.3 ? ['#all'] : z < 0.8 ? [`#region-${int(nRegions)}`] : ['#public'];
+      return { ...base(`service-edge-router-policy-${pad(i, shape.serviceEdgeRouterPolicies)}`), semantic: 'AnyOf', serviceRoles, edgeRouterRoles };
+    });
+    // The worst-case identity carries every attribute the policies select by.
+    worst.roleAttributes = [...worstAttrs].sort();
+    await put('services', services);
+    await put('edgeRouters', routers);
+    await put('identities', identities);
+    await put('servicePolicies', servicePolicies);
+    await put('edgeRouterPolicies', edgeRouterPolicies);
+    await put('serviceEdgeRouterPolicies', serviceEdgeRouterPolicies);
+    return { via: 'bench/policy.ts seeding (Store)', worstCaseIdentityId: worst.id, identityIds: identities.map((x) => x.id), elapsedMs: performance.now() - t0 };
+  } finally {
+    await store.close();
+  }
+}
+
+/** `scripts/lib/model.ts` (issue 8) when it is built; undefined otherwise. */
+async function seedWithModelModule(dataDir: string): Promise<Seeded | undefined> {
+  const url = new URL('../scripts/lib/model.js', import.meta.url);
+  if (!fs.existsSync(url)) return undefined;
+  const mod = (await import(url.href)) as {
+    SHAPES: Record<string, unknown>;
+    writeModelToStore(dir: string, shape: unknown, opts: { seed: number; env?: Record<string, string> }): Promise<{ worstCaseIdentityId: string; ids: { identities: string[] }; elapsedMs: number }>;
+  };
+  if (!mod.SHAPES?.[shape.name] || typeof mod.writeModelToStore !== 'function') return undefined;
+  const s = await mod.writeModelToStore(dataDir, mod.SHAPES[shape.name], { seed, env: { MESH_ADMIN_PASSWORD: ADMIN_PASSWORD, MESH_ADDRESS: '127.0.0.1:0' } });
+  return { via: 'scripts/lib/model.ts writeModelToStore', worstCaseIdentityId: s.worstCaseIdentityId, identityIds: s.ids.identities, elapsedMs: s.elapsedMs };
+}
+
+// ---- run -------------------------------------------------------------------------------------
+
+const log = (s: string) => process.stdout.write(s + '\n');
+
+async function main() {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-bench-policy-'));
+  const env = { MESH_LOG_LEVEL: 'info' };
+  let ctl: ControllerProcess | undefined;
+  let client: HttpClient | undefined;
+  try {
+    // First start: PKI and the default admin, exactly as a real first start makes them.
+    const first = await spawnController({ password: ADMIN_PASSWORD, env, dataDir });
+    await first.stop();
+    log(`shape ${shape.name}: writing the model …`);
+    const seeded = (await seedWithModelModule(dataDir)) ?? (await seedStore(dataDir));
+    log(`model written in ${(seeded.elapsedMs / 1000).toFixed(1)} s (${seeded.via})`);
+
+    const t0 = performance.now();
+    const profDir = argv['cpu-prof'] ? fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-bench-prof-')) : undefined;
+    ctl = await spawnController({ password: ADMIN_PASSWORD, env, dataDir, readyTimeoutMs: 120_000, nodeArgs: profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : [] });
+    const startupMs = performance.now() - t0;
+    const indexMs = Number(/"ms":(\d+)[^\n]*role index built/.exec(ctl.output())?.[1] ?? NaN);
+    log(`start-up to serving: ${fmt(startupMs, 0)} ms (role index build ${indexMs} ms)`);
+
+    client = await createClient({ origin: ctl.origin, ca: ctl.ca, connections: concurrency, kind: clientKind });
+    const adminToken = await login(client, 'admin', ADMIN_PASSWORD);
+    const ah = { accept: 'application/json', 'zt-session': adminToken };
+    const addUser = async (identityId: string, username: string) => {
+      const r = await requestJson(client!, 'POST', `${MGMT}/authenticators`, ah, { identityId, method: 'updb', username, password: USER_PASSWORD });
+      if (r.status !== 201) throw new Error(`authenticator for ${identityId}: ${r.status} ${JSON.stringify(r.body)}`);
+    };
+    const clientLogin = async (username: string) => {
+      const r = await requestJson(client!, 'POST', `${CLIENT}/authenticate?method=password`, { accept: 'application/json' }, { username, password: USER_PASSWORD });
+      if (r.status !== 200) throw new Error(`client login ${username}: ${r.status} ${JSON.stringify(r.body)}`);
+      return r.body.data.token as string;
+    };
+    await addUser(seeded.worstCaseIdentityId, 'bench-worst');
+    const tokens: string[] = [];
+    for (let i = 0; i < apiSessions; i++) tokens.push(await clientLogin('bench-worst'));
+    const wh = { accept: 'application/json', 'zt-session': tokens[0] };
+    const all = await requestJson(client, 'GET', `${CLIENT}/services?limit=-1`, wh);
+    const visible = (all.body.data as { id: string; permissions: string[] }[]) ?? [];
+    const dialable = visible.filter((s) => s.permissions.includes('Dial')).map((s) => s.id);
+    log(`worst-case identity: ${visible.length} services (${dialable.length} dialable), ${apiSessions} API sessions`);
+
+    // Controller CPU time per request: a figure that other load on the machine does not distort.
+    const windows: Record<string, [number, number]> = {};
+    const monoUs = () => Number(process.hrtime.bigint() / 1000n);
+    const cpuPer = async (name: string, run: () => Promise<LoadResult>) => {
+      const c0 = ctl!.cpuMs() ?? NaN;
+      const w0 = monoUs();
+      const r = await run();
+      windows[name] = [w0, monoUs()];
+      return { r, cpuMsPerRequest: ((ctl!.cpuMs() ?? NaN) - c0) / Math.max(1, r.requests) };
+    };
+
+    // 1. Client service list, limit 100, worst-case identity, one request at a time.
+    const listSpec: RequestSpec = { method: 'GET', path: `${CLIENT}/services?limit=100`, headers: wh };
+    await runLoad({ client, concurrency: 1, requests: [listSpec], durationMs: 500 });
+    const { r: list1, cpuMsPerRequest: listCpu } = await cpuPer('service list', () => runLoad({ client: client!, concurrency: 1, requests: [listSpec], durationMs }));
+    const listC = await runLoad({ client, concurrency: Math.min(concurrency, 8), requests: [listSpec], durationMs });
+    log(`service list p50 ${fmt(list1.latency.p50)} ms p99 ${fmt(list1.latency.p99)} ms (c=1); ${fmt(listC.rps, 0)}/s at c=${Math.min(concurrency, 8)}; controller CPU ${fmt(listCpu, 3)} ms/request`);
+
+    // 2. Session creates: each (API session, dialable service) pair once.
+    const sessionSpecs: RequestSpec[] = [];
+    for (const sid of dialable) for (const tok of tokens) sessionSpecs.push({ method: 'POST', path: `${CLIENT}/sessions`, headers: { accept: 'application/json', 'content-type': 'application/json', 'zt-session': tok }, body: Buffer.from(JSON.stringify({ serviceId: sid, type: 'Dial' })) });
+    const sessionCount = Math.min(sessionSpecs.length, 60_000);
+    const sess = sessionCount > 0 ? await cpuPer('session create', () => runLoad({ client: client!, concurrency: concurrency * 2, requests: sessionSpecs.slice(0, sessionCount), count: sessionCount })) : undefined;
+    const sessions: LoadResult | undefined = sess?.r;
+    log(`session creates: ${fmt(sessions?.okPerSec, 0)}/s (${sessions?.ok ?? 0} created, errors ${JSON.stringify(sessions?.errors ?? {})}); controller CPU ${fmt(sess?.cpuMsPerRequest, 3)} ms/request`);
+
+    // 3. Service-update polls.
+    const pollSpecs = tokens.map((tok) => ({ method: 'GET', path: `${CLIENT}/current-api-session/service-updates`, headers: { accept: 'application/json', 'zt-session': tok } }));
+    await runLoad({ client, concurrency, requests: pollSpecs, durationMs: 500 });
+    const { r: polls, cpuMsPerRequest: pollCpu } = await cpuPer('service-update polls', () => runLoad({ client: client!, concurrency, requests: pollSpecs, durationMs }));
+    log(`service-update polls: ${fmt(polls.okPerSec, 0)}/s p99 ${fmt(polls.latency.p99)} ms; controller CPU ${fmt(pollCpu, 3)} ms/request`);
+
+    // 4. A policy change affecting every identity: the `#all` service policy gains a new service.
+    const others = [1, 2, 3].map((k) => seeded.identityIds[Math.floor((k * seeded.identityIds.length) / 4)]);
+    for (const [k, id] of others.entries()) await addUser(id, `bench-other-${k}`);
+    const otherTokens = await Promise.all(others.map((_, k) => clientLogin(`bench-other-${k}`)));
+    const newSvc = await requestJson(client, 'POST', `${MGMT}/services`, ah, { name: `bench-new-service-${Date.now()}`, encryptionRequired: true });
+    const allPolicy = await requestJson(client, 'GET', `${MGMT}/service-policies?filter=${encodeURIComponent('anyOf(identityRoles) = "#all" and type = 1')}&limit=1`, ah);
+    const pol = allPolicy.body.data?.[0];
+    let changeMs = NaN;
+    let patchMs = NaN;
+    if (pol && newSvc.status === 201) {
+      const c0 = performance.now();
+      const patch = await requestJson(client, 'PATCH', `${MGMT}/service-policies/${pol.id}`, ah, { serviceRoles: [...pol.serviceRoles, `@${newSvc.body.data.id}`] });
+      patchMs = performance.now() - c0;
+      if (patch.status !== 200) throw new Error(`policy change: ${patch.status} ${JSON.stringify(patch.body)}`);
+      const pending = new Set([tokens[0], ...otherTokens]);
+      while (pending.size && performance.now() - c0 < 10_000) {
+        for (const tok of [...pending]) {
+          const r = await requestJson(client, 'GET', `${CLIENT}/services?filter=${encodeURIComponent(`id = "${newSvc.body.data.id}"`)}`, { accept: 'application/json', 'zt-session': tok });
+          if (r.body?.data?.length === 1) pending.delete(tok);
+        }
+      }
+      if (pending.size === 0) changeMs = performance.now() - c0;
+    }
+    log(`policy change visible to every sampled identity after ${fmt(changeMs, 1)} ms (PATCH answered in ${fmt(patchMs, 1)} ms)`);
+
+    const mem = ctl.memory();
+    const rssMiB = (mem?.rssKiB ?? NaN) / 1024;
+    const peakMiB = (mem?.hwmKiB ?? NaN) / 1024;
+    const rows: (string | number)[][] = [
+      ['client service list p99 (limit 100, worst case)', `${fmt(list1.latency.p99)} ms`, `≤ ${TARGETS.listP99Ms} ms`, list1.latency.p99 <= TARGETS.listP99Ms ? 'ok' : 'MISSED'],
+      ['session creates', `${fmt(sessions?.okPerSec, 0)}/s`, `≥ ${TARGETS.sessionsPerSec}/s`, (sessions?.okPerSec ?? 0) >= TARGETS.sessionsPerSec ? 'ok' : 'MISSED'],
+      ['service-update polls', `${fmt(polls.okPerSec, 0)}/s`, `≥ ${TARGETS.pollsPerSec}/s`, polls.okPerSec >= TARGETS.pollsPerSec ? 'ok' : 'MISSED'],
+      ['policy change visible (all identities)', `${fmt(changeMs, 1)} ms`, `≤ ${TARGETS.changeVisibleMs} ms`, changeMs <= TARGETS.changeVisibleMs ? 'ok' : 'MISSED'],
+      ['start-up to serving', `${fmt(startupMs, 0)} ms`, `≤ ${TARGETS.startupMs} ms`, startupMs <= TARGETS.startupMs ? 'ok' : 'MISSED'],
+      ['resident memory (now / peak)', `${fmt(rssMiB, 0)} / ${fmt(peakMiB, 0)} MiB`, `≤ ${TARGETS.rssMiB} MiB`, peakMiB <= TARGETS.rssMiB ? 'ok' : 'MISSED'],
+    ];
+    log('\n' + table(['measure', 'result', 'target', ''], rows));
+    log(`(load average during the run: ${os.loadavg().map((x) => x.toFixed(1)).join(' ')} on ${os.cpus().length} CPUs)`);
+    const file = writeResults('policy', {
+      bench: 'policy',
+      shape,
+      seed,
+      model: { via: seeded.via, elapsedMs: Math.round(seeded.elapsedMs), worstCaseIdentityId: seeded.worstCaseIdentityId, worstCaseServices: visible.length, worstCaseDialable: dialable.length },
+      machine: machineInfo(),
+      startupMs: Math.round(startupMs),
+      indexBuildMs: indexMs,
+      serviceList: { c1: list1, [`c${Math.min(concurrency, 8)}`]: listC, cpuMsPerRequest: listCpu },
+      sessions: sessions && { ...sessions, cpuMsPerRequest: sess?.cpuMsPerRequest },
+      polls: { ...polls, cpuMsPerRequest: pollCpu },
+      loadAverage: os.loadavg(),
+      policyChange: { visibleMs: changeMs, patchMs },
+      memory: { rssMiB, peakMiB },
+      targets: TARGETS,
+    });
+    log(`\nresults: ${file}`);
+    if (profDir) {
+      await ctl.stop();
+      const prof = latestProfile(profDir);
+      if (prof) for (const [name, w] of Object.entries(windows)) log(`\n== ${name} ==\n${formatProfile(summarizeProfile(prof, { root: ROOT, window: w }), 20)}`);
+      fs.rmSync(profDir, { recursive: true, force: true });
+    }
+  } finally {
+    await client?.close();
+    await ctl?.stop();
+    if (!argv['keep-data']) fs.rmSync(dataDir, { recursive: true, force: true });
+    else log(`data kept in ${dataDir}`);
+  }
+}
+
+main().catch((e) => {
+  process.stderr.write(`bench/policy failed: ${e instanceof Error ? e.stack : String(e)}\n`);
+  process.exit(1);
+});

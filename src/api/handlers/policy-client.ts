@@ -1,0 +1,239 @@
+/**
+ * Client API operations of the policy engine (behaviors §10–§14, §17): the caller's services (with
+ * permissions, configs and posture queries), their edge routers and terminators, the caller's edge
+ * routers, service sessions (create with the reference's check order, list/detail/delete), the
+ * service-update timestamp and posture responses.
+ */
+import type { Ctx } from '../context.js';
+import type { Reply } from '../operation.js';
+import { ApiError, errors } from '../errors.js';
+import { ok, empty } from '../envelope.js';
+import { listRecords, renderRecord, standardHandlers, write, type Registry } from '../../resources/define.js';
+import crypto from 'node:crypto';
+import type { Rec } from '../../store/store.js';
+import { PolicyEngine, type PolicyType } from '../../policy/engine.js';
+import { commonEdgeRouter, routerLive, routersOnlineFirst } from '../../policy/router-view.js';
+import type { PostureReport } from '../../policy/posture.js';
+
+type Handler = (ctx: Ctx) => Reply | Promise<Reply>;
+
+/** At most this many edge routers are listed for a service (connected first). */
+const MAX_SERVICE_ROUTERS = 25;
+
+const isAdmin = (ctx: Ctx) => ctx.identity?.isAdmin === true;
+
+/** A service the caller may see (admins: every service, decisions §5), else 404. */
+function visibleService(ctx: Ctx, id: string): Rec {
+  const svc = ctx.app.store.get('services', id);
+  if (!svc) throw errors.notFound();
+  if (!isAdmin(ctx) && !ctx.app.policy.hasAccess(ctx.identity!.id, id)) throw errors.notFound();
+  return svc;
+}
+
+/** A session the caller may see: its own (admins: any), not being removed. */
+function visibleSession(ctx: Ctx, id: string): Rec {
+  const s = ctx.app.store.get('sessions', id);
+  if (!s || ctx.app.policy.doomed.has(s.id)) throw errors.notFound();
+  if (!isAdmin(ctx) && s.identityId !== ctx.identity!.id) throw errors.notFound();
+  return s;
+}
+
+/** A list condition hiding sessions whose removal is committing (none: the fast list paths stay open). */
+function hideDoomed(ctx: Ctx): { where?: (r: Rec) => boolean } {
+  const doomed = ctx.app.policy.doomed;
+  return doomed.size ? { where: (r: Rec) => !doomed.has(r.id) } : {};
+}
+
+/** Concurrent creates of the same (API session, service, type) share one write. */
+const inFlight = new Map<string, Promise<Rec>>();
+
+async function createSession(reg: Registry, ctx: Ctx): Promise<Reply> {
+  const body = (ctx.body ?? {}) as { serviceId?: unknown; type?: unknown; tags?: unknown };
+  const engine = ctx.app.policy;
+  const identity = ctx.identity!;
+  const apiSession = ctx.session!;
+  if (typeof body.serviceId !== 'string' || body.serviceId === '') throw errors.field('serviceId', 'serviceId is required', body.serviceId ?? null);
+  const type: PolicyType = body.type === undefined || body.type === null || body.type === '' ? 'Dial' : (body.type as PolicyType);
+  if (type !== 'Dial' && type !== 'Bind') throw errors.field('type', 'must be one of Dial, Bind', body.type);
+  // 1. The service must be visible to the caller.
+  const service = visibleService(ctx, body.serviceId);
+  // 2. The caller must hold the requested permission.
+  if (!engine.hasAccess(identity.id, service.id, type)) throw errors.field('ServiceId', 'service not found', service.id);
+  // 3. At least one granting policy must have all its posture checks passing.
+  const decision = engine.postureDecision(identity.id, apiSession.id, service.id, type);
+  if (!decision.passing) {
+    const failure = { apiSessionId: apiSession.id, serviceId: service.id, serviceName: service.name, sessionType: type, when: Date.now(), policyFailures: decision.failures };
+    engine.recordFailure(identity.id, failure);
+    const detail = { ...failure, when: new Date(failure.when).toISOString() };
+    // The failure is both the cause's `data` and, as upstream renders it, its top-level fields.
+    throw new ApiError('INVALID_POSTURE', undefined, {
+      ...detail,
+      code: 'INVALID_POSTURE',
+      message: `posture checks failed for service ${service.name}`,
+      data: detail,
+    } as { code: string; message: string; data: unknown });
+  }
+  // 4. The identity's and the service's edge router policies must share a router.
+  if (!engine.hasCommonRouter(identity.id, service.id)) throw new ApiError('NO_EDGE_ROUTERS_AVAILABLE');
+  // Idempotent per (API session, service, type).
+  const key = `${apiSession.id}\u0000${service.id}\u0000${type}`;
+  let pending = inFlight.get(key);
+  if (!pending) {
+    const existing = engine.findSession(apiSession.id, service.id, type);
+    const found = existing ? ctx.app.store.get('sessions', existing) : undefined;
+    if (found) return ok(renderRecord(reg, reg.def('sessions'), found, { store: ctx.app.store, ctx }), 201);
+    const now = Date.now();
+    const rec: Rec = {
+      id: PolicyEngine.newSessionId(),
+      createdAt: now,
+      updatedAt: now,
+      tags: body.tags && typeof body.tags === 'object' ? body.tags : {},
+      token: crypto.randomUUID(),
+      type,
+      apiSessionId: apiSession.id,
+      serviceId: service.id,
+      identityId: identity.id,
+      servicePolicyIds: decision.policies.map((p) => p.id),
+    };
+    pending = write(ctx.app.store, (tx) => {
+      // The API session or the service may have gone meanwhile.
+      if (!tx.exists('apiSessions', apiSession.id)) throw errors.unauthorized();
+      if (!tx.exists('services', service.id)) throw errors.notFound();
+      tx.put('sessions', rec);
+      return rec;
+    });
+    inFlight.set(key, pending);
+    pending.finally(() => inFlight.delete(key)).catch(() => {});
+  }
+  const rec = await pending;
+  return ok(renderRecord(reg, reg.def('sessions'), rec, { store: ctx.app.store, ctx }), 201);
+}
+
+/** Services whose MFA checks a wake/unlock affects, with the grace time left (semantics §5). */
+function promptedServices(ctx: Ctx, r: PostureReport) {
+  if (r.typeId !== 'ENDPOINT_STATE' || (r.woken !== true && r.unlocked !== true)) return [];
+  const engine = ctx.app.policy;
+  const identity = ctx.identity!;
+  const out: Record<string, unknown>[] = [];
+  for (const sid of engine.accessibleServices(identity.id)) {
+    const seen = new Set<string>();
+    for (const t of ['Dial', 'Bind'] as const) {
+      for (const p of engine.grantingPolicies(identity.id, sid, t)) {
+        for (const cid of engine.policyChecks(p)) {
+          if (seen.has(cid)) continue;
+          const check = ctx.app.store.get('postureChecks', cid);
+          if (check?.typeId !== 'MFA') continue;
+          if (!((r.woken === true && check.promptOnWake) || (r.unlocked === true && check.promptOnUnlock))) continue;
+          seen.add(cid);
+          const res = engine.posture.evaluate(check, identity.id, ctx.session!.id, identity);
+          out.push({ id: sid, name: ctx.app.store.get('services', sid)?.name ?? '', postureQueryType: 'MFA', timeout: check.timeoutSeconds ?? -1, timeoutRemaining: res.timeoutRemaining });
+        }
+      }
+    }
+  }
+  return out;
+}
+
+function postureResponses(ctx: Ctx, reports: PostureReport[]): unknown[] {
+  const engine = ctx.app.policy;
+  let changed = false;
+  const services: unknown[] = [];
+  for (const r of reports) {
+    if (!r || typeof r !== 'object') throw errors.field('(root)', 'a posture response must be an object', r);
+    if (typeof r.id !== 'string' || r.id === '') throw errors.field('id', 'id is required', r.id ?? null);
+  }
+  for (const r of reports) {
+    changed = engine.posture.report(ctx.identity!.id, ctx.session!.id, r) || changed;
+    services.push(...promptedServices(ctx, r));
+  }
+  if (changed) engine.postureChanged(ctx.identity!.id);
+  return services;
+}
+
+export function policyClientHandlers(reg: Registry): Record<string, Handler> {
+  const svcDef = reg.def('services');
+  const adminServiceOps = standardHandlers(reg, svcDef);
+  const adminOnly = (h: Handler): Handler => (ctx) => {
+    // Upstream documents these as admin operations; on the Client API only admins may use them.
+    if (!isAdmin(ctx)) throw errors.unauthorized();
+    return h(ctx);
+  };
+  return {
+    'client:listServices': (ctx) => listRecords(reg, svcDef, ctx, isAdmin(ctx) ? {} : { candidates: ctx.app.policy.accessibleServices(ctx.identity!.id) }),
+    'client:detailService': (ctx) => ok(renderRecord(reg, svcDef, visibleService(ctx, ctx.params.id), { store: ctx.app.store, ctx })),
+    'client:deleteService': adminOnly(adminServiceOps.deleteService),
+    'client:patchService': adminOnly(adminServiceOps.patchService),
+    'client:updateService': adminOnly(adminServiceOps.updateService),
+
+    'client:listServiceEdgeRouters': (ctx) => {
+      const svc = visibleService(ctx, ctx.params.id);
+      const token = ctx.req.headers['session-token'];
+      if (token !== undefined) {
+        const s = token.trim() === '' ? undefined : ctx.app.store.findUnique('sessions', 'token', token.trim());
+        if (!s || ctx.app.policy.doomed.has(s.id) || s.apiSessionId !== ctx.session!.id || s.serviceId !== svc.id) throw errors.unauthorized();
+      }
+      const routers = routersOnlineFirst(ctx.app, ctx.app.policy.commonRouters(ctx.identity!.id, svc.id)).slice(0, MAX_SERVICE_ROUTERS);
+      return ok({ edgeRouters: routers.map((r) => commonEdgeRouter(ctx.app, r)) });
+    },
+    'client:listServiceTerminators': (ctx) => {
+      const svc = visibleService(ctx, ctx.params.id);
+      const def = reg.def('terminators');
+      return listRecords(reg, def, ctx, { candidates: ctx.app.store.idsByIndex('terminators', 'serviceId', svc.id) }, (t) => {
+        const full = renderRecord(reg, def, t, { store: ctx.app.store, ctx });
+        return { id: full.id, createdAt: full.createdAt, updatedAt: full.updatedAt, _links: full._links, tags: full.tags, identity: t.identity ?? '', routerId: t.routerId, serviceId: t.serviceId, service: full.service };
+      });
+    },
+
+    getCurrentIdentityEdgeRouters: (ctx) => {
+      const def = reg.def('edgeRouters');
+      // Enrolled routers only; admins get every one, others those their edge router policies allow.
+      const where = (r: Rec) => r.isVerified === true;
+      const extra = isAdmin(ctx) ? { where } : { where, candidates: ctx.app.policy.identityRouters(ctx.identity!.id) };
+      return listRecords(reg, def, ctx, extra, (r) => {
+        const live = routerLive(ctx.app, r.id);
+        return {
+          id: r.id,
+          createdAt: new Date(r.createdAt).toISOString(),
+          updatedAt: new Date(r.updatedAt).toISOString(),
+          _links: { self: { href: `./edge-routers/${r.id}` } },
+          tags: r.tags ?? {},
+          name: r.name,
+          appData: r.appData ?? {},
+          cost: r.cost ?? 0,
+          disabled: r.disabled === true,
+          noTraversal: r.noTraversal === true,
+          ...live,
+        };
+      });
+    },
+
+    createSession: (ctx) => createSession(reg, ctx),
+    'client:listSessions': (ctx) => {
+      if (isAdmin(ctx)) return listRecords(reg, reg.def('sessions'), ctx, hideDoomed(ctx));
+      return listRecords(reg, reg.def('sessions'), ctx, { ...hideDoomed(ctx), candidates: [...ctx.app.policy.sessionsOf(ctx.identity!.id)].map((s) => s.id) });
+    },
+    // Management views of sessions hide those whose removal is committing, like the Client API.
+    'management:listSessions': (ctx) => listRecords(reg, reg.def('sessions'), ctx, hideDoomed(ctx)),
+    'management:detailSession': (ctx) => {
+      const s = ctx.app.store.get('sessions', ctx.params.id);
+      if (!s || ctx.app.policy.doomed.has(s.id)) throw errors.notFound();
+      return ok(renderRecord(reg, reg.def('sessions'), s, { store: ctx.app.store, ctx }));
+    },
+    'client:detailSession': (ctx) => ok(renderRecord(reg, reg.def('sessions'), visibleSession(ctx, ctx.params.id), { store: ctx.app.store, ctx })),
+    'client:deleteSession': async (ctx) => {
+      const s = visibleSession(ctx, ctx.params.id);
+      await write(ctx.app.store, (tx) => {
+        if (!tx.delete('sessions', s.id)) throw errors.notFound();
+      });
+      return empty();
+    },
+
+    listServiceUpdates: (ctx) => ok({ lastChangeAt: new Date(ctx.app.policy.lastChangeAt(ctx.session!, ctx.app.startedAt)).toISOString() }),
+
+    createPostureResponse: (ctx) => ok({ services: postureResponses(ctx, [ctx.body as PostureReport]) }, 201),
+    createPostureResponseBulk: (ctx) => {
+      if (!Array.isArray(ctx.body)) throw errors.field('(root)', 'must be an array of posture responses', ctx.body);
+      return ok({ services: postureResponses(ctx, ctx.body as PostureReport[]) }, 201);
+    },
+  };
+}

@@ -1,0 +1,329 @@
+/**
+ * Management API views derived from the role index (behaviors §9–§12): what each policy selects,
+ * which policies select an entity, identity ↔ service ↔ edge router reachability, role attribute
+ * lists, policy advice, service configs per identity, posture data, failed service requests and
+ * the resource summary. Every list pages and filters like any other list (runList over the
+ * candidate ids the index yields).
+ */
+import type { Ctx } from '../context.js';
+import type { Reply } from '../operation.js';
+import { errors } from '../errors.js';
+import { ok, empty, list as listEnvelope } from '../envelope.js';
+import { parseListParams } from '../query.js';
+import { compileFilter } from '../filter/index.js';
+import { sortRecords } from '../query.js';
+import { listRecords, renderRecord, entityRef, write, type Registry } from '../../resources/define.js';
+import type { Rec } from '../../store/store.js';
+import type { Kind, PolicyColl, Side } from '../../policy/role-index.js';
+import { isPermitted } from '../../auth/permissions.js';
+import { routerLive } from '../../policy/router-view.js';
+
+type Handler = (ctx: Ctx) => Reply | Promise<Reply>;
+
+const KIND_COLLECTION: Record<Kind, string> = { identities: 'identities', services: 'services', edgeRouters: 'edgeRouters', postureChecks: 'postureChecks' };
+
+function must(ctx: Ctx, collection: string, id: string): Rec {
+  const rec = ctx.app.store.get(collection, id);
+  if (!rec) throw errors.notFound();
+  return rec;
+}
+
+/** List the records of `collection` among `ids` (undefined: the whole collection). */
+function listAmong(reg: Registry, ctx: Ctx, collection: string, ids: Iterable<string> | undefined): Reply {
+  return listRecords(reg, reg.def(collection), ctx, ids === undefined ? {} : { candidates: ids });
+}
+
+/** What one side of a policy selects (`#all` lists the whole collection without materialising it). */
+function sideList(reg: Registry, coll: PolicyColl, kind: Kind): Handler {
+  return (ctx) => {
+    must(ctx, coll, ctx.params.id);
+    const side = ctx.app.policy.index.policy(ctx.params.id)?.sides.get(kind) as Side | undefined;
+    if (!side) return listAmong(reg, ctx, KIND_COLLECTION[kind], []);
+    return listAmong(reg, ctx, KIND_COLLECTION[kind], side.all ? undefined : side.members);
+  };
+}
+
+/** The policies of a collection that select an entity. */
+function policiesOf(reg: Registry, kind: Kind, coll: PolicyColl): Handler {
+  return (ctx) => {
+    must(ctx, KIND_COLLECTION[kind], ctx.params.id);
+    const ids = [...ctx.app.policy.index.policiesOf(kind, ctx.params.id, coll)].map((p) => p.id);
+    return listAmong(reg, ctx, coll, ids);
+  };
+}
+
+function policyType(ctx: Ctx): 'Dial' | 'Bind' | undefined {
+  const v = ctx.req.query.get('policyType');
+  if (v === null || v === '') return undefined;
+  const t = v.toLowerCase();
+  if (t === 'dial') return 'Dial';
+  if (t === 'bind') return 'Bind';
+  throw errors.field('policyType', 'must be one of dial, bind', v);
+}
+
+/** A list of plain strings (role attributes) with the standard paging and `id` filters. */
+function stringList(ctx: Ctx, values: Iterable<string>): Reply {
+  const symbols = { id: { type: 'string' as const } };
+  const p = parseListParams(ctx.req.query, symbols);
+  const pred = compileFilter(p.filter.where, symbols);
+  const recs = [...values].map((id) => ({ id }) as unknown as Rec).filter((r) => pred(r));
+  if (p.sort.length) sortRecords(recs, symbols, p.sort);
+  else recs.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  const end = p.limit === -1 ? undefined : p.offset + p.limit;
+  return listEnvelope(
+    recs.slice(p.offset, end).map((r) => r.id),
+    { limit: p.limit, offset: p.offset, totalCount: recs.length },
+    ['id'],
+  );
+}
+
+/** Counted per collection, only those the caller may read (decisions §3). */
+const SUMMARY: [key: string, collection: string, family: string][] = [
+  ['identities', 'identities', 'identity'],
+  ['services', 'services', 'service'],
+  ['servicePolicies', 'servicePolicies', 'service-policy'],
+  ['edgeRouters', 'edgeRouters', 'router'],
+  ['edgeRouterPolicies', 'edgeRouterPolicies', 'edge-router-policy'],
+  ['serviceEdgeRouterPolicies', 'serviceEdgeRouterPolicies', 'service-edge-router-policy'],
+  ['routers', 'routers', 'router'],
+  ['terminators', 'terminators', 'terminator'],
+  ['configs', 'configs', 'config'],
+  ['configTypes', 'configTypes', 'config-type'],
+  ['postureChecks', 'postureChecks', 'posture-check'],
+  ['authPolicies', 'authPolicies', 'auth-policy'],
+  ['cas', 'cas', 'ca'],
+  ['externalJwtSigners', 'externalJwtSigners', 'external-jwt-signer'],
+  ['enrollments', 'enrollments', 'enrollment'],
+  ['apiSessions', 'apiSessions', 'ops'],
+  ['sessions', 'sessions', 'ops'],
+];
+
+interface ServiceConfigPair {
+  serviceId: string;
+  configId: string;
+}
+
+/** Validate `[{serviceId, configId}]`: both must exist (404 otherwise, behaviors §16). */
+function pairsOf(ctx: Ctx, body: unknown, requireAll: boolean): ServiceConfigPair[] {
+  if (body === undefined || body === null) {
+    if (requireAll) throw errors.field('(root)', 'an array of service config pairs is required', body);
+    return [];
+  }
+  if (!Array.isArray(body)) throw errors.field('(root)', 'must be an array of {serviceId, configId}', body);
+  const out: ServiceConfigPair[] = [];
+  body.forEach((p, i) => {
+    if (!p || typeof p !== 'object') throw errors.field(`[${i}]`, 'must be an object', p);
+    const { serviceId, configId } = p as Record<string, unknown>;
+    if (typeof serviceId !== 'string' || serviceId === '') throw errors.field(`[${i}].serviceId`, 'is required', serviceId);
+    if (typeof configId !== 'string' || configId === '') throw errors.field(`[${i}].configId`, 'is required', configId);
+    out.push({ serviceId, configId });
+  });
+  return out;
+}
+
+export function policyViewHandlers(reg: Registry): Record<string, Handler> {
+  return {
+    // What each policy selects.
+    listServicePolicyIdentities: sideList(reg, 'servicePolicies', 'identities'),
+    listServicePolicyServices: sideList(reg, 'servicePolicies', 'services'),
+    listServicePolicyPostureChecks: sideList(reg, 'servicePolicies', 'postureChecks'),
+    listEdgeRouterPolicyIdentities: sideList(reg, 'edgeRouterPolicies', 'identities'),
+    listEdgeRouterPolicyEdgeRouters: sideList(reg, 'edgeRouterPolicies', 'edgeRouters'),
+    listServiceEdgeRouterPolicyServices: sideList(reg, 'serviceEdgeRouterPolicies', 'services'),
+    listServiceEdgeRouterPolicyEdgeRouters: sideList(reg, 'serviceEdgeRouterPolicies', 'edgeRouters'),
+
+    // Which policies select an entity.
+    listIdentityServicePolicies: policiesOf(reg, 'identities', 'servicePolicies'),
+    listIdentitysEdgeRouterPolicies: policiesOf(reg, 'identities', 'edgeRouterPolicies'),
+    listServiceServicePolicies: policiesOf(reg, 'services', 'servicePolicies'),
+    listServiceServiceEdgeRouterPolicies: policiesOf(reg, 'services', 'serviceEdgeRouterPolicies'),
+    listEdgeRouterEdgeRouterPolicies: policiesOf(reg, 'edgeRouters', 'edgeRouterPolicies'),
+    listEdgeRouterServiceEdgeRouterPolicies: policiesOf(reg, 'edgeRouters', 'serviceEdgeRouterPolicies'),
+
+    // Reachability.
+    listIdentityServices: (ctx) => {
+      must(ctx, 'identities', ctx.params.id);
+      const type = policyType(ctx);
+      const view = ctx.app.policy.view(ctx.params.id);
+      const ids = [...view.services].filter(([, e]) => (type === 'Dial' ? e.dial.length : type === 'Bind' ? e.bind.length : 1) > 0).map(([id]) => id);
+      return listAmong(reg, ctx, 'services', ids);
+    },
+    listIdentityEdgeRouters: (ctx) => {
+      must(ctx, 'identities', ctx.params.id);
+      return listAmong(reg, ctx, 'edgeRouters', ctx.app.policy.identityRouters(ctx.params.id));
+    },
+    listServiceIdentities: (ctx) => {
+      must(ctx, 'services', ctx.params.id);
+      return listAmong(reg, ctx, 'identities', ctx.app.policy.serviceIdentities(ctx.params.id, policyType(ctx)));
+    },
+    'management:listServiceEdgeRouters': (ctx) => {
+      must(ctx, 'services', ctx.params.id);
+      return listAmong(reg, ctx, 'edgeRouters', ctx.app.policy.serviceRoutersOf(ctx.params.id));
+    },
+    listEdgeRouterIdentities: (ctx) => {
+      must(ctx, 'edgeRouters', ctx.params.id);
+      return listAmong(reg, ctx, 'identities', ctx.app.policy.routerIdentities(ctx.params.id));
+    },
+    listEdgeRouterServices: (ctx) => {
+      must(ctx, 'edgeRouters', ctx.params.id);
+      return listAmong(reg, ctx, 'services', ctx.app.policy.routerServices(ctx.params.id));
+    },
+
+    // Role attributes in use.
+    listIdentityRoleAttributes: (ctx) => stringList(ctx, ctx.app.policy.index.attributes('identities')),
+    listServiceRoleAttributes: (ctx) => stringList(ctx, ctx.app.policy.index.attributes('services')),
+    listEdgeRouterRoleAttributes: (ctx) => stringList(ctx, ctx.app.policy.index.attributes('edgeRouters')),
+    listPostureCheckRoleAttributes: (ctx) => stringList(ctx, ctx.app.policy.index.attributes('postureChecks')),
+
+    getIdentityPolicyAdvice: (ctx) => {
+      const identity = must(ctx, 'identities', ctx.params.id);
+      const service = must(ctx, 'services', ctx.params.serviceId);
+      const engine = ctx.app.policy;
+      const common = engine.commonRouters(identity.id, service.id);
+      return ok({
+        identityId: identity.id,
+        identity: entityRef(ctx.app.store, reg.def('identities'), identity.id),
+        serviceId: service.id,
+        service: entityRef(ctx.app.store, reg.def('services'), service.id),
+        isDialAllowed: engine.hasAccess(identity.id, service.id, 'Dial'),
+        isBindAllowed: engine.hasAccess(identity.id, service.id, 'Bind'),
+        identityRouterCount: engine.identityRouters(identity.id).size,
+        serviceRouterCount: engine.serviceRoutersOf(service.id).size,
+        commonRouters: common.map((rid) => ({ ...entityRef(ctx.app.store, reg.def('edgeRouters'), rid), isOnline: routerLive(ctx.app, rid).isOnline })),
+      });
+    },
+
+    // Per-identity service config overrides.
+    listIdentitysServiceConfigs: (ctx) => {
+      const identity = must(ctx, 'identities', ctx.params.id);
+      // Pairs of a deleted service are left on the identity (no index leads there) but never shown or applied.
+      const pairs = ((identity.serviceConfigs as ServiceConfigPair[] | undefined) ?? []).filter((p) => ctx.app.store.has('services', p.serviceId));
+      const data = pairs.map((p) => ({
+        serviceId: p.serviceId,
+        service: entityRef(ctx.app.store, reg.def('services'), p.serviceId),
+        configId: p.configId,
+        config: entityRef(ctx.app.store, reg.def('configs'), p.configId),
+      }));
+      return listEnvelope(data, { limit: -1, offset: 0, totalCount: data.length }, []);
+    },
+    associateIdentitysServiceConfigs: async (ctx) => {
+      const pairs = pairsOf(ctx, ctx.body, true);
+      await write(ctx.app.store, (tx) => {
+        const identity = tx.get('identities', ctx.params.id);
+        if (!identity) throw errors.notFound();
+        const current = [...((identity.serviceConfigs as ServiceConfigPair[] | undefined) ?? [])];
+        for (const p of pairs) {
+          if (!tx.exists('services', p.serviceId)) throw errors.notFound();
+          const cfg = tx.get('configs', p.configId);
+          if (!cfg) throw errors.notFound();
+          // One override per (service, config type): a new one replaces the previous of its type.
+          for (let i = current.length - 1; i >= 0; i--) {
+            const c = current[i];
+            if (c.serviceId !== p.serviceId) continue;
+            if (c.configId === p.configId || tx.get('configs', c.configId)?.configTypeId === cfg.configTypeId) current.splice(i, 1);
+          }
+          current.push({ serviceId: p.serviceId, configId: p.configId });
+        }
+        tx.put('identities', { ...identity, serviceConfigs: current, overrideConfigIds: [...new Set(current.map((c) => c.configId))], updatedAt: Date.now() });
+      });
+      return empty();
+    },
+    disassociateIdentitysServiceConfigs: async (ctx) => {
+      const pairs = pairsOf(ctx, ctx.body, false);
+      await write(ctx.app.store, (tx) => {
+        const identity = tx.get('identities', ctx.params.id);
+        if (!identity) throw errors.notFound();
+        const current = (identity.serviceConfigs as ServiceConfigPair[] | undefined) ?? [];
+        // No body: remove every override. A pair removes the override of its config's type for that service.
+        const next =
+          ctx.body === undefined || ctx.body === null
+            ? []
+            : current.filter((c) => {
+                return !pairs.some((p) => {
+                  if (p.serviceId !== c.serviceId) return false;
+                  if (p.configId === c.configId) return true;
+                  const a = tx.get('configs', p.configId)?.configTypeId;
+                  return a !== undefined && a === tx.get('configs', c.configId)?.configTypeId;
+                });
+              });
+        if (next.length === current.length) return;
+        tx.put('identities', { ...identity, serviceConfigs: next, overrideConfigIds: [...new Set(next.map((c) => c.configId))], updatedAt: Date.now() });
+      });
+      return empty();
+    },
+
+    getIdentityPostureData: (ctx) => {
+      const identity = must(ctx, 'identities', ctx.params.id);
+      return ok(renderPostureData(ctx, identity));
+    },
+    getIdentityFailedServiceRequests: (ctx) => {
+      must(ctx, 'identities', ctx.params.id);
+      const data = ctx.app.policy.failedRequests(ctx.params.id).map((f) => ({
+        apiSessionId: f.apiSessionId,
+        serviceId: f.serviceId,
+        serviceName: f.serviceName,
+        sessionType: f.sessionType,
+        when: new Date(f.when).toISOString(),
+        policyFailures: f.policyFailures,
+      }));
+      return ok(data);
+    },
+
+    listSummary: (ctx) => {
+      const data: Record<string, number> = {};
+      for (const [key, coll, family] of SUMMARY) {
+        if (!isPermitted(ctx.identity!, { family, action: 'read' })) continue;
+        data[key] = ctx.app.store.count(coll);
+      }
+      return ok(data);
+    },
+
+    detailSessionRoutePath: (ctx) => {
+      const s = ctx.app.store.get('sessions', ctx.params.id);
+      if (!s || ctx.app.policy.doomed.has(s.id)) throw errors.notFound();
+      // A route path exists once a circuit is dialed through edge routers; this controller keeps no
+      // circuits (the data plane is the routers'), so the path of every session is empty.
+      return ok({ routePath: [] });
+    },
+  };
+}
+
+const ZERO_TIME = '0001-01-01T00:00:00.000Z';
+const iso = (ms: number | undefined) => (ms === undefined ? ZERO_TIME : new Date(ms).toISOString());
+
+function renderPostureData(ctx: Ctx, identity: Rec) {
+  const { posture } = ctx.app.policy;
+  const d = posture.identities.get(identity.id);
+  const stamp = (s: { postureCheckId: string; at: number } | undefined) => ({ postureCheckId: s?.postureCheckId ?? '', timedOut: false, lastUpdatedAt: iso(s?.at) });
+  const apiSessionPostureData: Record<string, unknown> = {};
+  for (const asid of ctx.app.store.idsByIndex('apiSessions', 'identityId', identity.id)) {
+    const s = posture.sessions.get(asid);
+    const passed = s?.passedMfaAt !== undefined;
+    apiSessionPostureData[asid] = {
+      mfa: {
+        apiSessionId: asid,
+        passedMfa: passed,
+        passedAt: passed ? iso(s!.passedMfaAt) : null,
+        passedOnWake: passed && s!.wokenAt !== undefined && s!.passedMfaAt! > s!.wokenAt,
+        passedOnUnlock: passed && s!.unlockedAt !== undefined && s!.passedMfaAt! > s!.unlockedAt,
+      },
+      endpointState: { wokenAt: s?.wokenAt ? iso(s.wokenAt) : null, unlockedAt: s?.unlockedAt ? iso(s.unlockedAt) : null },
+      sdkInfo: identity.sdkInfo ?? {},
+    };
+  }
+  return {
+    mac: { ...stamp(d?.mac), addresses: d?.mac?.addresses ?? [] },
+    domain: { ...stamp(d?.domain), domain: d?.domain?.domain ?? '' },
+    os: { ...stamp(d?.os), type: d?.os?.type ?? '', version: d?.os?.version ?? '', build: d?.os?.build ?? '' },
+    processes: [...(d?.processes.values() ?? [])].map((p) => ({
+      ...stamp(p),
+      path: p.path,
+      isRunning: p.isRunning,
+      binaryHash: p.hash,
+      signerFingerprints: p.signerFingerprints,
+    })),
+    apiSessionPostureData,
+  };
+}
+
+export { renderRecord };

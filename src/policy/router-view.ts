@@ -1,0 +1,61 @@
+/**
+ * Edge routers as clients see them: stored fields plus live state from the control channel
+ * (`app.presence`, issue #7): `isOnline`, `hostname`, `supportedProtocols` (protocol → address).
+ */
+import type { Rec, Store } from '../store/store.js';
+import type { Presence } from '../control/presence.js';
+import type { PolicyEngine } from './engine.js';
+
+/** What these views read: the store, the live router connections and the policy engine. */
+export interface RouterViewDeps {
+  store: Store;
+  presence: Presence;
+  policy: PolicyEngine;
+}
+type App = RouterViewDeps;
+
+export function routerLive(app: App, routerId: string) {
+  const conn = app.presence.get(routerId);
+  return {
+    isOnline: conn !== undefined,
+    hostname: conn?.hostname ?? '',
+    supportedProtocols: (conn?.protocols ?? {}) as Record<string, string>,
+    syncStatus: conn ? 'SYNC_DONE' : 'SYNC_DISCONNECTED',
+  };
+}
+
+/** `commonEdgeRouterProperties` (service edge routers) and `sessionEdgeRouter` (with `urls`). */
+export function commonEdgeRouter(app: App, r: Rec) {
+  const live = routerLive(app, r.id);
+  return {
+    name: r.name,
+    hostname: live.hostname,
+    isOnline: live.isOnline,
+    supportedProtocols: live.supportedProtocols,
+    urls: live.supportedProtocols,
+    syncStatus: live.syncStatus,
+    cost: r.cost ?? 0,
+    noTraversal: r.noTraversal === true,
+    disabled: r.disabled === true,
+    appData: r.appData ?? {},
+  };
+}
+
+/** Router records for ids, connected ones first, then by name. */
+export function routersOnlineFirst(app: App, ids: Iterable<string>): Rec[] {
+  const recs: Rec[] = [];
+  for (const id of ids) {
+    const r = app.store.get('edgeRouters', id);
+    if (r) recs.push(r);
+  }
+  return recs.sort((a, b) => Number(app.presence.isOnline(b.id)) - Number(app.presence.isOnline(a.id)) || String(a.name).localeCompare(String(b.name)));
+}
+
+/** The edge routers a session may use: the policy intersection, connected ones only (they have addresses). */
+export function sessionEdgeRouters(app: App, identityId: string, serviceId: string) {
+  return app.policy
+    .commonRouters(identityId, serviceId, (id) => app.presence.isOnline(id))
+    .map((id) => app.store.get('edgeRouters', id))
+    .filter((r): r is Rec => r !== undefined)
+    .map((r) => commonEdgeRouter(app, r));
+}

@@ -1,0 +1,119 @@
+/**
+ * What a service looks like to one caller (semantics §2, §4, §5): `permissions` from the policies
+ * that grant it, the `config` map (the service's configs of the requested types, then the caller's
+ * per-identity overrides, which win), and `postureQueries` per granting policy.
+ *
+ * Example: serviceExtras(engine, svcRec, { identityId, apiSessionId, configTypes: new Set(['all']) })
+ *   → { permissions: ['Dial'], config: { 'intercept.v1': {...} }, postureQueries: [...] }
+ */
+import type { Rec, Store } from '../store/store.js';
+import type { PolicyEngine, PolicyType } from './engine.js';
+import type { CheckResult } from './posture.js';
+
+export interface Caller {
+  identityId: string;
+  apiSessionId: string;
+  identity?: Rec;
+  /** Config type ids requested (`all` for every type); empty → no config entries. */
+  configTypes: ReadonlySet<string>;
+}
+
+/** Config types given as ids or names (`all` stays); unknown ones are dropped. */
+export function resolveConfigTypes(store: Store, wanted: Iterable<string>): Set<string> {
+  const out = new Set<string>();
+  for (const w of wanted) {
+    if (typeof w !== 'string' || w === '') continue;
+    if (w === 'all') out.add('all');
+    else if (store.has('configTypes', w)) out.add(w);
+    else {
+      const byName = store.findUnique('configTypes', 'name', w);
+      if (byName) out.add(byName.id);
+    }
+  }
+  return out;
+}
+
+/** Config type name → data for the caller's view of a service. */
+export function configMap(store: Store, service: Rec, identity: Rec | undefined, types: ReadonlySet<string>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  if (types.size === 0) return out;
+  const all = types.has('all');
+  const byType = new Map<string, Rec>();
+  for (const cid of (service.configs as string[]) ?? []) {
+    const cfg = store.get('configs', cid);
+    if (cfg && (all || types.has(cfg.configTypeId))) byType.set(cfg.configTypeId, cfg);
+  }
+  for (const pair of (identity?.serviceConfigs as { serviceId: string; configId: string }[] | undefined) ?? []) {
+    if (pair.serviceId !== service.id) continue;
+    const cfg = store.get('configs', pair.configId);
+    if (cfg && (all || types.has(cfg.configTypeId))) byType.set(cfg.configTypeId, cfg);
+  }
+  for (const [typeId, cfg] of byType) {
+    const name = store.get('configTypes', typeId)?.name ?? typeId;
+    out[name] = cfg.data;
+  }
+  return out;
+}
+
+const iso = (ms: number | null | undefined) => (ms === null || ms === undefined ? null : new Date(ms).toISOString());
+
+/** One posture query as a client sees it. */
+export function renderPostureQuery(check: Rec, r: CheckResult): Record<string, unknown> {
+  const q: Record<string, unknown> = {
+    _links: { self: { href: `./posture-checks/${check.id}` } },
+    id: check.id,
+    name: check.name,
+    createdAt: iso(check.createdAt),
+    updatedAt: iso(r.updatedAt),
+    tags: check.tags ?? {},
+    queryType: check.typeId,
+    isPassing: r.passing,
+    timeout: r.timeout,
+    timeoutRemaining: r.timeoutRemaining,
+    timeoutAt: iso(r.timeoutAt),
+  };
+  if (check.typeId === 'MFA') {
+    q.promptOnWake = check.promptOnWake === true;
+    q.promptOnUnlock = check.promptOnUnlock === true;
+    q.promptGracePeriodSeconds = 300;
+  }
+  if (check.typeId === 'PROCESS') q.process = { osType: check.process?.osType, path: check.process?.path };
+  if (check.typeId === 'PROCESS_MULTI') q.processes = ((check.processes as { osType?: string; path?: string }[]) ?? []).map((p) => ({ osType: p.osType, path: p.path }));
+  return q;
+}
+
+export function postureQueries(engine: PolicyEngine, serviceId: string, caller: Caller): Record<string, unknown>[] {
+  const { identityId, apiSessionId, identity } = caller;
+  const out: Record<string, unknown>[] = [];
+  const types: PolicyType[] = ['Dial', 'Bind'];
+  if (engine.index.entityCount('postureChecks') === 0) {
+    for (const t of types) {
+      if (engine.grantingPolicies(identityId, serviceId, t).length === 0) continue;
+      out.push({ policyId: `dummy ${t.toLowerCase()} policy: no posture checks defined`, policyType: t, isPassing: true, postureQueries: [] });
+    }
+    return out;
+  }
+  for (const t of types) {
+    for (const p of engine.grantingPolicies(identityId, serviceId, t)) {
+      const queries: Record<string, unknown>[] = [];
+      let passing = true;
+      for (const cid of engine.policyChecks(p)) {
+        const r = engine.evaluateCheck(cid, identityId, apiSessionId, identity);
+        if (!r) continue;
+        passing &&= r.result.passing;
+        queries.push(renderPostureQuery(r.check, r.result));
+      }
+      out.push({ policyId: p.id, policyType: t, isPassing: passing, postureQueries: queries });
+    }
+  }
+  return out;
+}
+
+export function serviceExtras(engine: PolicyEngine, store: Store, service: Rec, caller: Caller | undefined): Record<string, unknown> {
+  if (!caller) return { permissions: ['Invalid'], config: {}, postureQueries: [] };
+  return {
+    permissions: engine.permissions(caller.identityId, service.id),
+    config: configMap(store, service, caller.identity, caller.configTypes),
+    postureQueries: postureQueries(engine, service.id, caller),
+  };
+}

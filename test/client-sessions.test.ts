@@ -1,0 +1,181 @@
+/**
+ * Service sessions (behaviors §14) and the service-update timestamp (behaviors §17) against the
+ * real controller: the create check order and error codes, idempotence, visibility, removal on
+ * logout and on loss of access, and exactly which changes move `lastChangeAt`.
+ */
+import t from 'tap';
+import { startServer, isError, type Client, type Server } from './helpers/server.js';
+import { Fixture, ids } from './helpers/policy-fixture.js';
+import { sleep } from './helpers/assert.js';
+
+let srv: Server;
+let admin: Client;
+let f: Fixture;
+
+t.before(async () => {
+  srv = await startServer(t);
+  admin = await srv.login();
+  f = new Fixture(srv, admin);
+});
+
+t.test('session create: check order, errors, idempotence', async (t) => {
+  const u = await f.user('ss-user', ['ss-id']);
+  const S = await f.svc('ss-s', ['ss-svc']);
+  const hidden = await f.svc('ss-hidden');
+  await f.router('ss-r1', ['ss-r']);
+  const dial = await f.sp('ss-dial', 'Dial', ['#ss-id'], ['#ss-svc']);
+  t.ok(isError(await u.client.post('/sessions', { serviceId: hidden }), 404, 'NOT_FOUND'), 'invisible service → 404');
+  t.ok(isError(await u.client.post('/sessions', { serviceId: 'made-up' }), 404, 'NOT_FOUND'), 'unknown service → 404');
+  const wrong = await u.client.post('/sessions', { serviceId: S, type: 'Bind' });
+  t.ok(isError(wrong, 400, 'COULD_NOT_VALIDATE'), 'Bind with only Dial → 400');
+  t.equal(wrong.body?.error?.cause?.field, 'ServiceId', 'cause field ServiceId');
+  t.ok(isError(await u.client.post('/sessions', { serviceId: S }), 400, 'NO_EDGE_ROUTERS_AVAILABLE'), 'no shared router → 400');
+  await f.erp('ss-erp', ['#ss-id'], ['#ss-r']);
+  t.ok(isError(await u.client.post('/sessions', { serviceId: S }), 400, 'NO_EDGE_ROUTERS_AVAILABLE'), 'identity routers only → still 400');
+  await f.serp('ss-serp', ['#ss-svc'], ['#ss-r']);
+  const r = await u.client.post('/sessions', { serviceId: S });
+  t.equal(r.status, 201, `create → 201 (${r.text.slice(0, 200)})`);
+  const s = r.body.data;
+  t.equal(s.type, 'Dial', 'type defaults to Dial');
+  t.equal(s.serviceId, S);
+  t.equal(s.identityId, u.id);
+  t.type(s.apiSessionId, 'string');
+  t.match(s.token, /^[0-9a-f-]{36}$/, 'token is a UUID');
+  t.same(s.edgeRouters, [], 'no router is connected');
+  const again = await u.client.post('/sessions', { serviceId: S, type: 'Dial' });
+  t.equal(again.status, 201, 'repeat → 201');
+  t.equal(again.body.data.id, s.id, 'same session');
+  t.equal(again.body.data.token, s.token, 'same token');
+  // Concurrent creates share one session.
+  const other = await u.login();
+  const many = await Promise.all(Array.from({ length: 8 }, () => other.post('/sessions', { serviceId: S })));
+  t.equal(new Set(many.map((m) => m.body?.data?.id)).size, 1, 'concurrent creates → one session');
+  t.not(many[0].body.data.id, s.id, 'another API session gets its own');
+  // A session-token of the caller's API session is accepted on the service edge router list.
+  t.equal((await u.client.get(`/services/${S}/edge-routers`, { headers: { 'session-token': s.token } })).status, 200, 'own session token');
+  t.ok(isError(await other.get(`/services/${S}/edge-routers`, { headers: { 'session-token': s.token } }), 401, 'UNAUTHORIZED'), 'another API session token → 401');
+  // Bind.
+  await f.sp('ss-bind', 'Bind', ['#ss-id'], ['#ss-svc']);
+  const b = await u.client.post('/sessions', { serviceId: S, type: 'Bind' });
+  t.equal(b.status, 201, 'Bind → 201');
+  t.equal(b.body.data.type, 'Bind');
+  t.not(b.body.data.id, s.id, 'Bind is a distinct session');
+  t.ok(isError(await u.client.post('/sessions', { serviceId: S, type: 'Sideways' }), 400, 'COULD_NOT_VALIDATE'), 'bad type → 400');
+  t.ok(isError(await u.client.post('/sessions', {}), 400, 'COULD_NOT_VALIDATE'), 'no serviceId → 400');
+  // Listing and visibility.
+  const mine = await u.client.get('/sessions?limit=-1');
+  t.same(ids(mine), [s.id, b.body.data.id, many[0].body.data.id].sort(), "the identity's sessions (all its API sessions)");
+  const v = await f.user('ss-viewer', ['ss-id']);
+  t.same(ids(await v.client.get('/sessions')), [], 'another identity sees none');
+  t.ok(isError(await v.client.get(`/sessions/${s.id}`), 404, 'NOT_FOUND'), 'other identity detail → 404');
+  t.ok(isError(await v.client.delete(`/sessions/${s.id}`), 404, 'NOT_FOUND'), 'other identity delete → 404');
+  t.equal((await u.client.get(`/sessions/${s.id}`)).status, 200, 'own detail');
+  const md = (await admin.get(`/sessions/${s.id}`)).body.data;
+  t.same(md.servicePolicies.map((p: any) => p.id), [dial], 'management detail: granting policies');
+  t.equal(md.service.id, S);
+  t.equal((await admin.get(`/sessions/${s.id}/route-path`)).status, 200, 'route path');
+  const ac = await srv.login('admin', undefined, 'client');
+  t.ok(ids(await ac.get('/sessions?limit=-1')).includes(s.id), 'admin sees all sessions');
+  t.equal((await u.client.delete(`/sessions/${b.body.data.id}`)).status, 200, 'delete own');
+  t.ok(isError(await u.client.get(`/sessions/${b.body.data.id}`), 404, 'NOT_FOUND'), 'deleted');
+  // Logout removes the API session's sessions.
+  const o = many[0].body.data.id;
+  t.equal((await other.delete('/current-api-session')).status, 200, 'logout');
+  t.ok(isError(await admin.get(`/sessions/${o}`), 404, 'NOT_FOUND'), 'its sessions are gone');
+  // Losing access removes sessions.
+  t.equal((await admin.patch(`/identities/${u.id}`, { roleAttributes: [] })).status, 200);
+  t.ok(isError(await u.client.get(`/sessions/${s.id}`), 404, 'NOT_FOUND'), 'session gone with the access');
+  for (let i = 0; i < 50 && (await admin.get(`/sessions/${s.id}`)).status !== 404; i++) await sleep(20);
+  t.ok(isError(await admin.get(`/sessions/${s.id}`), 404, 'NOT_FOUND'), 'and deleted from the store');
+});
+
+t.test('service-update timestamp moves exactly on relevant changes', async (t) => {
+  const u = await f.user('su-user', ['su-id']);
+  const last = async () => {
+    const r = await u.client.get('/current-api-session/service-updates');
+    t.equal(r.status, 200);
+    return r.body.data.lastChangeAt as string;
+  };
+  const cur = (await u.client.get('/current-api-session')).body.data;
+  const t0 = await last();
+  t.equal(t0, cur.createdAt, 'fresh login: the API session createdAt');
+  let prev = t0;
+  const moved = async (what: string) => {
+    const now = await last();
+    t.ok(now > prev, `${what}: advanced (${prev} → ${now})`);
+    prev = now;
+  };
+  const still = async (what: string) => t.equal(await last(), prev, `${what}: unchanged`);
+
+  const S = await f.svc('su-s', ['su-svc']);
+  await still('service nobody grants created');
+  const other = await f.sp('su-other', 'Dial', ['#someone-else'], ['#su-svc']);
+  await still('policy without the identity');
+  const P = await f.sp('su-dial', 'Dial', ['#su-id'], ['#su-svc']);
+  await moved('matching Dial policy created');
+  const P2 = await f.sp('su-dial-2', 'Dial', [`@${u.id}`], [`@${S}`]);
+  await still('a second policy granting the same access');
+  await admin.delete(`/service-policies/${P2}`);
+  await still('deleting the redundant policy');
+  await admin.patch(`/services/${S}`, { terminatorStrategy: 'weighted' });
+  await moved('accessible service updated');
+  const S2 = await f.svc('su-s2', ['su-svc']);
+  await moved('matching service created');
+  await admin.patch(`/services/${S2}`, { roleAttributes: [] });
+  await moved('service attribute change removes access');
+  await admin.patch(`/services/${S2}`, { roleAttributes: ['unrelated'] });
+  await still('unrelated attribute change of an inaccessible service');
+  await admin.patch(`/identities/${u.id}`, { roleAttributes: ['su-id', 'extra'] });
+  await still('identity attribute change without access change');
+  await admin.patch(`/identities/${u.id}`, { roleAttributes: [] });
+  await moved('identity loses access');
+  await admin.patch(`/identities/${u.id}`, { roleAttributes: ['su-id'] });
+  await moved('identity regains access');
+  await admin.patch(`/service-policies/${other}`, { identityRoles: ['#su-id'] });
+  await still('second policy now also grants the same service');
+  await admin.patch(`/service-policies/${other}`, { identityRoles: ['#someone-else'] });
+  await still('and stops again');
+  // Configs.
+  const ct = await f.mk('/config-types', { name: 'su-ct' });
+  const cfg = await f.mk('/configs', { name: 'su-cfg', configTypeId: ct, data: { a: 1 } });
+  const loose = await f.mk('/configs', { name: 'su-loose', configTypeId: ct, data: { a: 2 } });
+  await still('configs created');
+  await admin.patch(`/services/${S}`, { configs: [cfg] });
+  await moved('service configs changed');
+  await admin.patch(`/configs/${cfg}`, { data: { a: 3 } });
+  await moved('config of an accessible service updated');
+  await admin.delete(`/configs/${loose}`);
+  await still('deleting an unreferenced config');
+  await admin.post(`/identities/${u.id}/service-configs`, [{ serviceId: S, configId: loose === cfg ? cfg : cfg }]);
+  await moved('override added');
+  await admin.delete(`/identities/${u.id}/service-configs`, [{ serviceId: S, configId: cfg }]);
+  await moved('override removed');
+  await admin.delete(`/configs/${cfg}`);
+  await moved('config of an accessible service deleted');
+  // Posture checks attached to the granting policy.
+  const pc = await f.mk('/posture-checks', { typeId: 'DOMAIN', name: 'su-pc', domains: ['corp'], roleAttributes: ['su-pc'] });
+  await still('posture check no policy uses');
+  await admin.patch(`/service-policies/${P}`, { postureCheckRoles: ['#su-pc'] });
+  await moved('policy posture roles changed');
+  await admin.patch(`/posture-checks/${pc}`, { typeId: 'DOMAIN', domains: ['corp', 'corp2'] });
+  await moved('attached posture check changed');
+  const pc2 = await f.mk('/posture-checks', { typeId: 'DOMAIN', name: 'su-pc2', domains: ['x'], roleAttributes: ['su-pc'] });
+  await moved('posture check created into the policy');
+  await admin.delete(`/posture-checks/${pc2}`);
+  await moved('posture check deleted from the policy');
+  const pr = await u.client.post('/posture-response', { id: pc, typeId: 'DOMAIN', domain: 'corp' });
+  t.equal(pr.status, 201);
+  await moved('posture response');
+  // Unrelated: edge routers and their policies.
+  await f.router('su-r');
+  await f.erp('su-erp', ['#nobody'], ['#all']);
+  await still('router and edge router policy');
+  await admin.delete(`/services/${S}`);
+  await moved('accessible service deleted');
+  await admin.delete(`/service-policies/${P}`);
+  await still('policy deleted after its services were');
+  // A new API session starts from its own creation time.
+  const c2 = await u.login();
+  const fresh = (await c2.get('/current-api-session/service-updates')).body.data.lastChangeAt;
+  t.equal(fresh, (await c2.get('/current-api-session')).body.data.createdAt, 'new API session: its createdAt');
+});
