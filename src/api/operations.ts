@@ -124,8 +124,6 @@ export function permissionFor(op: { operationId: string; path: string }, method:
 
 function authFor(op: UpstreamOp): AuthLevel {
   if (!op.secured) return 'none';
-  // Resource counts: any valid session; the handler counts only what the caller may read (decisions §3).
-  if (op.operationId === 'listSummary') return 'session';
   if (PARTIAL.has(op.operationId)) return 'partial';
   if (ANY_SESSION.has(op.operationId)) return 'session';
   if (op.api === 'client') return 'session';

@@ -626,16 +626,6 @@ function sameSet(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {
   return true;
 }
 
-/**
- * Delete every service session of an identity inside a write (identity disable, issue #6).
- * Ending its API sessions with `ApiSessions.deleteInTx` removes them as well.
- */
-export function deleteIdentitySessionsInTx(tx: Tx, identityId: string): number {
-  const ids = tx.idsByIndex('sessions', 'identityId', identityId);
-  for (const id of ids) tx.delete('sessions', id);
-  return ids.length;
-}
-
 function sessionKey(apiSessionId: string, serviceId: string, type: PolicyType): string {
   return `${apiSessionId}\u0000${serviceId}\u0000${type}`;
 }
