@@ -17,6 +17,16 @@ import { buildOperations } from './api/operations.js';
 import { BodyValidator } from './api/validate.js';
 import { startUws, type UwsServer } from './http/uws.js';
 import { Presence } from './control/presence.js';
+import { Traces } from './control/traces.js';
+import { ControlChannel } from './control/channel.js';
+import { loadOrCreateControllerId } from './control/controller-id.js';
+import { GLOBAL_SETTINGS_ID } from './control/settings.js';
+import { CONTROL_PATH, MAX_FRAME_BYTES } from './control/protocol.js';
+import { Metrics } from './observability/metrics.js';
+import { Health } from './observability/health.js';
+import { requestLogger } from './observability/request-log.js';
+import { addOperationalRoutes } from './observability/routes.js';
+import { bindPresence } from './resources/routers.js';
 import { createRegistry } from './resources/index.js';
 import { defaultAuthPolicy, DEFAULT_AUTH_POLICY_ID } from './resources/auth.js';
 import { newId } from './resources/define.js';
@@ -53,6 +63,8 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   const advertisedHost = settings.advertisedAddress ? splitHostPort(settings.advertisedAddress).host : listen.host === '0.0.0.0' || listen.host === '::' ? 'localhost' : listen.host;
 
   const reg = createRegistry();
+  const presence = new Presence();
+  bindPresence(reg, presence);
   const store = new Store(path.join(dataDir, 'db'), reg.collectionSpecs());
   const pki = await loadOrCreatePki(path.join(dataDir, 'pki'), { advertisedHost, logger: log });
   const pool = new WorkerPool({ threads: settings.workers, maxQueue: settings.workerQueue });
@@ -67,7 +79,9 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     log,
     pki,
     validators: { client: new BodyValidator('client'), management: new BodyValidator('management') },
-    presence: new Presence(),
+    presence,
+    traces: new Traces(store),
+    controllerId: loadOrCreateControllerId(dataDir),
     startedAt: Date.now(),
     version: `v${pkg.version}`,
     ...buildInfo(),
@@ -78,6 +92,20 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   await bootstrap(app);
 
   const router = new Router(app, buildOperations(reg));
+  const channel = new ControlChannel({
+    store, presence, traces: app.traces, log: log.child({ component: 'control' }),
+    signingCertPem: pki.signingCertPem, controllerId: app.controllerId, controllerFingerprint: pki.serverCertSha1Hex,
+    heartbeatIntervalMs: settings.routerHeartbeatMs, heartbeatTimeoutMs: settings.routerHeartbeatTimeoutMs,
+    handshakeTimeoutMs: settings.routerHandshakeTimeoutMs, maxPendingHandshakes: settings.routerMaxPendingHandshakes,
+  });
+  const metrics = new Metrics(app, channel);
+  const health = new Health(app);
+  const logRequest = requestLogger(log, settings.requestLog);
+  router.onRequest = (r) => {
+    metrics.observe(r);
+    logRequest(r);
+  };
+  addOperationalRoutes(router, { metrics, health, metricsToken: settings.metricsToken });
   let server: UwsServer;
   try {
     server = await startUws({
@@ -88,8 +116,11 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
       maxBodyBytes: settings.maxBodyBytes,
       handle: (req) => router.handle(req),
       tooLarge: () => router.tooLarge(),
+      websockets: [{ path: CONTROL_PATH, maxPayloadLength: MAX_FRAME_BYTES, accept: (t) => channel.accept(t) }],
     });
   } catch (e) {
+    channel.close();
+    app.traces.close();
     await sessions.close();
     await pool.close();
     await store.close();
@@ -107,7 +138,11 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     baseUrl: app.baseUrl,
     close: () =>
       (closing ??= (async () => {
+        health.closing = true;
+        // Routers first: they see a clean 1001 and reconnect elsewhere (or later).
+        channel.close();
         await server.close(settings.shutdownGraceMs);
+        app.traces.close();
         await sessions.close();
         await pool.close();
         await store.close();
@@ -121,6 +156,8 @@ async function bootstrap(app: App) {
   const now = Date.now();
   await store.write((tx) => {
     if (!tx.exists('authPolicies', DEFAULT_AUTH_POLICY_ID)) tx.put('authPolicies', defaultAuthPolicy(now));
+    // The global controller settings always exist (per-controller settings override them).
+    if (!tx.exists('controllerSettings', GLOBAL_SETTINGS_ID)) tx.put('controllerSettings', { id: GLOBAL_SETTINGS_ID, createdAt: now, updatedAt: now, tags: {}, oidc: {} });
     for (const { name, schema } of BUILTIN_CONFIG_TYPES) {
       if (!tx.findUnique('configTypes', 'name', name)) tx.put('configTypes', { id: name, createdAt: now, updatedAt: now, tags: {}, name, schema });
     }

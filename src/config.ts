@@ -39,6 +39,18 @@ export const ConfigSchema = Type.Object({
   enrollmentMinutes: Type.Integer({ default: 180, minimum: 5, maximum: 5256000 }),
   /** Grace period for in-flight requests on SIGTERM/SIGINT. */
   shutdownGraceMs: Type.Integer({ default: 10000, minimum: 0, maximum: 14000 }),
+  /** Router control channel: the controller pings every router this often… */
+  routerHeartbeatMs: Type.Integer({ default: 2000, minimum: 100, maximum: 60000 }),
+  /** …and marks a router offline when nothing arrived from it for this long (more than the interval). */
+  routerHeartbeatTimeoutMs: Type.Integer({ default: 6000, minimum: 300, maximum: 300000 }),
+  /** Time a router has from connecting to a verified proof of its certificate. */
+  routerHandshakeTimeoutMs: Type.Integer({ default: 10000, minimum: 500, maximum: 120000 }),
+  /** Router connections allowed mid-handshake at once; more are refused (try again later). */
+  routerMaxPendingHandshakes: Type.Integer({ default: 1024, minimum: 1, maximum: 100000 }),
+  /** One access-log line per request at info level (no secrets: see src/observability/request-log.ts). */
+  requestLog: Type.Boolean({ default: true }),
+  /** When set, `GET /metrics` requires `Authorization: Bearer <this>`. */
+  metricsToken: Type.Optional(Type.String({ minLength: 16, maxLength: 256 })),
 });
 
 export type Config = Static<typeof ConfigSchema> & { advertisedAddress: string };
@@ -60,6 +72,12 @@ const ENV: Record<string, keyof Static<typeof ConfigSchema>> = {
   MESH_ACTIVITY_FLUSH_MS: 'activityFlushMs',
   MESH_ENROLLMENT_MINUTES: 'enrollmentMinutes',
   MESH_SHUTDOWN_GRACE_MS: 'shutdownGraceMs',
+  MESH_ROUTER_HEARTBEAT_MS: 'routerHeartbeatMs',
+  MESH_ROUTER_HEARTBEAT_TIMEOUT_MS: 'routerHeartbeatTimeoutMs',
+  MESH_ROUTER_HANDSHAKE_TIMEOUT_MS: 'routerHandshakeTimeoutMs',
+  MESH_ROUTER_MAX_PENDING_HANDSHAKES: 'routerMaxPendingHandshakes',
+  MESH_REQUEST_LOG: 'requestLog',
+  MESH_METRICS_TOKEN: 'metricsToken',
 };
 
 export class ConfigError extends Error {}
@@ -82,12 +100,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Static<typeof 
   for (const [name, key] of Object.entries(ENV)) {
     const v = env[name];
     if (v === undefined || v === '') continue;
-    raw[key] = /^-?\d+$/.test(v) && typeof (Value.Default(ConfigSchema, {}) as Record<string, unknown>)[key] === 'number' ? Number(v) : v;
+    const kind = typeof (Value.Default(ConfigSchema, {}) as Record<string, unknown>)[key];
+    raw[key] = /^-?\d+$/.test(v) && kind === 'number' ? Number(v) : kind === 'boolean' && /^(true|false)$/i.test(v) ? v.toLowerCase() === 'true' : v;
   }
   const unknown = Object.keys(raw).filter((k) => !(k in ConfigSchema.properties));
   if (unknown.length) throw new ConfigError(`unknown setting(s): ${unknown.join(', ')}`);
   const value = Value.Default(ConfigSchema, raw) as Record<string, unknown>;
   const problems = [...Value.Errors(ConfigSchema, value)].map((e) => `${e.instancePath.slice(1) || '(root)'}: ${e.message}`);
+  if ((value.routerHeartbeatTimeoutMs as number) <= (value.routerHeartbeatMs as number))
+    problems.push('routerHeartbeatTimeoutMs: must be longer than routerHeartbeatMs');
   if (problems.length) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
   return value as Static<typeof ConfigSchema>;
 }

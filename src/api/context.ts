@@ -8,6 +8,7 @@ import type { ApiSessions, ApiSession } from '../auth/api-sessions.js';
 import type { ApiName, Operation, Req } from './operation.js';
 import type { BodyValidator } from './validate.js';
 import type { Presence } from '../control/presence.js';
+import type { Traces } from '../control/traces.js';
 
 export interface App {
   config: Config;
@@ -19,6 +20,10 @@ export interface App {
   validators: Record<ApiName, BodyValidator>;
   /** Routers connected over the control channel (isOnline). */
   presence: Presence;
+  /** Identity trace specs in force (`PUT /identities/{id}/trace`), pushed to connected routers. */
+  traces: Traces;
+  /** This controller's stable id (`GET /controllers`, per-controller settings); kept in the data directory. */
+  controllerId: string;
   /** Epoch ms of this process's start (service-update floor). */
   startedAt: number;
   /** Controller build version, e.g. `v0.1.0`, with its git revision and build date. */
