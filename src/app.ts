@@ -16,6 +16,7 @@ import { Router } from './api/router.js';
 import { buildOperations } from './api/operations.js';
 import { BodyValidator } from './api/validate.js';
 import { startUws, type UwsServer } from './http/uws.js';
+import { startTls, type TlsServer } from './http/tls.js';
 import { Presence } from './control/presence.js';
 import { createRegistry } from './resources/index.js';
 import { defaultAuthPolicy, DEFAULT_AUTH_POLICY_ID } from './resources/auth.js';
@@ -34,6 +35,10 @@ export interface Controller {
   address: string;
   /** `https://<advertised address>` */
   baseUrl: string;
+  /** host:port the mutual-TLS listener actually bound. */
+  certAddress: string;
+  /** `https://<advertised cert address>` */
+  certBaseUrl: string;
   close(): Promise<void>;
 }
 
@@ -58,7 +63,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   const pool = new WorkerPool({ threads: settings.workers, maxQueue: settings.workerQueue });
   const sessions = new ApiSessions(store, { timeoutMinutes: settings.sessionTimeoutMinutes, flushMs: settings.activityFlushMs });
 
-  const config = { ...settings, advertisedAddress: settings.advertisedAddress ?? '' } as Config;
+  const config = { ...settings, advertisedAddress: settings.advertisedAddress ?? '', certAdvertisedAddress: settings.certAdvertisedAddress ?? '' } as Config;
   const app: App = {
     config,
     store,
@@ -73,12 +78,16 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     ...buildInfo(),
     instanceId: crypto.randomUUID(),
     baseUrl: '',
+    certBaseUrl: '',
   };
 
   await bootstrap(app);
 
   const router = new Router(app, buildOperations(reg));
-  let server: UwsServer;
+  // The mutual-TLS listener: by default the API host and the next port (0 when the API port is 0).
+  const certListen = settings.certAddress ? splitHostPort(settings.certAddress) : { host: listen.host, port: listen.port === 0 ? 0 : listen.port + 1 };
+  let server: UwsServer | undefined;
+  let tls: TlsServer | undefined;
   try {
     server = await startUws({
       host: listen.host,
@@ -89,25 +98,42 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
       handle: (req) => router.handle(req),
       tooLarge: () => router.tooLarge(),
     });
+    tls = await startTls({
+      host: certListen.host,
+      port: certListen.port,
+      certPem: pki.serverChainPem,
+      keyPem: pki.serverKeyPem,
+      maxBodyBytes: settings.maxBodyBytes,
+      handle: (req) => router.handle(req),
+      tooLarge: () => router.tooLarge(),
+    });
   } catch (e) {
+    await server?.close(0);
     await sessions.close();
     await pool.close();
     await store.close();
     throw e;
   }
-  const host = listen.host.includes(':') ? `[${listen.host}]` : listen.host;
-  const address = `${host}:${server.port}`;
-  config.advertisedAddress = settings.advertisedAddress ?? `${advertisedHost.includes(':') ? `[${advertisedHost}]` : advertisedHost}:${server.port}`;
+  const bracket = (h: string) => (h.includes(':') ? `[${h}]` : h);
+  const address = `${bracket(listen.host)}:${server.port}`;
+  const certAddress = `${bracket(certListen.host)}:${tls.port}`;
+  config.advertisedAddress = settings.advertisedAddress ?? `${bracket(advertisedHost)}:${server.port}`;
+  config.certAdvertisedAddress = settings.certAdvertisedAddress ?? `${bracket(advertisedHost)}:${tls.port}`;
   app.baseUrl = `https://${config.advertisedAddress}`;
+  app.certBaseUrl = `https://${config.certAdvertisedAddress}`;
+  const api = server;
+  const certServer = tls;
 
   let closing: Promise<void> | undefined;
   return {
     app,
     address,
     baseUrl: app.baseUrl,
+    certAddress,
+    certBaseUrl: app.certBaseUrl,
     close: () =>
       (closing ??= (async () => {
-        await server.close(settings.shutdownGraceMs);
+        await Promise.all([api.close(settings.shutdownGraceMs), certServer.close(settings.shutdownGraceMs)]);
         await sessions.close();
         await pool.close();
         await store.close();
