@@ -16,6 +16,7 @@ import { Router } from './api/router.js';
 import { buildOperations } from './api/operations.js';
 import { BodyValidator } from './api/validate.js';
 import { startUws, type UwsServer } from './http/uws.js';
+import { startTls, type TlsServer } from './http/tls.js';
 import { Presence } from './control/presence.js';
 import { Traces } from './control/traces.js';
 import { ControlChannel } from './control/channel.js';
@@ -44,6 +45,10 @@ export interface Controller {
   address: string;
   /** `https://<advertised address>` */
   baseUrl: string;
+  /** host:port the mutual-TLS listener actually bound. */
+  certAddress: string;
+  /** `https://<advertised cert address>` */
+  certBaseUrl: string;
   close(): Promise<void>;
 }
 
@@ -70,7 +75,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   const pool = new WorkerPool({ threads: settings.workers, maxQueue: settings.workerQueue });
   const sessions = new ApiSessions(store, { timeoutMinutes: settings.sessionTimeoutMinutes, flushMs: settings.activityFlushMs });
 
-  const config = { ...settings, advertisedAddress: settings.advertisedAddress ?? '' } as Config;
+  const config = { ...settings, advertisedAddress: settings.advertisedAddress ?? '', certAdvertisedAddress: settings.certAdvertisedAddress ?? '' } as Config;
   const app: App = {
     config,
     store,
@@ -87,11 +92,15 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     ...buildInfo(),
     instanceId: crypto.randomUUID(),
     baseUrl: '',
+    certBaseUrl: '',
   };
 
   await bootstrap(app);
 
   const router = new Router(app, buildOperations(reg));
+  // The mutual-TLS listener: by default the API host and the next port (0 when the API port is 0).
+  const certListen = settings.certAddress ? splitHostPort(settings.certAddress) : { host: listen.host, port: listen.port === 0 ? 0 : listen.port + 1 };
+  let tls: TlsServer | undefined;
   const channel = new ControlChannel({
     store, presence, traces: app.traces, log: log.child({ component: 'control' }),
     signingCertPem: pki.signingCertPem, controllerId: app.controllerId, controllerFingerprint: pki.serverCertSha1Hex,
@@ -106,7 +115,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     logRequest(r);
   };
   addOperationalRoutes(router, { metrics, health, metricsToken: settings.metricsToken });
-  let server: UwsServer;
+  let server: UwsServer | undefined;
   try {
     server = await startUws({
       host: listen.host,
@@ -118,7 +127,17 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
       tooLarge: () => router.tooLarge(),
       websockets: [{ path: CONTROL_PATH, maxPayloadLength: MAX_FRAME_BYTES, accept: (t) => channel.accept(t) }],
     });
+    tls = await startTls({
+      host: certListen.host,
+      port: certListen.port,
+      certPem: pki.serverChainPem,
+      keyPem: pki.serverKeyPem,
+      maxBodyBytes: settings.maxBodyBytes,
+      handle: (req) => router.handle(req),
+      tooLarge: () => router.tooLarge(),
+    });
   } catch (e) {
+    await server?.close(0);
     channel.close();
     app.traces.close();
     await sessions.close();
@@ -126,22 +145,29 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     await store.close();
     throw e;
   }
-  const host = listen.host.includes(':') ? `[${listen.host}]` : listen.host;
-  const address = `${host}:${server.port}`;
-  config.advertisedAddress = settings.advertisedAddress ?? `${advertisedHost.includes(':') ? `[${advertisedHost}]` : advertisedHost}:${server.port}`;
+  const bracket = (h: string) => (h.includes(':') ? `[${h}]` : h);
+  const address = `${bracket(listen.host)}:${server.port}`;
+  const certAddress = `${bracket(certListen.host)}:${tls.port}`;
+  config.advertisedAddress = settings.advertisedAddress ?? `${bracket(advertisedHost)}:${server.port}`;
+  config.certAdvertisedAddress = settings.certAdvertisedAddress ?? `${bracket(advertisedHost)}:${tls.port}`;
   app.baseUrl = `https://${config.advertisedAddress}`;
+  app.certBaseUrl = `https://${config.certAdvertisedAddress}`;
+  const api = server;
+  const certServer = tls;
 
   let closing: Promise<void> | undefined;
   return {
     app,
     address,
     baseUrl: app.baseUrl,
+    certAddress,
+    certBaseUrl: app.certBaseUrl,
     close: () =>
       (closing ??= (async () => {
         health.closing = true;
         // Routers first: they see a clean 1001 and reconnect elsewhere (or later).
         channel.close();
-        await server.close(settings.shutdownGraceMs);
+        await Promise.all([api.close(settings.shutdownGraceMs), certServer.close(settings.shutdownGraceMs)]);
         app.traces.close();
         await sessions.close();
         await pool.close();

@@ -15,6 +15,14 @@ export const ConfigSchema = Type.Object({
   dataDir: Type.String({ default: './data', minLength: 1 }),
   /** HTTPS API listener (uWebSockets.js). Port 0 picks a free port; the bound address is logged. */
   address: Type.String({ default: '127.0.0.1:1280', pattern: HOST_PORT }),
+  /**
+   * Mutual-TLS listener (node:https): certificate login, CA/ottca enrollment, certificate
+   * extension, and every other operation. Default: the API host, port + 1 (port 0 when the API
+   * port is 0). It is the controller URL in enrollment JWTs (`iss`, `ctrls`).
+   */
+  certAddress: Type.Optional(Type.String({ pattern: HOST_PORT })),
+  /** host:port of the mutual-TLS listener written into JWTs; defaults to the advertised host and the bound cert port. */
+  certAdvertisedAddress: Type.Optional(Type.String({ pattern: HOST_PORT })),
   /** host:port written into URLs and JWTs; defaults to `address` (with the bound port when 0). */
   advertisedAddress: Type.Optional(Type.String({ pattern: HOST_PORT })),
   /** Password of the default admin created on first start; random (printed once) when absent. */
@@ -53,12 +61,14 @@ export const ConfigSchema = Type.Object({
   metricsToken: Type.Optional(Type.String({ minLength: 16, maxLength: 256 })),
 });
 
-export type Config = Static<typeof ConfigSchema> & { advertisedAddress: string };
+export type Config = Static<typeof ConfigSchema> & { advertisedAddress: string; certAdvertisedAddress: string };
 
 const ENV: Record<string, keyof Static<typeof ConfigSchema>> = {
   MESH_DATA_DIR: 'dataDir',
   MESH_ADDRESS: 'address',
   MESH_ADVERTISED_ADDRESS: 'advertisedAddress',
+  MESH_CERT_ADDRESS: 'certAddress',
+  MESH_CERT_ADVERTISED_ADDRESS: 'certAdvertisedAddress',
   MESH_ADMIN_PASSWORD: 'adminPassword',
   MESH_ADMIN_USERNAME: 'adminUsername',
   MESH_LOG_LEVEL: 'logLevel',

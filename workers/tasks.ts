@@ -35,3 +35,5 @@ export async function verifyPassword(input: { hash: string; password: string }):
     return false;
   }
 }
+
+export * from './pki.js';

@@ -34,6 +34,8 @@ export interface App {
   instanceId: string;
   /** `https://<advertised host:port>` */
   baseUrl: string;
+  /** `https://<advertised host:cert port>`: the mutual-TLS listener, the `iss` of enrollment JWTs. */
+  certBaseUrl: string;
 }
 
 export interface Ctx {

@@ -231,7 +231,9 @@ export class Router {
       const consumes = (op.spec.consumes as string[] | undefined) ?? ['application/json'];
       if (media && !consumes.includes(media))
         throw new ApiError('INVALID_CONTENT_TYPE', `content type ${media} is not accepted here; send ${consumes.join(' or ')}`);
-      if (op.bodySchema?.type === 'string') return req.body.toString('utf8');
+      // A string body (CA verify) and a PEM body the operation consumes (legacy `POST /enroll`
+      // with a raw CSR) reach the handler as text.
+      if (op.bodySchema?.type === 'string' || (media && media !== 'application/json' && !media.endsWith('+json'))) return req.body.toString('utf8');
       try {
         value = JSON.parse(req.body.toString('utf8'));
       } catch (e) {

@@ -105,7 +105,7 @@ export class ApiSessions {
   }
 
   /** Create and persist a session; resolves once durable (and mirrored). */
-  async create(fields: { identityId: string; authenticatorId: string; ipAddress: string; configTypes: string[]; isMfaRequired: boolean }): Promise<ApiSession> {
+  async create(fields: { identityId: string; authenticatorId: string; ipAddress: string; configTypes: string[]; isMfaRequired: boolean; [extra: string]: unknown }): Promise<ApiSession> {
     const now = Date.now();
     const rec: ApiSession = {
       id: crypto.randomUUID(),
@@ -125,6 +125,8 @@ export class ApiSessions {
   static deleteInTx(tx: Tx, apiSessionIds: Iterable<string>) {
     for (const id of apiSessionIds) {
       for (const sid of tx.idsByIndex('sessions', 'apiSessionId', id)) tx.delete('sessions', sid);
+      // Ephemeral certificates of the API session end with it (issue #5).
+      for (const cid of tx.idsByIndex('apiSessionCertificates', 'apiSessionId', id)) tx.delete('apiSessionCertificates', cid);
       tx.delete('apiSessions', id);
     }
   }

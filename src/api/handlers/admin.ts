@@ -10,6 +10,7 @@ import { created, empty, ok } from '../envelope.js';
 import { createRecord, listRecords, mustGet, renderRecord, write, type Registry } from '../../resources/define.js';
 import { checkPassword, checkUsername, hashPassword } from '../../auth/passwords.js';
 import { parseCert } from '../../pki/certs.js';
+import { issued, x509 } from '../../pki/chain.js';
 import type { Rec } from '../../store/store.js';
 
 type H = (ctx: Ctx) => Reply | Promise<Reply>;
@@ -25,12 +26,12 @@ export function adminHandlers(reg: Registry): Record<string, H> {
     const body = ctx.body ?? {};
     if (ownerId) {
       // The caller proves knowledge of the current password.
-      if (before.method !== 'updb') throw errors.field('method', 'only updb authenticators can be updated', before.method);
+      if (before.method !== 'updb') throw new ApiError('CAN_NOT_UPDATE_AUTHENTICATOR', 'only updb authenticators have a password to change');
       const good = await ctx.app.pool.run('verifyPassword', { hash: before.passwordHash, password: String(body.currentPassword ?? '') });
       if (!good) throw errors.unauthorized();
     }
     if (before.method !== 'updb' && (body.username !== undefined || body.password !== undefined))
-      throw errors.field('method', 'only updb authenticators have a username and password', before.method);
+      throw new ApiError('CAN_NOT_UPDATE_AUTHENTICATOR', 'only updb authenticators have a username and password');
     const identity = mustGet(ctx.app.store, reg.def('identities'), before.identityId);
     const changes: Record<string, unknown> = {};
     if (mode === 'put' || (body.username !== undefined && body.username !== null)) {
@@ -67,7 +68,9 @@ export function adminHandlers(reg: Registry): Record<string, H> {
         extra = { method, username, passwordHash };
       } else if (method === 'cert') {
         const info = parseCert(body.certPem, 'certPem');
-        extra = { method, certPem: body.certPem, fingerprint: info.fingerprint, isIssuedByNetwork: false, isExtendRequested: false, isKeyRollRequested: false };
+        // Signed by the controller's signing CA → a network certificate (extendable, re-enrolls as ott).
+        const network = issued(info.cert, x509(ctx.app.pki.signingCertPem));
+        extra = { method, certPem: body.certPem, fingerprint: info.fingerprint, certNotAfter: info.notAfter, isIssuedByNetwork: network, isExtendRequested: false, isKeyRollRequested: false };
       } else throw errors.field('method', 'must be one of updb, cert', method);
       const rec = await createRecord(reg, authDef, ctx, { tags: body.tags }, (r, tx) => {
         if (!tx.exists('identities', identity.id)) throw errors.field('identityId', 'no identity found with the given id', identity.id);

@@ -72,7 +72,8 @@ export function metaHandlers(ops: () => Op[]): Record<string, (ctx: Ctx) => Repl
       }
       return { status: 200, body: doc };
     },
-    listProtocols: (ctx) => ok({ https: { address: ctx.app.config.advertisedAddress } }),
+    // `https`: the API listener; `mtls`: the mutual-TLS listener (certificate login and enrollment).
+    listProtocols: (ctx) => ok({ https: { address: ctx.app.config.advertisedAddress }, mtls: { address: ctx.app.config.certAdvertisedAddress } }),
     listWellKnownCas: (ctx) => ({
       status: 200,
       body: ctx.app.pki.wellKnownCaStore(),

@@ -69,7 +69,7 @@ export function sessionHandlers(reg: Registry): Record<string, (ctx: Ctx) => Rep
       const method = ctx.req.query.get('method') ?? '';
       const login = Object.hasOwn(LOGIN_METHODS, method) ? LOGIN_METHODS[method] : undefined;
       if (!login) throw errors.field('method', 'must be one of password, cert, ext-jwt', method);
-      const { identity, authenticatorId } = await login(ctx);
+      const { identity, authenticatorId, sessionFields, headers: loginHeaders } = await login(ctx);
       const body = ctx.body ?? {};
       if (body.envInfo || body.sdkInfo) {
         await write(ctx.app.store, (tx) => {
@@ -84,11 +84,12 @@ export function sessionHandlers(reg: Registry): Record<string, (ctx: Ctx) => Rep
         ipAddress: ctx.req.remoteAddress,
         configTypes: resolveConfigTypes(ctx, body.configTypes),
         isMfaRequired: identity.mfa?.isVerified === true,
+        ...sessionFields,
       });
       ctx.session = s;
       ctx.identity = identity;
       const reply = ok(renderCurrentApiSession(reg, ctx, s));
-      reply.headers = { 'zt-session': s.token };
+      reply.headers = { ...loginHeaders, 'zt-session': s.token };
       return reply;
     },
     getCurrentAPISession: (ctx) => ok(renderCurrentApiSession(reg, ctx, ctx.session!)),
