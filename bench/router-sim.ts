@@ -28,6 +28,7 @@
  *   --churn S              seconds of churn                       default 10
  *   --churn-rate R         reconnects per second                  default 20
  *   --list-concurrency L   concurrent list clients during churn   default 4
+ *   --list-path P          what they list (admin session)          default /edge/management/v1/edge-routers?limit=25
  *   --heartbeat-ms H       controller ping interval (spawned)     default 1000
  *   --heartbeat-timeout-ms T  silence before offline (spawned)    default 3000
  *   --controller URL       use a running controller (with --ca and --password)
@@ -55,6 +56,7 @@ const { values: argv } = parseArgs({
     churn: { type: 'string' },
     'churn-rate': { type: 'string' },
     'list-concurrency': { type: 'string' },
+    'list-path': { type: 'string' },
     'heartbeat-ms': { type: 'string' },
     'heartbeat-timeout-ms': { type: 'string' },
     controller: { type: 'string' },
@@ -89,6 +91,7 @@ const churnRate = num(argv['churn-rate'], 'churn-rate', 20, 0, 10_000);
 const listConcurrency = Math.floor(num(argv['list-concurrency'], 'list-concurrency', 4, 1, 256));
 const heartbeatMs = Math.floor(num(argv['heartbeat-ms'], 'heartbeat-ms', 1000, 100, 60_000));
 const heartbeatTimeoutMs = Math.floor(num(argv['heartbeat-timeout-ms'], 'heartbeat-timeout-ms', 3000, 300, 300_000));
+const listPath = argv['list-path'] ?? `${MGMT}/edge-routers?limit=25`;
 const PASSWORD = argv.password ?? 'bench-admin-password';
 const USERNAME = argv.username ?? 'admin';
 
@@ -237,8 +240,12 @@ async function main() {
       if (churnRate <= 0) return;
       const gap = 1000 / churnRate;
       const inflight: Promise<void>[] = [];
+      /** Routers mid-reconnect: never churn the same router twice at once. */
+      const busy = new Set<number>();
       while (performance.now() < churnEnd) {
         const i = Math.floor(Math.random() * fleet.length);
+        if (busy.has(i)) continue;
+        busy.add(i);
         const f = fleet[i];
         inflight.push(
           (async () => {
@@ -253,6 +260,7 @@ async function main() {
             } catch {
               churnErrors++;
             }
+            busy.delete(i);
           })(),
         );
         await sleep(gap);
@@ -272,7 +280,7 @@ async function main() {
           client: http,
           concurrency: listConcurrency,
           durationMs: churnS * 1000,
-          requests: [{ method: 'GET', path: `${MGMT}/edge-routers?limit=25`, headers: H }],
+          requests: [{ method: 'GET', path: listPath, headers: H }],
         })
       : undefined;
     await churner;
@@ -282,7 +290,7 @@ async function main() {
     const mem = ctl?.memory();
     const result = {
       machine: machineInfo(),
-      params: { edgeRouters: N, transitRouters: M, enrollConcurrency: C, detect: K, churnSeconds: churnS, churnRate, listConcurrency, heartbeatMs, heartbeatTimeoutMs, spawned: !!ctl },
+      params: { listPath, edgeRouters: N, transitRouters: M, enrollConcurrency: C, detect: K, churnSeconds: churnS, churnRate, listConcurrency, heartbeatMs, heartbeatTimeoutMs, spawned: !!ctl },
       enroll: { ms: round(enrollMs), perSec: round(((N + M) / enrollMs) * 1000) },
       connect: { allConnectedMs: round(allConnectedMs), allOnlineInApiMs: round(allOnlineInApiMs), handshakeMs: handshake.summary(), controllerCpuPerHandshakeMs: cpuPerHandshakeMs === undefined ? undefined : round(cpuPerHandshakeMs) },
       idle: { controllerCpuPct: idleCpuPct === undefined ? undefined : round(idleCpuPct, 2) },
@@ -301,7 +309,7 @@ async function main() {
       ['silent router → offline p50 / max', silent ? `${fmt(silent.ms.p50, 0)} / ${fmt(silent.ms.max, 0)} ms` : '-', `timeout ${heartbeatTimeoutMs} ms, ${silent?.detected ?? 0}/${K}`],
       ['dropped TCP → offline p50 / max', killed ? `${fmt(killed.ms.p50, 0)} / ${fmt(killed.ms.max, 0)} ms` : '-', `${killed?.detected ?? 0}/${killedSet.length}`],
       ['churn: reconnect p50 / p99', `${fmt(reconnect.summary().p50)} / ${fmt(reconnect.summary().p99)} ms`, `${churnDone} reconnects, ${churnErrors} errors`],
-      ['churn: list edge routers p50 / p99', listLoad ? `${fmt(listLoad.latency.p50)} / ${fmt(listLoad.latency.p99)} ms` : '-', listLoad ? `${fmt(listLoad.rps, 0)} req/s, errors ${JSON.stringify(listLoad.errors)}` : ''],
+      [`churn: GET ${listPath.replace(/^\/edge\/management\/v1/, '')} p50 / p99`, listLoad ? `${fmt(listLoad.latency.p50)} / ${fmt(listLoad.latency.p99)} ms` : '-', listLoad ? `${fmt(listLoad.rps, 0)} req/s, errors ${JSON.stringify(listLoad.errors)}` : ''],
       ['metrics scrape during churn', scrape ? `${fmt(scrape.ms)} ms` : '-', scrape ? `mesh_routers_online=${scrape.routersOnline}` : ''],
       ['controller RSS', mem ? `${fmt(mem.rssKiB / 1024, 0)} MiB` : '-', ''],
     ];

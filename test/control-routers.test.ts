@@ -214,6 +214,24 @@ t.test('disable, re-enroll and delete disconnect the router', async (t) => {
   t.equal(closed.error?.code, 'DELETED');
 });
 
+t.test('certificate extension replaces the certificate the router connects with', async (t) => {
+  const r = await enrolledEdge();
+  const c = client(r);
+  await c.connect();
+  const keys = await routerCsrs(r.name, 'extended.test');
+  const ext = await srv.tlsClient('client', r.certChain, r.keyPem).post('/enroll/extend/router', { certCsr: keys.clientCsr, serverCertCsr: keys.serverCsr });
+  t.equal(ext.status, 200, 'extended over the mutual-TLS listener');
+  const closed = await c.closed();
+  t.equal(closed.code, 4005, 'the session of the old certificate is closed');
+  t.equal(closed.error?.code, 'RE_ENROLLED');
+  const old = await client(r).connect().then(() => undefined, (x) => x);
+  t.equal(old?.error?.code, 'UNKNOWN_ROUTER', 'the old certificate no longer authenticates');
+  const fresh = new RouterClient({ url, ca: srv.ca, certChain: ext.body.data.cert, key: keys.keyPem, hostname: 'extended.test' });
+  await fresh.connect();
+  await until(t, 'online with the extended certificate', async () => (await detail(r.id)).hostname === 'extended.test');
+  await fresh.close();
+});
+
 t.test('transit routers connect too', async (t) => {
   const r = await createAndEnroll(http, admin.token!, { name: 'rt-tr-1', kind: 'transit', hostname: 'tr1.test' });
   t.equal((await detail(r.id, 'transit-routers')).isOnline, false);
@@ -227,6 +245,40 @@ t.test('transit routers connect too', async (t) => {
   t.match(m, /mesh_routers_online\{kind="transit"\} 1/);
   c.kill();
   await until(t, 'transit offline', async () => (await detail(r.id, 'transit-routers')).isOnline === false);
+});
+
+t.test('lists stay consistent while routers connect, drop and reconnect', async (t) => {
+  const fleet = await Promise.all([enrolledEdge(), enrolledEdge(), enrolledEdge(), enrolledEdge()]);
+  let flapping = true;
+  const flapper = (async () => {
+    for (let round = 0; round < 6; round++) {
+      const cs = fleet.map((r) => client(r));
+      await Promise.all(cs.map((c) => c.connect()));
+      for (const [i, c] of cs.entries()) (i % 2 ? c.kill() : void c.close());
+      await Promise.all(cs.map((c) => c.closed()));
+    }
+    flapping = false;
+  })();
+  let lists = 0;
+  const problems: string[] = [];
+  await Promise.all(
+    Array.from({ length: 3 }, async () => {
+      while (flapping) {
+        const r = await admin.get('/edge-routers?limit=100');
+        lists++;
+        if (r.status !== 200) problems.push(`status ${r.status}`);
+        for (const x of r.body?.data ?? []) {
+          if (typeof x.isOnline !== 'boolean') problems.push(`${x.id}: isOnline ${x.isOnline}`);
+          if (!x.isOnline && (x.hostname !== '' || Object.keys(x.supportedProtocols).length || x.syncStatus !== 'SYNC_DISCONNECTED')) problems.push(`${x.id}: offline with live fields`);
+          if (x.isOnline && !['SYNC_IN_PROGRESS', 'SYNC_DONE'].includes(x.syncStatus)) problems.push(`${x.id}: online with ${x.syncStatus}`);
+        }
+      }
+    }),
+  );
+  await flapper;
+  t.ok(lists > 0, `${lists} lists during the flapping`);
+  t.same(problems, [], 'every list answered 200 with consistent live fields');
+  await until(t, 'all offline at the end', async () => (await admin.get('/edge-routers?limit=1&filter=' + encodeURIComponent('isOnline = true'))).body.meta.pagination.totalCount === 0);
 });
 
 t.test('shutdown closes every router with 1001', async (t) => {
