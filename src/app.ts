@@ -17,9 +17,20 @@ import { Router } from './api/router.js';
 import { buildOperations } from './api/operations.js';
 import { BodyValidator } from './api/validate.js';
 import { startUws, type UwsServer } from './http/uws.js';
+import { startTls, type TlsServer } from './http/tls.js';
 import { Presence } from './control/presence.js';
 import { startEvents } from './events/index.js';
 import { PolicyEngine } from './policy/engine.js';
+import { Traces } from './control/traces.js';
+import { ControlChannel } from './control/channel.js';
+import { loadOrCreateControllerId } from './control/controller-id.js';
+import { GLOBAL_SETTINGS_ID } from './control/settings.js';
+import { CONTROL_PATH, MAX_FRAME_BYTES } from './control/protocol.js';
+import { Metrics } from './observability/metrics.js';
+import { Health } from './observability/health.js';
+import { requestLogger } from './observability/request-log.js';
+import { addOperationalRoutes } from './observability/routes.js';
+import { bindPresence } from './resources/routers.js';
 import { createRegistry } from './resources/index.js';
 import { defaultAuthPolicy, DEFAULT_AUTH_POLICY_ID } from './resources/auth.js';
 import { newId } from './resources/define.js';
@@ -39,6 +50,10 @@ export interface Controller {
   address: string;
   /** `https://<advertised address>` */
   baseUrl: string;
+  /** host:port the mutual-TLS listener actually bound. */
+  certAddress: string;
+  /** `https://<advertised cert address>` */
+  certBaseUrl: string;
   close(): Promise<void>;
 }
 
@@ -58,6 +73,8 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   const advertisedHost = settings.advertisedAddress ? splitHostPort(settings.advertisedAddress).host : listen.host === '0.0.0.0' || listen.host === '::' ? 'localhost' : listen.host;
 
   const reg = createRegistry();
+  const presence = new Presence();
+  bindPresence(reg, presence);
   const store = new Store(path.join(dataDir, 'db'), reg.collectionSpecs());
   const pki = await loadOrCreatePki(path.join(dataDir, 'pki'), { advertisedHost, logger: log });
   const pool = new WorkerPool({ threads: settings.workers, maxQueue: settings.workerQueue });
@@ -67,7 +84,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   const policy = new PolicyEngine(store, { onError: (err) => log.error({ err }, 'policy index update failed') });
   log.info({ ms: Math.round(policy.buildMs) }, 'role index built');
 
-  const config = { ...settings, advertisedAddress: settings.advertisedAddress ?? '' } as Config;
+  const config = { ...settings, advertisedAddress: settings.advertisedAddress ?? '', certAdvertisedAddress: settings.certAdvertisedAddress ?? '' } as Config;
   const app: App = {
     config,
     store,
@@ -77,13 +94,16 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     log,
     pki,
     validators: { client: new BodyValidator('client'), management: new BodyValidator('management') },
-    presence: new Presence(),
+    presence,
     policy,
+    traces: new Traces(store),
+    controllerId: loadOrCreateControllerId(dataDir),
     startedAt: Date.now(),
     version: `v${pkg.version}`,
     ...buildInfo(),
     instanceId: crypto.randomUUID(),
     baseUrl: '',
+    certBaseUrl: '',
   };
 
   await bootstrap(app);
@@ -92,7 +112,24 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   // Alerts, usage ingest and the embedded search store at /search (issue #7, docs/events.md).
   const events = startEvents(app);
   router.addRawRoute(events.route);
-  let server: UwsServer;
+  // The mutual-TLS listener: by default the API host and the next port (0 when the API port is 0).
+  const certListen = settings.certAddress ? splitHostPort(settings.certAddress) : { host: listen.host, port: listen.port === 0 ? 0 : listen.port + 1 };
+  let tls: TlsServer | undefined;
+  const channel = new ControlChannel({
+    store, presence, traces: app.traces, log: log.child({ component: 'control' }),
+    signingCertPem: pki.signingCertPem, controllerId: app.controllerId, controllerFingerprint: pki.serverCertSha1Hex,
+    heartbeatIntervalMs: settings.routerHeartbeatMs, heartbeatTimeoutMs: settings.routerHeartbeatTimeoutMs,
+    handshakeTimeoutMs: settings.routerHandshakeTimeoutMs, maxPendingHandshakes: settings.routerMaxPendingHandshakes,
+  });
+  const metrics = new Metrics(app, channel);
+  const health = new Health(app);
+  const logRequest = requestLogger(log, settings.requestLog);
+  router.onRequest = (r) => {
+    metrics.observe(r);
+    logRequest(r);
+  };
+  addOperationalRoutes(router, { metrics, health, metricsToken: settings.metricsToken });
+  let server: UwsServer | undefined;
   try {
     server = await startUws({
       host: listen.host,
@@ -102,8 +139,21 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
       maxBodyBytes: settings.maxBodyBytes,
       handle: (req) => router.handle(req),
       tooLarge: () => router.tooLarge(),
+      websockets: [{ path: CONTROL_PATH, maxPayloadLength: MAX_FRAME_BYTES, accept: (t) => channel.accept(t) }],
+    });
+    tls = await startTls({
+      host: certListen.host,
+      port: certListen.port,
+      certPem: pki.serverChainPem,
+      keyPem: pki.serverKeyPem,
+      maxBodyBytes: settings.maxBodyBytes,
+      handle: (req) => router.handle(req),
+      tooLarge: () => router.tooLarge(),
     });
   } catch (e) {
+    await server?.close(0);
+    channel.close();
+    app.traces.close();
     await events.close();
     await sessions.close();
     policy.close();
@@ -111,19 +161,30 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     await store.close();
     throw e;
   }
-  const host = listen.host.includes(':') ? `[${listen.host}]` : listen.host;
-  const address = `${host}:${server.port}`;
-  config.advertisedAddress = settings.advertisedAddress ?? `${advertisedHost.includes(':') ? `[${advertisedHost}]` : advertisedHost}:${server.port}`;
+  const bracket = (h: string) => (h.includes(':') ? `[${h}]` : h);
+  const address = `${bracket(listen.host)}:${server.port}`;
+  const certAddress = `${bracket(certListen.host)}:${tls.port}`;
+  config.advertisedAddress = settings.advertisedAddress ?? `${bracket(advertisedHost)}:${server.port}`;
+  config.certAdvertisedAddress = settings.certAdvertisedAddress ?? `${bracket(advertisedHost)}:${tls.port}`;
   app.baseUrl = `https://${config.advertisedAddress}`;
+  app.certBaseUrl = `https://${config.certAdvertisedAddress}`;
+  const api = server;
+  const certServer = tls;
 
   let closing: Promise<void> | undefined;
   return {
     app,
     address,
     baseUrl: app.baseUrl,
+    certAddress,
+    certBaseUrl: app.certBaseUrl,
     close: () =>
       (closing ??= (async () => {
-        await server.close(settings.shutdownGraceMs);
+        health.closing = true;
+        // Routers first: they see a clean 1001 and reconnect elsewhere (or later).
+        channel.close();
+        await Promise.all([api.close(settings.shutdownGraceMs), certServer.close(settings.shutdownGraceMs)]);
+        app.traces.close();
         await events.close();
         await sessions.close();
         policy.close();
@@ -142,6 +203,8 @@ export async function bootstrap(app: App) {
   const now = Date.now();
   await store.write((tx) => {
     if (!tx.exists('authPolicies', DEFAULT_AUTH_POLICY_ID)) tx.put('authPolicies', defaultAuthPolicy(now));
+    // The global controller settings always exist (per-controller settings override them).
+    if (!tx.exists('controllerSettings', GLOBAL_SETTINGS_ID)) tx.put('controllerSettings', { id: GLOBAL_SETTINGS_ID, createdAt: now, updatedAt: now, tags: {}, oidc: {} });
     for (const { name, schema } of BUILTIN_CONFIG_TYPES) {
       if (!tx.findUnique('configTypes', 'name', name)) tx.put('configTypes', { id: name, createdAt: now, updatedAt: now, tags: {}, name, schema });
     }

@@ -15,6 +15,14 @@ export const ConfigSchema = Type.Object({
   dataDir: Type.String({ default: './data', minLength: 1 }),
   /** HTTPS API listener (uWebSockets.js). Port 0 picks a free port; the bound address is logged. */
   address: Type.String({ default: '127.0.0.1:1280', pattern: HOST_PORT }),
+  /**
+   * Mutual-TLS listener (node:https): certificate login, CA/ottca enrollment, certificate
+   * extension, and every other operation. Default: the API host, port + 1 (port 0 when the API
+   * port is 0). It is the controller URL in enrollment JWTs (`iss`, `ctrls`).
+   */
+  certAddress: Type.Optional(Type.String({ pattern: HOST_PORT })),
+  /** host:port of the mutual-TLS listener written into JWTs; defaults to the advertised host and the bound cert port. */
+  certAdvertisedAddress: Type.Optional(Type.String({ pattern: HOST_PORT })),
   /** host:port written into URLs and JWTs; defaults to `address` (with the bound port when 0). */
   advertisedAddress: Type.Optional(Type.String({ pattern: HOST_PORT })),
   /** Password of the default admin created on first start; random (printed once) when absent. */
@@ -67,14 +75,28 @@ export const ConfigSchema = Type.Object({
   alertDebounceMs: Type.Integer({ default: 2000, minimum: 10, maximum: 3_600_000 }),
   /** Alerts: warn when a CA or the controller's certificate expires within this many days. */
   alertCertExpiryDays: Type.Integer({ default: 30, minimum: 1, maximum: 3650 }),
+  /** Router control channel: the controller pings every router this often… */
+  routerHeartbeatMs: Type.Integer({ default: 2000, minimum: 100, maximum: 60000 }),
+  /** …and marks a router offline when nothing arrived from it for this long (more than the interval). */
+  routerHeartbeatTimeoutMs: Type.Integer({ default: 6000, minimum: 300, maximum: 300000 }),
+  /** Time a router has from connecting to a verified proof of its certificate. */
+  routerHandshakeTimeoutMs: Type.Integer({ default: 10000, minimum: 500, maximum: 120000 }),
+  /** Router connections allowed mid-handshake at once; more are refused (try again later). */
+  routerMaxPendingHandshakes: Type.Integer({ default: 1024, minimum: 1, maximum: 100000 }),
+  /** One access-log line per request at info level (no secrets: see src/observability/request-log.ts). */
+  requestLog: Type.Boolean({ default: true }),
+  /** When set, `GET /metrics` requires `Authorization: Bearer <this>`. */
+  metricsToken: Type.Optional(Type.String({ minLength: 16, maxLength: 256 })),
 });
 
-export type Config = Static<typeof ConfigSchema> & { advertisedAddress: string };
+export type Config = Static<typeof ConfigSchema> & { advertisedAddress: string; certAdvertisedAddress: string };
 
 const ENV: Record<string, keyof Static<typeof ConfigSchema>> = {
   MESH_DATA_DIR: 'dataDir',
   MESH_ADDRESS: 'address',
   MESH_ADVERTISED_ADDRESS: 'advertisedAddress',
+  MESH_CERT_ADDRESS: 'certAddress',
+  MESH_CERT_ADVERTISED_ADDRESS: 'certAdvertisedAddress',
   MESH_ADMIN_PASSWORD: 'adminPassword',
   MESH_ADMIN_USERNAME: 'adminUsername',
   MESH_LOG_LEVEL: 'logLevel',
@@ -105,6 +127,12 @@ const ENV: Record<string, keyof Static<typeof ConfigSchema>> = {
   MESH_SEARCH_EXPORT_FLUSH_MS: 'searchExportFlushMs',
   MESH_ALERT_DEBOUNCE_MS: 'alertDebounceMs',
   MESH_ALERT_CERT_EXPIRY_DAYS: 'alertCertExpiryDays',
+  MESH_ROUTER_HEARTBEAT_MS: 'routerHeartbeatMs',
+  MESH_ROUTER_HEARTBEAT_TIMEOUT_MS: 'routerHeartbeatTimeoutMs',
+  MESH_ROUTER_HANDSHAKE_TIMEOUT_MS: 'routerHandshakeTimeoutMs',
+  MESH_ROUTER_MAX_PENDING_HANDSHAKES: 'routerMaxPendingHandshakes',
+  MESH_REQUEST_LOG: 'requestLog',
+  MESH_METRICS_TOKEN: 'metricsToken',
 };
 
 export class ConfigError extends Error {}
@@ -127,12 +155,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Static<typeof 
   for (const [name, key] of Object.entries(ENV)) {
     const v = env[name];
     if (v === undefined || v === '') continue;
-    raw[key] = /^-?\d+$/.test(v) && typeof (Value.Default(ConfigSchema, {}) as Record<string, unknown>)[key] === 'number' ? Number(v) : v;
+    const kind = typeof (Value.Default(ConfigSchema, {}) as Record<string, unknown>)[key];
+    raw[key] = /^-?\d+$/.test(v) && kind === 'number' ? Number(v) : kind === 'boolean' && /^(true|false)$/i.test(v) ? v.toLowerCase() === 'true' : v;
   }
   const unknown = Object.keys(raw).filter((k) => !(k in ConfigSchema.properties));
   if (unknown.length) throw new ConfigError(`unknown setting(s): ${unknown.join(', ')}`);
   const value = Value.Default(ConfigSchema, raw) as Record<string, unknown>;
   const problems = [...Value.Errors(ConfigSchema, value)].map((e) => `${e.instancePath.slice(1) || '(root)'}: ${e.message}`);
+  if ((value.routerHeartbeatTimeoutMs as number) <= (value.routerHeartbeatMs as number))
+    problems.push('routerHeartbeatTimeoutMs: must be longer than routerHeartbeatMs');
   if (problems.length) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
   return value as Static<typeof ConfigSchema>;
 }

@@ -19,9 +19,10 @@ async function main() {
   }
   const log = pino({ level: settings.logLevel, base: { service: 'mesh-controller' } });
   const controller = await startController(settings, log);
-  log.info({ address: controller.address, advertised: controller.app.config.advertisedAddress, dataDir: settings.dataDir }, 'listening');
-  // One plain line for people and scripts: the address actually bound (port 0 picks one).
-  process.stdout.write(`mesh-controller listening on https://${controller.address}\n`);
+  log.info({ address: controller.address, certAddress: controller.certAddress, advertised: controller.app.config.advertisedAddress, dataDir: settings.dataDir }, 'listening');
+  // Plain lines for people and scripts: the addresses actually bound (port 0 picks one). The
+  // second is the mutual-TLS listener (certificate login, enrollment with certificates).
+  process.stdout.write(`mesh-controller listening on https://${controller.address}\nmesh-controller certificate listener on https://${controller.certAddress}\n`);
 
   let stopping = false;
   const stop = (signal: string) => {

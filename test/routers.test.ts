@@ -46,7 +46,7 @@ t.test('edge router create, detail, enrollment JWT', async (t) => {
   t.equal(j.claims.em, 'erott');
   t.equal(j.claims.sub, id);
   t.equal(j.claims.jti, x.enrollmentToken);
-  t.equal(j.claims.iss, `https://127.0.0.1:${srv.port}`);
+  t.equal(j.claims.iss, `https://127.0.0.1:${srv.certPort}`, 'iss: the certificate listener (issue #5)');
   t.same(j.claims.aud, ['']);
   t.equal(j.claims.exp, Math.floor(Date.parse(x.enrollmentExpiresAt) / 1000));
   t.ok(Array.isArray(j.claims.ctrls) && j.claims.ctrls.length > 0, 'ctrls');
@@ -62,9 +62,10 @@ t.test('edge router create, detail, enrollment JWT', async (t) => {
   t.match(e.body.data[0]?.edgeRouter, { id, name: 'er-min' });
   t.equal(e.body.data[0]?.token, x.enrollmentToken);
 
-  // re-enroll is pending
+  // re-enroll (issue #5; flows in test/enroll-router.test.ts): a new erott enrollment
   const re = await admin.post(`/edge-routers/${id}/re-enroll`);
-  t.ok(isError(re, 501, 'NOT_IMPLEMENTED'), `re-enroll → 501 (${re.status})`);
+  t.equal(re.status, 200, `re-enroll → 200 (${re.status})`);
+  t.not((await admin.get(`/edge-routers/${id}`)).body.data.enrollmentToken, x.enrollmentToken, 're-enroll replaces the enrollment');
   for (const sub of ['edge-router-policies', 'identities', 'service-edge-router-policies', 'services']) {
     const r = await admin.get(`/edge-routers/${id}/${sub}`);
     t.equal(r.status, 200, `/edge-routers/{id}/${sub} → 200 (${r.status})`);

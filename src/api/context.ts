@@ -10,6 +10,7 @@ import type { BodyValidator } from './validate.js';
 import type { Presence } from '../control/presence.js';
 import type { AuthServices } from '../auth/services.js';
 import type { PolicyEngine } from '../policy/engine.js';
+import type { Traces } from '../control/traces.js';
 
 export interface App {
   config: Config;
@@ -25,6 +26,10 @@ export interface App {
   presence: Presence;
   /** The role index and everything derived from it (issue #4). */
   policy: PolicyEngine;
+  /** Identity trace specs in force (`PUT /identities/{id}/trace`), pushed to connected routers. */
+  traces: Traces;
+  /** This controller's stable id (`GET /controllers`, per-controller settings); kept in the data directory. */
+  controllerId: string;
   /** Epoch ms of this process's start (service-update floor). */
   startedAt: number;
   /** Controller build version, e.g. `v0.1.0`, with its git revision and build date. */
@@ -35,6 +40,8 @@ export interface App {
   instanceId: string;
   /** `https://<advertised host:port>` */
   baseUrl: string;
+  /** `https://<advertised host:cert port>`: the mutual-TLS listener, the `iss` of enrollment JWTs. */
+  certBaseUrl: string;
 }
 
 export interface Ctx {

@@ -57,6 +57,28 @@ const catalog = {
   INVALID_BACKING_TOKEN_TYPE: [400, 'The API session is not backed by a token of the required type'],
   INVALID_POSTURE: [409, 'The request failed posture checks'],
   NO_EDGE_ROUTERS_AVAILABLE: [400, 'No edge routers are assigned to both the identity and the service'],
+  // PKI and enrollment (issue #5; api-reference §3.3, behaviors §22).
+  COULD_NOT_PROCESS_CSR: [400, 'The certificate signing request could not be processed'],
+  MISSING_OR_INVALID_CSR: [400, 'A certificate signing request is missing or invalid'],
+  INVALID_ENROLLMENT_TOKEN: [400, 'The enrollment token is invalid or has already been used'],
+  ENROLLMENT_EXPIRED: [400, 'The enrollment has expired'],
+  INVALID_ENROLL_METHOD: [400, 'The enrollment method is invalid or does not match the enrollment'],
+  ENROLLMENT_CA_NOT_VALID: [400, 'The CA of the enrollment is not valid for enrollment'],
+  ENROLLMENT_NO_VALID_CAS: [400, 'There are no CAs that allow this enrollment'],
+  CERT_FAILED_VALIDATION: [400, 'The client certificate failed validation'],
+  CERTIFICATE_FAILED_VALIDATION: [400, 'The certificate failed validation'],
+  MISSING_CERT_CLAIM: [400, 'The certificate does not hold the claim the CA requires'],
+  INVALID_ENROLLMENT_NOT_ALLOWED: [409, 'This enrollment is not allowed by the configuration'],
+  INVALID_ENROLLMENT_ALREADY_ENROLLED: [410, 'The token has already been used to enroll'],
+  ENROLLMENT_IDENTITY_ALREADY_ENROLLED: [409, 'An identity is already enrolled for this token'],
+  CA_ALREADY_VERIFIED: [409, 'The CA has already been verified'],
+  EXPECTED_PEM_CERTIFICATE: [400, 'Expected a PEM encoded certificate'],
+  COULD_NOT_PARSE_DER_BLOCK: [400, 'The DER block of the certificate could not be parsed'],
+  COULD_NOT_PARSE_PEM_BLOCK: [400, 'The PEM block could not be parsed'],
+  INVALID_COMMON_NAME: [400, 'The common name of the certificate is not valid'],
+  INVALID_CLIENT_CERT: [400, 'The client certificate is not valid'],
+  UNSUPPORTED_MEDIA: [415, 'The requested media type is not supported'],
+  NOT_ACCEPTABLE: [406, 'No acceptable response content type'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof catalog;

@@ -43,7 +43,25 @@ export interface RawRoute {
   handle(req: Req, requestId: string): Reply | Promise<Reply>;
 }
 
+/** One served request, as the request hook sees it (metrics, access log). Carries no body, query or header values. */
+export interface RequestRecord {
+  requestId: string;
+  method: string;
+  /** Normalized path, without the query string. */
+  path: string;
+  /** The upstream API and operation served, or the raw route's path; undefined when nothing matched. */
+  api?: ApiName;
+  operationId?: string;
+  rawRoute?: string;
+  status: number;
+  durationMs: number;
+  remoteAddress: string;
+  identityId?: string;
+}
+
 export class Router {
+  /** Called once per request after its reply is ready; replaces the built-in debug log when set. */
+  onRequest?: (r: RequestRecord) => void;
   private readonly routes: Record<ApiName, Map<number, Route[]>> = { client: new Map(), management: new Map() };
   private readonly raw: RawRoute[] = [];
   private readonly serverHeader: string;
@@ -126,15 +144,18 @@ export class Router {
     const started = process.hrtime.bigint();
     let reply: Reply;
     let ctx: Ctx | undefined;
+    let raw: RawRoute | undefined;
+    /** The operation, once matched (known to the request hook even when authentication fails). */
+    const matched: { op?: Op } = {};
     try {
       req.path = normalizePath(req.path);
-      const raw = this.raw.length ? this.rawRoute(req) : undefined;
+      raw = this.raw.length ? this.rawRoute(req) : undefined;
       if (req.method === 'options') {
         reply = { status: 200, body: '', headers: corsPreflight() };
       } else if (raw) {
         reply = await raw.handle(req, requestId);
       } else {
-        ctx = await this.prepare(req, requestId);
+        ctx = await this.prepare(req, requestId, matched);
         reply = await ctx.op.handler(ctx);
       }
     } catch (e) {
@@ -154,6 +175,14 @@ export class Router {
       headers['expires-at'] = goTime(this.app.sessions.expiresAt(ctx.session));
     }
     reply.headers = headers;
+    if (this.onRequest) {
+      this.onRequest({
+        requestId, method: req.method, path: req.path, api: matched.op?.api, operationId: matched.op?.operationId, rawRoute: raw?.path,
+        status: reply.status, durationMs: Number(process.hrtime.bigint() - started) / 1e6, remoteAddress: req.remoteAddress,
+        identityId: ctx?.identity?.id,
+      });
+      return reply;
+    }
     const log = this.app.log;
     if (log.isLevelEnabled('debug') || reply.status >= 500) {
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
@@ -172,11 +201,12 @@ export class Router {
     return renderError(errors.unhandled(), requestId);
   }
 
-  private async prepare(req: Req, requestId: string): Promise<Ctx> {
+  private async prepare(req: Req, requestId: string, matched: { op?: Op }): Promise<Ctx> {
     const where = this.locate(req.path);
     if (!where) throw errors.notFound();
     const { op, params, pathKnown } = this.match(where.api, where.rest, req.method === 'head' ? 'get' : req.method);
     if (!op) throw pathKnown ? errors.methodNotAllowed() : errors.notFound();
+    matched.op = op;
     const ctx: Ctx = { app: this.app, req, op, params, body: undefined, requestId };
     if (op.auth !== 'none') await this.authenticate(ctx);
     if (op.pending) throw errors.notImplemented(op.pending);
@@ -216,7 +246,9 @@ export class Router {
       const consumes = (op.spec.consumes as string[] | undefined) ?? ['application/json'];
       if (media && !consumes.includes(media))
         throw new ApiError('INVALID_CONTENT_TYPE', `content type ${media} is not accepted here; send ${consumes.join(' or ')}`);
-      if (op.bodySchema?.type === 'string') return req.body.toString('utf8');
+      // A string body (CA verify) and a PEM body the operation consumes (legacy `POST /enroll`
+      // with a raw CSR) reach the handler as text.
+      if (op.bodySchema?.type === 'string' || (media && media !== 'application/json' && !media.endsWith('+json'))) return req.body.toString('utf8');
       try {
         value = JSON.parse(req.body.toString('utf8'));
       } catch (e) {

@@ -6,6 +6,15 @@
 import uWS from 'uWebSockets.js';
 import { STATUS_TEXT, type Handle, encodeReply, InFlight } from './common.js';
 import type { Reply, Req } from '../api/operation.js';
+import type { Connection, Transport } from '../control/channel.js';
+
+/** A WebSocket endpoint: each upgraded connection is handed to `accept` as a transport-neutral Transport. */
+export interface WsEndpoint {
+  path: string;
+  /** Largest frame accepted; a bigger one closes the connection. */
+  maxPayloadLength: number;
+  accept(t: Transport): Connection;
+}
 
 export interface UwsOptions {
   host: string;
@@ -16,6 +25,8 @@ export interface UwsOptions {
   handle: Handle;
   /** Reply sent when a body exceeds the limit (built by the router so the envelope stays in one place). */
   tooLarge: () => Reply;
+  /** WebSocket endpoints (the router control channel). */
+  websockets?: WsEndpoint[];
 }
 
 export interface UwsServer {
@@ -32,6 +43,8 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
   let closing = false;
   let stopped = false;
   const app = uWS.SSLApp({ cert_file_name: opts.certFile, key_file_name: opts.keyFile });
+  const sockets = new Set<uWS.WebSocket<WsData>>();
+  for (const ep of opts.websockets ?? []) addWebSocket(app, ep, sockets, () => closing);
 
   app.any('/*', (res, ureq) => {
     const url = ureq.getUrl();
@@ -119,11 +132,88 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
         async close(graceMs: number) {
           closing = true;
           uWS.us_listen_socket_close(listenSocket);
+          // WebSockets are long-lived: end them now (the control channel normally did already).
+          for (const ws of [...sockets]) ws.end(1001, 'controller shutting down');
           await inFlight.drain(graceMs);
           stopped = true;
           (app as unknown as { close?: () => void }).close?.();
         },
       });
     });
+  });
+}
+
+interface WsData {
+  conn?: Connection;
+  remoteAddress: string;
+  /** Set once uWS reported the close; the socket must not be touched after that. */
+  closed: boolean;
+}
+
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * One WebSocket route. uWS hands us ArrayBuffers that die when the callback returns: frames are
+ * decoded (strict UTF-8) before the channel sees them. A frame that is not valid UTF-8 is passed on
+ * as binary, which the protocol refuses.
+ */
+function addWebSocket(app: uWS.TemplatedApp, ep: WsEndpoint, sockets: Set<uWS.WebSocket<WsData>>, isClosing: () => boolean) {
+  app.ws<WsData>(ep.path, {
+    maxPayloadLength: ep.maxPayloadLength,
+    // The channel runs its own heartbeats; uWS's idle timeout is only a backstop.
+    idleTimeout: 120,
+    sendPingsAutomatically: false,
+    maxBackpressure: 1024 * 1024,
+    closeOnBackpressureLimit: 1,
+    upgrade: (res, req, context) => {
+      if (isClosing()) {
+        res.cork(() => res.writeStatus('503 Service Unavailable').writeHeader('connection', 'close').end());
+        return;
+      }
+      const remoteAddress = decoder.decode(res.getRemoteAddressAsText());
+      res.upgrade<WsData>(
+        { remoteAddress, closed: false },
+        req.getHeader('sec-websocket-key'),
+        req.getHeader('sec-websocket-protocol'),
+        req.getHeader('sec-websocket-extensions'),
+        context,
+      );
+    },
+    open: (ws) => {
+      sockets.add(ws);
+      const data = ws.getUserData();
+      const transport: Transport = {
+        remoteAddress: data.remoteAddress,
+        send(text) {
+          if (data.closed) return false;
+          ws.send(text, false);
+          return true;
+        },
+        close(code, reason) {
+          if (data.closed) return;
+          ws.end(code, reason.slice(0, 120));
+        },
+      };
+      data.conn = ep.accept(transport);
+    },
+    message: (ws, message, isBinary) => {
+      const data = ws.getUserData();
+      let text = '';
+      let binary = isBinary;
+      if (!binary) {
+        try {
+          text = strictUtf8.decode(message);
+        } catch {
+          binary = true;
+        }
+      }
+      data.conn?.message(text, binary);
+    },
+    close: (ws) => {
+      const data = ws.getUserData();
+      data.closed = true;
+      sockets.delete(ws);
+      data.conn?.closed();
+    },
   });
 }

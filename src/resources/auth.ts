@@ -224,6 +224,26 @@ export const cas: ResourceDef = {
   },
 };
 
+/**
+ * Ephemeral certificates of an API session (`/current-api-session/certificates`): issued from a
+ * CSR, short-lived, deleted with their API session. Served by src/api/handlers/enroll.ts.
+ */
+export const apiSessionCertificates: ResourceDef = {
+  collection: 'apiSessionCertificates',
+  path: 'current-api-session/certificates',
+  family: 'ops',
+  operations: {},
+  fields: {
+    apiSessionId: { readOnly: true, hidden: true, ref: { collection: 'apiSessions', onDelete: 'cascade' } },
+    identityId: { readOnly: true, hidden: true, index: true },
+    certificate: { readOnly: true },
+    fingerprint: { readOnly: true, unique: true, filter: 'string' },
+    subject: { readOnly: true, filter: 'string' },
+    validFrom: { readOnly: true, datetime: true, filter: 'datetime' },
+    validTo: { readOnly: true, datetime: true, filter: 'datetime' },
+  },
+};
+
 export const authenticators: ResourceDef = {
   collection: 'authenticators',
   path: 'authenticators',
@@ -240,7 +260,15 @@ export const authenticators: ResourceDef = {
     isKeyRollRequested: { readOnly: true, optional: true },
     extendRequestedAt: { readOnly: true, datetime: true, optional: true },
     lastAuthResolvedToRoot: { readOnly: true, optional: true },
+    lastExtendRolledKeys: { readOnly: true, optional: true },
     passwordHash: { readOnly: true, hidden: true },
+    /** Cert authenticators from a third-party CA (ottca, CA auto-enrollment): deleting the CA deletes them. */
+    caId: { readOnly: true, hidden: true, ref: { collection: 'cas', onDelete: 'cascade' } },
+    /** notAfter of `certPem` (epoch ms), so certificate login never parses the PEM. */
+    certNotAfter: { readOnly: true, hidden: true },
+    /** Extension issued but not yet verified (semantics §12): the new certificate and its fingerprint. */
+    pendingCertPem: { readOnly: true, hidden: true },
+    pendingFingerprint: { readOnly: true, hidden: true },
   },
   symbols: {
     identity: { type: 'string', get: (r: Rec) => r.identityId },

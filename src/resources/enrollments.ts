@@ -1,8 +1,9 @@
 /**
  * Enrollments (api-reference §9): outstanding one-time credentials of identities and routers.
- * Created with identities (`enrollment` in the create body) and edge/transit routers; the
- * management list/detail/delete live here; `POST /enrollments`, refresh and the enroll endpoints
- * are issue #5.
+ * Created with identities (`enrollment` in the create body), edge/transit routers, `POST
+ * /enrollments`, re-enrollment of authenticators and routers; consumed by the enroll endpoints
+ * (src/api/handlers/enroll.ts). The JWT names the mutual-TLS listener as the controller (`iss`,
+ * `ctrls`): a device that enrolls then logs in with its certificate lands where certificates work.
  */
 import crypto from 'node:crypto';
 import type { App } from '../api/context.js';
@@ -28,11 +29,30 @@ export function enrollmentJwt(app: App, e: { method: string; token: string; expi
     em: e.method,
     sub: subject,
     jti: e.token,
-    iss: app.baseUrl,
+    iss: app.certBaseUrl,
     aud: [''],
     exp: Math.floor(e.expiresAt / 1000),
-    ctrls: [`tls:${app.config.advertisedAddress}`],
+    ctrls: [app.certBaseUrl],
   });
+}
+
+/** Give an enrollment a new token, JWT and expiry inside a write (refresh: the old token dies). */
+export function refreshEnrollmentInTx(app: App, tx: Tx, e: Rec, expiresAt: number): Rec {
+  const token = crypto.randomUUID();
+  const subject = e.identityId ?? e.edgeRouterId ?? e.transitRouterId;
+  const rec: Rec = { ...e, token, expiresAt, updatedAt: Math.max(Date.now(), e.updatedAt + 1) };
+  rec.jwt = enrollmentJwt(app, { method: e.method, token, expiresAt }, subject);
+  tx.put('enrollments', rec);
+  return rec;
+}
+
+/** Outstanding enrollment of `method` for an identity, if any (at most one per method). */
+export function identityEnrollment(tx: { idsByIndex(c: string, f: string, v: unknown): string[]; get(c: string, id: string): Rec | undefined }, identityId: string, method: string): Rec | undefined {
+  for (const id of tx.idsByIndex('enrollments', 'identityId', identityId)) {
+    const e = tx.get('enrollments', id);
+    if (e?.method === method) return e;
+  }
+  return undefined;
 }
 
 export function createEnrollmentInTx(app: App, tx: Tx, spec: EnrollmentSpec): Rec {

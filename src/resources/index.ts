@@ -6,7 +6,7 @@ import { services, configs, configTypes, terminators } from './services.js';
 import { servicePolicies, edgeRouterPolicies, serviceEdgeRouterPolicies } from './policies.js';
 import { postureChecks } from './posture.js';
 import { edgeRouters, routers, transitRouters } from './routers.js';
-import { authPolicies, externalJwtSigners, cas, authenticators } from './auth.js';
+import { authPolicies, externalJwtSigners, cas, authenticators, apiSessionCertificates } from './auth.js';
 import { apiSessions, sessions, controllerSettings } from './sessions.js';
 import type { ResourceDef } from './types.js';
 
@@ -16,7 +16,7 @@ export const RESOURCES: ResourceDef[] = [
   services, configs, configTypes, terminators,
   servicePolicies, edgeRouterPolicies, serviceEdgeRouterPolicies, postureChecks,
   edgeRouters, routers,
-  authPolicies, externalJwtSigners, cas, controllerSettings,
+  authPolicies, externalJwtSigners, cas, controllerSettings, apiSessionCertificates,
 ];
 
 /** Definitions that only add operations over a collection defined above. */

@@ -8,7 +8,9 @@ import type { Rec, Tx } from '../store/store.js';
 import { createEnrollmentInTx } from './enrollments.js';
 import { newId } from './define.js';
 import { deleteRouterTerminators } from './services.js';
-import { crud, type FieldDef, type ResourceDef, type WriteCtx } from './types.js';
+import { crud, type FieldDef, type ResourceDef, type View, type WriteCtx } from './types.js';
+import type { Registry } from './define.js';
+import type { Presence } from '../control/presence.js';
 
 const common: Record<string, FieldDef> = {
   name: { unique: true, filter: 'string', nullKeeps: true },
@@ -40,8 +42,31 @@ function enrollmentView(tx: { idsByIndex(c: string, f: string, v: unknown): stri
   };
 }
 
-/** Live state reported by a connected router (issue #7 fills it from the control channel). */
-const offline = { isOnline: false, hostname: '', supportedProtocols: {}, syncStatus: 'SYNC_DISCONNECTED' };
+/**
+ * What the connected router reported over the control channel (src/control/presence.ts): isOnline,
+ * hostname, supportedProtocols, syncStatus, and versionInfo/interfaces while connected. Offline
+ * (and rendered without a request context): not online, empty hostname and protocols.
+ */
+function liveState(rec: Rec, view: View): Record<string, unknown> {
+  const presence = view.ctx?.app.presence;
+  if (!presence) return { isOnline: false, hostname: '', supportedProtocols: {}, syncStatus: 'SYNC_DISCONNECTED' };
+  const out: Record<string, unknown> = { ...presence.state(rec.id) };
+  const conn = presence.get(rec.id);
+  if (conn?.versionInfo) out.versionInfo = conn.versionInfo;
+  if (conn?.interfaces) out.interfaces = conn.interfaces;
+  return out;
+}
+
+/**
+ * Make the `isOnline` filter symbol of edge and transit routers read this controller's presence
+ * (`filter=isOnline=true`). Called once by the composition root; symbol tables are per registry.
+ */
+export function bindPresence(reg: Registry, presence: Presence): void {
+  for (const collection of ['edgeRouters', 'routers']) {
+    const symbols = reg.symbols.get(collection);
+    if (symbols) symbols.isOnline = { type: 'bool', get: (rec: Rec) => presence.isOnline(rec.id) };
+  }
+}
 
 function syncTunnelerIdentity(rec: Rec, { tx, before }: WriteCtx) {
   const identityId = tx.idsByIndex('identities', 'edgeRouterId', rec.id)[0];
@@ -114,8 +139,8 @@ export const edgeRouters: ResourceDef = {
     removeTunnelerIdentity(tx, rec.id);
     deleteRouterTerminators(tx, rec.id);
   },
-  render(rec, { store }) {
-    return { ...offline, ...enrollmentView(store, 'edgeRouterId', rec.id) };
+  render(rec, view) {
+    return { ...liveState(rec, view), ...enrollmentView(view.store, 'edgeRouterId', rec.id) };
   },
 };
 
@@ -125,6 +150,9 @@ export const routers: ResourceDef = {
   family: 'router',
   operations: crud('Router', 'Routers'),
   fields: { ...common },
+  symbols: {
+    isOnline: { type: 'bool', get: () => false },
+  },
   prepare(rec, { mode }) {
     if (mode === 'create') rec.isVerified = false;
     checkCost(rec);
@@ -135,8 +163,8 @@ export const routers: ResourceDef = {
   beforeDelete(rec, { tx }) {
     deleteRouterTerminators(tx, rec.id);
   },
-  render(rec, { store }) {
-    return { isOnline: false, fingerprint: rec.fingerprint ?? '', ...enrollmentView(store, 'transitRouterId', rec.id) };
+  render(rec, view) {
+    return { isOnline: view.ctx?.app.presence.isOnline(rec.id) ?? false, fingerprint: rec.fingerprint ?? '', ...enrollmentView(view.store, 'transitRouterId', rec.id) };
   },
 };
 

@@ -73,6 +73,8 @@ export class Server {
   readonly mgmt: Client;
   readonly client: Client;
   output = '';
+  /** Port of the mutual-TLS listener (certificate login and enrollment; same operations). */
+  certPort = 0;
 
   constructor(
     readonly proc: ChildProcess,
@@ -89,12 +91,32 @@ export class Server {
     return `https://127.0.0.1:${this.port}`;
   }
 
+  get certOrigin() {
+    return `https://127.0.0.1:${this.certPort}`;
+  }
+
+  /**
+   * A client of the mutual-TLS listener presenting `cert`/`key` (PEM; omit both for no client
+   * certificate). Each client has its own agent: TLS sessions and connections are not shared.
+   */
+  tlsClient(api: 'client' | 'management', cert?: string, key?: string): Client {
+    const agent = new https.Agent({ ca: this.ca, cert, key, keepAlive: false });
+    const base = api === 'management' ? '/edge/management/v1' : '/edge/client/v1';
+    const server = this;
+    const c = new Client({ raw: (m: string, p: string, b?: Buffer, h?: Record<string, string>) => server.rawOn(this.certPort, agent, m, p, b, h) } as Server, base);
+    return c;
+  }
+
   /** `p` may hold raw spaces and quotes (filters); they are percent-encoded here. `#` must be encoded by the caller. */
   raw(method: string, p: string, body?: Buffer, headers: Record<string, string> = {}): Promise<Res> {
+    return this.rawOn(this.port, this.agent, method, p, body, headers);
+  }
+
+  rawOn(port: number, agent: https.Agent, method: string, p: string, body?: Buffer, headers: Record<string, string> = {}): Promise<Res> {
     p = p.replace(/[^\x21-\x7e]|["<>\\^`{|}]/g, (c) => encodeURIComponent(c));
     return new Promise((resolve, reject) => {
       const req = https.request(
-        { host: '127.0.0.1', port: this.port, method, path: p, agent: this.agent, headers: { ...headers, ...(body ? { 'content-length': String(body.length) } : {}) } },
+        { host: '127.0.0.1', port, method, path: p, agent, headers: { ...headers, ...(body ? { 'content-length': String(body.length) } : {}) } },
         (res) => {
           const chunks: Buffer[] = [];
           res.on('data', (c) => chunks.push(c));
@@ -146,6 +168,7 @@ export async function startServer(t?: { teardown(fn: () => unknown): void }, opt
       PATH: process.env.PATH ?? '',
       MESH_DATA_DIR: dataDir,
       MESH_ADDRESS: '127.0.0.1:0',
+      MESH_CERT_ADDRESS: '127.0.0.1:0',
       MESH_ADMIN_PASSWORD: ADMIN_PASSWORD,
       MESH_LOG_LEVEL: 'warn',
       // Cheap hashing keeps tests fast; production defaults are measured in bench/.
@@ -157,13 +180,16 @@ export async function startServer(t?: { teardown(fn: () => unknown): void }, opt
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
+  let certPort = 0;
   const port = await new Promise<number>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`controller did not start in 30 s:\n${output}`)), 30_000);
     const onData = (d: Buffer) => {
       output += d.toString();
       const m = /listening on https:\/\/[^\s]*:(\d+)/.exec(output);
-      if (m) {
+      const c = /certificate listener on https:\/\/[^\s]*:(\d+)/.exec(output);
+      if (m && c) {
         clearTimeout(timer);
+        certPort = Number(c[1]);
         resolve(Number(m[1]));
       }
     };
@@ -176,6 +202,7 @@ export async function startServer(t?: { teardown(fn: () => unknown): void }, opt
   });
   const ca = fs.readFileSync(path.join(dataDir, 'pki', 'ca-bundle.pem'), 'utf8');
   const srv = new Server(proc, port, dataDir, ca);
+  srv.certPort = certPort;
   proc.stdout!.on('data', (d) => (srv.output += d.toString()));
   proc.stderr!.on('data', (d) => (srv.output += d.toString()));
   srv.output = output;

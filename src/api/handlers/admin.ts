@@ -1,9 +1,8 @@
 /**
  * Management operations beyond the standard resource set that need no policy engine: authenticator
- * writes (password hashing in the pool), the caller's own authenticators, controller settings,
- * identity tracing, and sub-lists that follow plain references.
+ * writes (password hashing in the pool), the caller's own authenticators, and sub-lists that follow
+ * plain references. (Controller settings and identity tracing: handlers/ops.ts.)
  */
-import crypto from 'node:crypto';
 import type { Ctx } from '../context.js';
 import type { Reply } from '../operation.js';
 import { ApiError, errors } from '../errors.js';
@@ -11,11 +10,10 @@ import { created, empty, ok } from '../envelope.js';
 import { createRecord, listRecords, mustGet, renderRecord, write, type Registry } from '../../resources/define.js';
 import { checkPassword, checkUsername, hashPassword } from '../../auth/passwords.js';
 import { parseCert } from '../../pki/certs.js';
+import { issued, x509 } from '../../pki/chain.js';
 import type { Rec } from '../../store/store.js';
 
 type H = (ctx: Ctx) => Reply | Promise<Reply>;
-
-const MAX_TRACE_MS = 365 * 24 * 3_600_000;
 
 export function adminHandlers(reg: Registry): Record<string, H> {
   const authDef = reg.def('authenticators');
@@ -28,12 +26,12 @@ export function adminHandlers(reg: Registry): Record<string, H> {
     const body = ctx.body ?? {};
     if (ownerId) {
       // The caller proves knowledge of the current password.
-      if (before.method !== 'updb') throw errors.field('method', 'only updb authenticators can be updated', before.method);
+      if (before.method !== 'updb') throw new ApiError('CAN_NOT_UPDATE_AUTHENTICATOR', 'only updb authenticators have a password to change');
       const good = await ctx.app.pool.run('verifyPassword', { hash: before.passwordHash, password: String(body.currentPassword ?? '') });
       if (!good) throw errors.unauthorized();
     }
     if (before.method !== 'updb' && (body.username !== undefined || body.password !== undefined))
-      throw errors.field('method', 'only updb authenticators have a username and password', before.method);
+      throw new ApiError('CAN_NOT_UPDATE_AUTHENTICATOR', 'only updb authenticators have a username and password');
     const identity = mustGet(ctx.app.store, reg.def('identities'), before.identityId);
     const changes: Record<string, unknown> = {};
     if (mode === 'put' || (body.username !== undefined && body.username !== null)) {
@@ -48,42 +46,6 @@ export function adminHandlers(reg: Registry): Record<string, H> {
       const cur = tx.get('authenticators', id);
       if (!cur) throw errors.notFound();
       tx.put('authenticators', { ...cur, ...changes, updatedAt: Date.now() });
-    });
-    return empty();
-  }
-
-  const effective = (ctx: Ctx) => {
-    const global = ctx.app.store.get('controllerSettings', 'global');
-    const own = ctx.app.store.get('controllerSettings', ctx.params.id);
-    if (!own && ctx.params.id !== 'global') throw errors.notFound();
-    // controllerSettingEffective: what applies (global, overridden by the instance) and the instance's own values.
-    const base = own ?? global;
-    return {
-      id: ctx.params.id,
-      createdAt: new Date(base?.createdAt ?? ctx.app.startedAt).toISOString(),
-      updatedAt: new Date(base?.updatedAt ?? ctx.app.startedAt).toISOString(),
-      tags: own?.tags ?? global?.tags ?? {},
-      _links: { self: { href: `./controller-settings/${ctx.params.id}` } },
-      effective: { oidc: { ...(global?.oidc ?? {}), ...(own?.oidc ?? {}) } },
-      instance: { oidc: own?.oidc ?? {} },
-    };
-  };
-  async function writeSettings(ctx: Ctx, mode: 'put' | 'patch' | 'delete'): Promise<Reply> {
-    const id = ctx.params.id;
-    await write(ctx.app.store, (tx) => {
-      const cur = tx.get('controllerSettings', id);
-      if (!cur && id !== 'global') throw errors.notFound();
-      const now = Date.now();
-      const base: Rec = cur ?? { id, createdAt: now, updatedAt: now, tags: {} };
-      if (mode === 'delete') {
-        if (id === 'global') tx.put('controllerSettings', { ...base, oidc: {}, updatedAt: now });
-        else tx.delete('controllerSettings', id);
-        return;
-      }
-      const body = ctx.body ?? {};
-      const oidc = mode === 'put' ? body.oidc ?? {} : { ...(base.oidc ?? {}), ...(body.oidc ?? {}) };
-      const tags = mode === 'put' ? body.tags ?? {} : body.tags ?? base.tags ?? {};
-      tx.put('controllerSettings', { ...base, oidc, tags, updatedAt: now });
     });
     return empty();
   }
@@ -106,7 +68,9 @@ export function adminHandlers(reg: Registry): Record<string, H> {
         extra = { method, username, passwordHash };
       } else if (method === 'cert') {
         const info = parseCert(body.certPem, 'certPem');
-        extra = { method, certPem: body.certPem, fingerprint: info.fingerprint, isIssuedByNetwork: false, isExtendRequested: false, isKeyRollRequested: false };
+        // Signed by the controller's signing CA → a network certificate (extendable, re-enrolls as ott).
+        const network = issued(info.cert, x509(ctx.app.pki.signingCertPem));
+        extra = { method, certPem: body.certPem, fingerprint: info.fingerprint, certNotAfter: info.notAfter, isIssuedByNetwork: network, isExtendRequested: false, isKeyRollRequested: false };
       } else throw errors.field('method', 'must be one of updb, cert', method);
       const rec = await createRecord(reg, authDef, ctx, { tags: body.tags }, (r, tx) => {
         if (!tx.exists('identities', identity.id)) throw errors.field('identityId', 'no identity found with the given id', identity.id);
@@ -129,40 +93,6 @@ export function adminHandlers(reg: Registry): Record<string, H> {
     },
     updateCurrentIdentityAuthenticator: (ctx) => updateAuthenticator(ctx, ctx.params.id, 'put', ctx.identity!.id),
     patchCurrentIdentityAuthenticator: (ctx) => updateAuthenticator(ctx, ctx.params.id, 'patch', ctx.identity!.id),
-
-    createControllerSetting: async (ctx) => {
-      const body = ctx.body ?? {};
-      const id = body.controllerId;
-      if (typeof id !== 'string' || id === '') throw errors.field('controllerId', 'is required', id);
-      await write(ctx.app.store, (tx) => {
-        if (tx.exists('controllerSettings', id)) throw errors.field('controllerId', 'settings for this controller already exist', id);
-        const now = Date.now();
-        tx.put('controllerSettings', { id, createdAt: now, updatedAt: now, tags: body.tags ?? {}, oidc: body.oidc ?? {} });
-      });
-      return created(id, `./controller-settings/${id}`);
-    },
-    detailControllerSettingEffective: (ctx) => ok(effective(ctx)),
-    updateControllerSetting: (ctx) => writeSettings(ctx, 'put'),
-    patchControllerSetting: (ctx) => writeSettings(ctx, 'patch'),
-    deleteControllerSetting: (ctx) => writeSettings(ctx, 'delete'),
-
-    updateIdentityTracing: async (ctx) => {
-      const body = ctx.body ?? {};
-      let ms = 0;
-      if (body.enabled) {
-        const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/.exec(String(body.duration ?? '10m'));
-        if (!m) throw errors.field('duration', 'must be a duration such as 90s, 10m or 1h', body.duration);
-        ms = Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[m[2] as 'ms' | 's' | 'm' | 'h'];
-        if (!Number.isFinite(ms) || ms > MAX_TRACE_MS) throw errors.field('duration', 'must be at most 8760h (one year)', body.duration);
-      }
-      const trace = { enabled: body.enabled === true, traceId: body.traceId || crypto.randomUUID(), until: Date.now() + ms, channels: body.channels ?? [] };
-      await write(ctx.app.store, (tx) => {
-        const cur = tx.get('identities', ctx.params.id);
-        if (!cur) throw errors.notFound();
-        tx.put('identities', { ...cur, trace, updatedAt: Date.now() });
-      });
-      return ok({ enabled: trace.enabled, traceId: trace.traceId, until: new Date(trace.until).toISOString() });
-    },
 
     listConfigsForConfigType: sub('configTypes', 'configs', () => () => true, (ctx) => ctx.app.store.idsByIndex('configs', 'configTypeId', ctx.params.id)),
     listConfigServices: sub('configs', 'services', () => () => true, (ctx) => ctx.app.store.idsByIndex('services', 'configs', ctx.params.id)),

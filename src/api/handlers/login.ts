@@ -9,6 +9,9 @@ import type { Ctx } from '../context.js';
 import type { Rec } from '../../store/store.js';
 import { errors } from '../errors.js';
 import { bearerTokens } from '../../auth/ext-jwt.js';
+import { isDisabled } from '../../resources/identities.js';
+import { fingerprintOf } from '../../pki/certs.js';
+import { chainsTo, externalIdOf, isExpired, x509 } from '../../pki/chain.js';
 
 export interface LoginResult {
   identity: Rec;
@@ -25,9 +28,73 @@ export interface LoginResult {
 
 export type LoginMethod = (ctx: Ctx) => Promise<LoginResult>;
 
-/** Certificate login over the mutual-TLS listener (issue #5). */
-export const certLogin: LoginMethod = async () => {
-  throw errors.notImplemented(5);
+/**
+ * Certificate login over the mutual-TLS listener (api-reference §8.1, behaviors §2.2). The TLS
+ * handshake proved possession of the key; the leaf then identifies the caller:
+ * - by fingerprint, pinned on a cert authenticator (controller-issued, ottca/CA-enrolled, or
+ *   created by an admin); one from a third-party CA needs that CA still verified and auth-enabled;
+ * - otherwise through a verified, auth-enabled CA with an `externalIdClaim` that signed the chain,
+ *   by the external id it names.
+ * The certificate rules of the identity's auth policy (`cert.allowed`, `allowExpiredCerts`) and a
+ * disabled identity fail here too, so the method is safe on its own; session.ts may re-apply them.
+ */
+export const certLogin: LoginMethod = async (ctx) => {
+  const leafDer = ctx.req.peerLeaf ?? ctx.req.peerCertificates?.[0];
+  if (!leafDer) throw errors.invalidAuth();
+  const { store } = ctx.app;
+  const now = Date.now();
+  const fp = fingerprintOf(leafDer);
+  const auth = store.findUnique('authenticators', 'fingerprint', fp);
+  let identity: Rec | undefined;
+  let authenticatorId: string;
+  let certExpired: boolean;
+  let sessionFields: Record<string, unknown>;
+  const headers: Record<string, string> = {};
+  if (auth?.method === 'cert') {
+    if (auth.caId) {
+      const ca = store.get('cas', auth.caId);
+      if (!ca || !ca.isVerified || !ca.isAuthEnabled) throw errors.invalidAuth();
+    }
+    identity = store.get('identities', auth.identityId);
+    authenticatorId = auth.id;
+    certExpired = typeof auth.certNotAfter === 'number' ? auth.certNotAfter < now : isExpired(x509(leafDer), now);
+    sessionFields = {
+      isCertExtendable: auth.isIssuedByNetwork === true,
+      isCertExtendRequested: auth.isExtendRequested === true,
+      isCertKeyRollRequested: auth.isKeyRollRequested === true,
+      // The certificate is pinned and the TLS handshake proved its key; whether the client sent
+      // its intermediates can not be told here (node completes the peer chain from the server's
+      // own certificates), so this stays false.
+      improperClientCertChain: false,
+    };
+    if (auth.isExtendRequested) headers['mesh-authenticator-extend-requested'] = 'true';
+    if (auth.isKeyRollRequested) headers['mesh-authenticator-roll-key-requested'] = 'true';
+  } else {
+    const chain = ctx.req.peerCertificates ?? [leafDer];
+    const leaf = x509(leafDer);
+    let found: { identity: Rec; caId: string } | undefined;
+    for (const ca of store.scan('cas')) {
+      if (!ca.isVerified || !ca.isAuthEnabled || !ca.externalIdClaim) continue;
+      if (!chainsTo(chain, x509(ca.certPem), now)) continue;
+      const externalId = externalIdOf(leaf, ca.externalIdClaim);
+      const ident = externalId === undefined ? undefined : store.findUnique('identities', 'externalId', externalId);
+      if (ident) {
+        found = { identity: ident, caId: ca.id };
+        break;
+      }
+    }
+    if (!found) throw errors.invalidAuth();
+    identity = found.identity;
+    authenticatorId = found.caId;
+    certExpired = isExpired(leaf, now);
+    sessionFields = { isCertExtendable: false, isCertExtendRequested: false, isCertKeyRollRequested: false, improperClientCertChain: false };
+  }
+  if (!identity || isDisabled(identity, now)) throw errors.invalidAuth();
+  const policy = store.get('authPolicies', identity.authPolicyId ?? 'default');
+  const rules = policy?.primary?.cert;
+  if (rules?.allowed === false) throw errors.invalidAuth();
+  if (certExpired && rules?.allowExpiredCerts === false) throw errors.invalidAuth();
+  return { identity, authenticatorId, certExpired, sessionFields, headers };
 };
 
 /**

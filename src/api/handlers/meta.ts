@@ -1,4 +1,4 @@
-/** Unauthenticated documents: version, capabilities, specs, protocols, CA bundle, controllers, fixed type lists. */
+/** Unauthenticated documents: version, capabilities, specs, protocols, CA bundle, fixed type lists. (Controllers: handlers/ops.ts.) */
 import { dump } from 'js-yaml';
 import type { Ctx } from '../context.js';
 import type { Reply } from '../operation.js';
@@ -28,6 +28,8 @@ export function versionDocument(ctx: Ctx) {
       edge: apiVersion(BASE_PATHS.client),
       'edge-client': apiVersion(BASE_PATHS.client),
       'edge-management': apiVersion(BASE_PATHS.management),
+      // Served by src/observability/routes.ts (upstream's health-check API shape).
+      'health-checks': apiVersion('/health-checks'),
     },
   };
 }
@@ -70,35 +72,14 @@ export function metaHandlers(ops: () => Op[]): Record<string, (ctx: Ctx) => Repl
       }
       return { status: 200, body: doc };
     },
-    listProtocols: (ctx) => ok({ https: { address: ctx.app.config.advertisedAddress } }),
+    // `https`: the API listener; `mtls`: the mutual-TLS listener (certificate login and enrollment).
+    listProtocols: (ctx) => ok({ https: { address: ctx.app.config.advertisedAddress }, mtls: { address: ctx.app.config.certAdvertisedAddress } }),
     listWellKnownCas: (ctx) => ({
       status: 200,
       body: ctx.app.pki.wellKnownCaStore(),
       contentType: 'application/pkcs7-mime',
       headers: { 'content-transfer-encoding': 'base64' },
     }),
-    listControllers: (ctx) => {
-      const at = new Date(ctx.app.startedAt).toISOString();
-      const item = {
-        id: ctx.app.instanceId,
-        createdAt: at,
-        updatedAt: at,
-        tags: {},
-        _links: { self: { href: `./controllers/${ctx.app.instanceId}` } },
-        name: ctx.app.config.advertisedAddress,
-        certPem: ctx.app.pki.serverCertPem,
-        fingerprint: ctx.app.pki.serverCertSha1Hex,
-        isOnline: true,
-        isPreferredLeader: true,
-        lastJoinedAt: at,
-        ctrlAddress: null,
-        apiAddresses: {
-          'edge-client': [{ url: ctx.app.baseUrl + BASE_PATHS.client, version: 'v1' }],
-          'edge-management': [{ url: ctx.app.baseUrl + BASE_PATHS.management, version: 'v1' }],
-        },
-      };
-      return fixedList(ctx, [item]);
-    },
     listIdentityTypes: (ctx) => fixedList(ctx, IDENTITY_TYPES.map((t) => fixed(ctx, 'identity-types', t, { name: t }))),
     detailIdentityType: (ctx) => {
       const t = IDENTITY_TYPES.find((x) => x === ctx.params.id);

@@ -1,0 +1,275 @@
+/**
+ * Enrollment and certificate-login benchmark (issue #5).
+ *
+ *   npm run build && node dist/bench/enroll.js [--enrollments 6000] [--concurrency 64] [--logins-ms 8000]
+ *
+ * Phases, all against the real controller (`dist/src/main.js`, spawned) on this machine:
+ *  0. issuing path: certificates/s single-threaded in this process, @peculiar/x509 vs the DER
+ *     template + node:crypto issuer the controller uses (src/pki/issuer.ts) — the numbers the
+ *     choice rests on;
+ *  1. OTT enrollments/s: `POST /enroll/ott {token, clientCsr}` over keep-alive HTTPS, each with a
+ *     distinct key and CSR (CSR → verified → certificate signed in the pool → enrollment deleted
+ *     and authenticator created in one write);
+ *  2. raw node:tls mutual-TLS handshakes/s against a bare node:tls server in its own process with
+ *     the same server certificate: new connection, client certificate, one tiny reply, close;
+ *  3. certificate logins/s: new TLS connection to the controller's certificate listener + `POST
+ *     /authenticate?method=cert` (an API session is created and persisted per login), close.
+ * Phase 3 ÷ phase 2 is the figure of merit (target ≥ 80%). Results: bench/results/enroll-*.json.
+ */
+import 'reflect-metadata';
+import * as x509 from '@peculiar/x509';
+import { spawn } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import tls from 'node:tls';
+import { performance } from 'node:perf_hooks';
+import { spawnController, login, MGMT, ROOT } from './lib/controller.js';
+import { formatProfile, latestProfile, summarizeProfile } from './lib/cpuprofile.js';
+import { createClient, requestJson, type RequestSpec } from './lib/http.js';
+import { runLoad } from './lib/load.js';
+import { Recorder, round } from './lib/stats.js';
+import { machineInfo, table, writeResults, fmt } from './lib/report.js';
+import { CertIssuer } from '../src/pki/issuer.js';
+import { parseCsr } from '../src/pki/csr.js';
+import { derTlv, oid, seq, bitString, toPem } from '../src/pki/der.js';
+
+const args = process.argv.slice(2);
+const arg = (name: string, dflt: number) => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 ? Number(args[i + 1]) : dflt;
+};
+const ENROLLMENTS = arg('enrollments', 6000);
+const CONCURRENCY = arg('concurrency', 64);
+const LOGIN_MS = arg('logins-ms', 8000);
+const TLS_CONCURRENCY = arg('tls-concurrency', 16);
+const PASSWORD = 'bench-admin-password';
+/** `--cpu-prof <dir>`: profile the controller's main thread and print where the time went. */
+const PROF_DIR = args.includes('--cpu-prof') ? args[args.indexOf('--cpu-prof') + 1] : undefined;
+
+/** A PKCS#10 CSR for a new P-256 key, built with node:crypto (openssl per CSR would dominate setup). */
+function makeCsr(cn: string): { csr: string; key: string } {
+  const { privateKey, publicKey } = crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  const name = seq(derTlv(0x31, seq(oid('2.5.4.3'), derTlv(0x0c, Buffer.from(cn)))));
+  const cri = seq(Buffer.from('020100', 'hex'), name, publicKey.export({ type: 'spki', format: 'der' }), Buffer.from('a000', 'hex'));
+  const sig = crypto.sign('sha256', cri, privateKey);
+  const der = seq(cri, seq(oid('1.2.840.10045.4.3.2')), bitString(sig));
+  return { csr: toPem(der, 'CERTIFICATE REQUEST'), key: privateKey.export({ type: 'pkcs8', format: 'pem' }) as string };
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const p = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(p));
+    });
+    s.on('error', reject);
+  });
+}
+
+/** Phase 0: certificates per second, single-threaded, for each issuing path. */
+async function issuingPaths(caCertPem: string, caKey: crypto.KeyObject, csrs: string[]) {
+  const ms = 2000;
+  const tpl = new CertIssuer(caCertPem, caKey);
+  let n = 0;
+  let t0 = performance.now();
+  while (performance.now() - t0 < ms) tpl.issueFromPem(csrs[n++ % csrs.length], 'client', 86400_000);
+  const template = (n * 1000) / (performance.now() - t0);
+
+  const wc = globalThis.crypto;
+  const signingKey = await wc.subtle.importKey('pkcs8', caKey.export({ format: 'der', type: 'pkcs8' }), { name: 'ECDSA', namedCurve: 'P-256' }, false, ['sign']);
+  const ca = new x509.X509Certificate(caCertPem);
+  n = 0;
+  t0 = performance.now();
+  while (performance.now() - t0 < ms) {
+    const req = new x509.Pkcs10CertificateRequest(csrs[n % csrs.length]);
+    if (!(await req.verify(wc))) throw new Error('CSR did not verify');
+    await x509.X509CertificateGenerator.create(
+      {
+        serialNumber: crypto.randomBytes(16).toString('hex').replace(/^./, '4'),
+        subject: req.subjectName,
+        issuer: ca.subjectName,
+        notBefore: new Date(),
+        notAfter: new Date(Date.now() + 86400_000),
+        publicKey: await req.publicKey.export(wc),
+        signingKey,
+        signingAlgorithm: { name: 'ECDSA', hash: 'SHA-256' },
+        extensions: [
+          new x509.BasicConstraintsExtension(false, undefined, true),
+          new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
+          new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.clientAuth]),
+          await x509.SubjectKeyIdentifierExtension.create(await req.publicKey.export(wc), false, wc),
+        ],
+      },
+      wc,
+    );
+    n++;
+  }
+  const peculiar = (n * 1000) / (performance.now() - t0);
+  // Parse + verify alone, for the record.
+  n = 0;
+  t0 = performance.now();
+  while (performance.now() - t0 < 1000) parseCsr(csrs[n++ % csrs.length]);
+  const parseVerify = (n * 1000) / (performance.now() - t0);
+  return { templatePerSec: round(template, 0), peculiarPerSec: round(peculiar, 0), csrParseVerifyPerSec: round(parseVerify, 0) };
+}
+
+/** One TLS connection with a client certificate; optional request text; resolves when closed. */
+function tlsOnce(port: number, ca: Buffer, cert: string, key: string, request: string | undefined): Promise<{ ok: boolean; ms: number }> {
+  const t0 = performance.now();
+  return new Promise((resolve) => {
+    let data = '';
+    const s = tls.connect({ host: '127.0.0.1', port, ca, cert, key, servername: 'localhost' }, () => {
+      if (request) s.write(request);
+    });
+    s.setEncoding('utf8');
+    s.on('data', (d) => (data += d));
+    s.on('error', () => resolve({ ok: false, ms: performance.now() - t0 }));
+    s.on('close', () => resolve({ ok: /^HTTP\/1\.1 200 /.test(data), ms: performance.now() - t0 }));
+  });
+}
+
+async function closedLoop(ms: number, concurrency: number, one: (i: number) => Promise<{ ok: boolean; ms: number }>) {
+  const rec = new Recorder();
+  let ok = 0;
+  let failed = 0;
+  let i = 0;
+  const t0 = performance.now();
+  const end = t0 + ms;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (performance.now() < end) {
+        const r = await one(i++);
+        rec.add(r.ms);
+        if (r.ok) ok++;
+        else failed++;
+      }
+    }),
+  );
+  const elapsed = performance.now() - t0;
+  return { ok, failed, perSec: round((ok * 1000) / elapsed, 1), latency: rec.summary() };
+}
+
+const RAW_SERVER = `
+const tls = require('node:tls'); const fs = require('node:fs');
+const [cert, key] = [fs.readFileSync(process.argv[1]), fs.readFileSync(process.argv[2])];
+const s = tls.createServer({ cert, key, requestCert: true, rejectUnauthorized: false }, (sock) => {
+  sock.end('HTTP/1.1 200 OK\\r\\ncontent-length: 2\\r\\nconnection: close\\r\\n\\r\\nok');
+});
+s.on('tlsClientError', () => {});
+s.listen(0, '127.0.0.1', () => process.stdout.write('port ' + s.address().port + '\\n'));
+`;
+
+async function main() {
+  const machine = machineInfo();
+  console.log(`enroll benchmark: ${ENROLLMENTS} enrollments, concurrency ${CONCURRENCY}; cert logins ${LOGIN_MS} ms at ${TLS_CONCURRENCY} connections; load ${machine.loadavg.join(' ')}`);
+  const certPort = await freePort();
+  const ctl = await spawnController({
+    password: PASSWORD,
+    env: { MESH_CERT_ADDRESS: `127.0.0.1:${certPort}`, MESH_WORKER_QUEUE: '100000' },
+    nodeArgs: PROF_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROF_DIR}`] : [],
+  });
+  try {
+    const client = await createClient({ origin: ctl.origin, ca: ctl.ca, connections: CONCURRENCY });
+    const token = await login(client, 'admin', PASSWORD);
+    const auth = { 'zt-session': token, 'content-type': 'application/json', accept: 'application/json' };
+
+    // Setup: identities with ott enrollments, and a distinct key + CSR for each.
+    console.log('setup: identities with ott enrollments…');
+    const creates: RequestSpec[] = Array.from({ length: ENROLLMENTS }, (_, i) => ({
+      method: 'POST', path: `${MGMT}/identities`, headers: auth,
+      body: Buffer.from(JSON.stringify({ name: `bench-dev-${i}`, type: 'Device', isAdmin: false, enrollment: { ott: true } })),
+    }));
+    const made = await runLoad({ client, concurrency: CONCURRENCY, requests: creates, count: creates.length });
+    if (made.ok !== ENROLLMENTS) throw new Error(`identity setup failed: ${JSON.stringify(made.errors)}`);
+    const tokens: string[] = [];
+    for (let offset = 0; tokens.length < ENROLLMENTS; offset += 500) {
+      const page = await requestJson(client, 'GET', `${MGMT}/enrollments?limit=500&offset=${offset}&filter=${encodeURIComponent('method="ott"')}`, auth);
+      if (!page.body?.data?.length) break;
+      for (const e of page.body.data) tokens.push(e.token);
+    }
+    console.log(`setup: ${tokens.length} tokens; generating keys and CSRs…`);
+    const devices = tokens.map((_, i) => makeCsr(`bench-dev-${i}`));
+
+    // Phase 0.
+    const pkiDir = path.join(ctl.dataDir, 'pki');
+    const paths = await issuingPaths(fs.readFileSync(path.join(pkiDir, 'intermediate.cert.pem'), 'utf8'), crypto.createPrivateKey(fs.readFileSync(path.join(pkiDir, 'intermediate.key.pem'))), devices.slice(0, 200).map((d) => d.csr));
+    console.log(`issuing path, 1 thread: template ${paths.templatePerSec}/s, @peculiar/x509 ${paths.peculiarPerSec}/s (CSR parse+verify alone ${paths.csrParseVerifyPerSec}/s)`);
+
+    // Phase 1: enrollments.
+    const certs: string[] = new Array(tokens.length);
+    const enrolls: RequestSpec[] = tokens.map((tok, i) => ({
+      method: 'POST', path: '/edge/client/v1/enroll/ott', headers: { 'content-type': 'application/json', accept: 'application/json' },
+      body: Buffer.from(JSON.stringify({ token: tok, clientCsr: devices[i].csr })), wantBody: true,
+    }));
+    const cpu0 = ctl.cpuMs();
+    const enr = await runLoad({
+      client, concurrency: CONCURRENCY, requests: enrolls, count: enrolls.length,
+      onResult: (i, r) => {
+        if (r.status === 200 && r.body) certs[i] = JSON.parse(r.body.toString()).data.cert;
+      },
+    });
+    const cpu1 = ctl.cpuMs();
+    console.log(`enrollments: ${enr.ok} ok, ${fmt(enr.okPerSec, 0)}/s, p50 ${fmt(enr.latency.p50)} ms, p99 ${fmt(enr.latency.p99)} ms, errors ${JSON.stringify(enr.errors)}`);
+    await client.close();
+
+    // Phase 2: raw node:tls mutual-TLS handshakes (own process, same certificate and key).
+    const raw = spawn(process.execPath, ['-e', RAW_SERVER, path.join(pkiDir, 'server.chain.pem'), path.join(pkiDir, 'server.key.pem')], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const rawPort = await new Promise<number>((resolve) => raw.stdout!.on('data', (d) => {
+      const m = /port (\d+)/.exec(String(d));
+      if (m) resolve(Number(m[1]));
+    }));
+    const enrolled = certs.map((c, i) => ({ cert: c, key: devices[i].key })).filter((d) => d.cert);
+    const pick = (i: number) => enrolled[i % enrolled.length];
+    // Phases 2 and 3 alternate in short rounds, so both see the same (shared, noisy) machine.
+    const req = 'POST /edge/client/v1/authenticate?method=cert HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: 0\r\naccept: application/json\r\nconnection: close\r\n\r\n';
+    const ROUNDS = 4;
+    const rounds: { raw: Awaited<ReturnType<typeof closedLoop>>; login: Awaited<ReturnType<typeof closedLoop>> }[] = [];
+    try {
+      for (let r = 0; r < ROUNDS; r++) {
+        const rawR = await closedLoop(LOGIN_MS / ROUNDS, TLS_CONCURRENCY, (i) => tlsOnce(rawPort, ctl.ca, pick(i).cert, pick(i).key, undefined));
+        const loginR = await closedLoop(LOGIN_MS / ROUNDS, TLS_CONCURRENCY, (i) => tlsOnce(certPort, ctl.ca, pick(i).cert, pick(i).key, req));
+        rounds.push({ raw: rawR, login: loginR });
+        console.log(`round ${r + 1}: raw ${rawR.perSec}/s, cert logins ${loginR.perSec}/s (failed ${rawR.failed}/${loginR.failed})`);
+      }
+    } finally {
+      raw.kill('SIGKILL');
+    }
+    const mean = (xs: number[]) => round(xs.reduce((a, b) => a + b, 0) / xs.length, 1);
+    const rawRes = { perSec: mean(rounds.map((x) => x.raw.perSec)), failed: rounds.reduce((a, x) => a + x.raw.failed, 0), rounds: rounds.map((x) => x.raw) };
+    const logins = { perSec: mean(rounds.map((x) => x.login.perSec)), failed: rounds.reduce((a, x) => a + x.login.failed, 0), rounds: rounds.map((x) => x.login) };
+    const ratio = logins.perSec / rawRes.perSec;
+    console.log(`raw node:tls mTLS handshakes: ${rawRes.perSec}/s; certificate logins: ${logins.perSec}/s (failed ${logins.failed}); ${fmt(ratio * 100, 1)}% of the raw handshake rate`);
+
+    console.log('\n' + table(['measure', 'per second', 'target'], [
+      ['certificates, DER template, 1 thread', paths.templatePerSec, ''],
+      ['certificates, @peculiar/x509, 1 thread', paths.peculiarPerSec, ''],
+      ['ott enrollments (HTTP, pool)', fmt(enr.okPerSec, 0), '≥ 2000'],
+      ['raw node:tls mTLS handshakes', rawRes.perSec, ''],
+      ['certificate logins', logins.perSec, `≥ ${fmt(rawRes.perSec * 0.8, 0)} (80%)`],
+    ]));
+    const file = writeResults('enroll', {
+      machine,
+      params: { enrollments: ENROLLMENTS, concurrency: CONCURRENCY, loginMs: LOGIN_MS, tlsConcurrency: TLS_CONCURRENCY },
+      issuingPaths: paths,
+      enrollments: { ok: enr.ok, perSec: round(enr.okPerSec, 1), latency: enr.latency, errors: enr.errors, controllerCpuMs: cpu0 !== undefined && cpu1 !== undefined ? cpu1 - cpu0 : undefined },
+      rawMtlsHandshakes: rawRes,
+      certLogins: logins,
+      certLoginRatio: round(ratio, 3),
+    });
+    console.log(`\nresults: ${path.relative(process.cwd(), file)}`);
+  } finally {
+    await ctl.stop();
+  }
+  if (PROF_DIR) {
+    const file = latestProfile(PROF_DIR);
+    if (file) console.log('\n' + formatProfile(summarizeProfile(file, { root: ROOT }), 30));
+  }
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});

@@ -1,0 +1,173 @@
+/**
+ * The mutual-TLS listener (node:https): the same Router and operation table as the uWS front end,
+ * plus the client certificate. uWS gives JavaScript no access to the peer certificate, so
+ * certificate login, CA enrollment, ottca and certificate extension are served here
+ * (MESH_CERT_ADDRESS); every other operation works on it too, so an SDK pointed at this address
+ * (the `iss` of enrollment JWTs) works end to end.
+ *
+ * The server asks for a client certificate but accepts the handshake without one and without
+ * verifying it (`rejectUnauthorized: false`): which certificates are good is decided per
+ * operation (pinned authenticator fingerprints, verified third-party CAs, expiry rules of the
+ * auth policy), which OpenSSL's chain check cannot express. `req.peerCertificates` is the DER
+ * chain the client sent, leaf first, and `req.peerLeaf` the leaf alone; both are read lazily and
+ * once per connection (the chain costs node ~1–2 ms to build, the leaf ~10 µs: hot paths read
+ * the leaf only).
+ */
+import https from 'node:https';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { TLSSocket, PeerCertificate, DetailedPeerCertificate } from 'node:tls';
+import { encodeReply, InFlight, type Handle } from './common.js';
+import type { Reply, Req } from '../api/operation.js';
+
+export interface TlsOptions {
+  host: string;
+  port: number;
+  certPem: string;
+  keyPem: string;
+  maxBodyBytes: number;
+  handle: Handle;
+  tooLarge: () => Reply;
+}
+
+export interface TlsServer {
+  port: number;
+  close(graceMs: number): Promise<void>;
+}
+
+/** Chains read once per TLS connection (keep-alive requests share the handshake). */
+const chains = new WeakMap<TLSSocket, Buffer[]>();
+
+export function peerChain(socket: TLSSocket): Buffer[] {
+  let chain = chains.get(socket);
+  if (chain) return chain;
+  chain = [];
+  let c = socket.getPeerCertificate(true) as DetailedPeerCertificate | PeerCertificate | null;
+  const seen = new Set<string>();
+  while (c && (c as PeerCertificate).raw && chain.length < 10) {
+    const der = (c as PeerCertificate).raw;
+    const key = der.toString('base64');
+    if (seen.has(key)) break;
+    seen.add(key);
+    chain.push(der);
+    c = (c as DetailedPeerCertificate).issuerCertificate ?? null;
+  }
+  chains.set(socket, chain);
+  return chain;
+}
+
+const leaves = new WeakMap<TLSSocket, Buffer | null>();
+
+/** The client's leaf certificate (getPeerX509Certificate: ~10 µs, no chain building). */
+export function peerLeaf(socket: TLSSocket): Buffer | undefined {
+  let leaf = leaves.get(socket);
+  if (leaf === undefined) {
+    leaf = socket.getPeerX509Certificate()?.raw ?? null;
+    leaves.set(socket, leaf);
+  }
+  return leaf ?? undefined;
+}
+
+export function startTls(opts: TlsOptions): Promise<TlsServer> {
+  const inFlight = new InFlight();
+  let closing = false;
+
+  const server = https.createServer(
+    {
+      cert: opts.certPem,
+      key: opts.keyPem,
+      requestCert: true,
+      rejectUnauthorized: false,
+      keepAlive: true,
+      // Headers and bodies are small; a slow client must not hold a socket forever.
+      headersTimeout: 30_000,
+      requestTimeout: 60_000,
+    },
+    (hreq: IncomingMessage, hres: ServerResponse) => {
+      const done = inFlight.begin();
+      const url = hreq.url ?? '/';
+      const q = url.indexOf('?');
+      const headers: Record<string, string> = {};
+      for (const [k, v] of Object.entries(hreq.headers)) if (v !== undefined) headers[k] = Array.isArray(v) ? v.join(', ') : v;
+      const socket = hreq.socket as TLSSocket;
+      const req: Req = {
+        method: (hreq.method ?? 'GET').toLowerCase(),
+        path: q >= 0 ? url.slice(0, q) : url,
+        query: new URLSearchParams(q >= 0 ? url.slice(q + 1) : ''),
+        headers,
+        body: Buffer.alloc(0),
+        remoteAddress: socket.remoteAddress ?? '',
+        aborted: false,
+      };
+      Object.defineProperty(req, 'peerCertificates', { enumerable: true, get: () => peerChain(socket) });
+      Object.defineProperty(req, 'peerLeaf', { enumerable: true, get: () => peerLeaf(socket) });
+      hres.on('close', () => {
+        if (!hres.writableFinished) req.aborted = true;
+      });
+      const send = (reply: Reply) => {
+        if (req.aborted || hres.destroyed) return done();
+        const { status, headers: h, body } = encodeReply(reply);
+        if (closing) h.connection = 'close';
+        hres.writeHead(status, h);
+        if (req.method === 'head') hres.end();
+        else hres.end(body);
+        done();
+      };
+      const dispatch = () =>
+        opts.handle(req).then(send, (e) => {
+          console.error('router rejected', e);
+          send({ status: 500, body: { error: { code: 'UNHANDLED', message: 'An unhandled error occurred' }, meta: {} } });
+        });
+      const declared = Number(headers['content-length'] ?? 0);
+      if (declared > opts.maxBodyBytes) {
+        send(opts.tooLarge());
+        hreq.resume();
+        return;
+      }
+      const chunks: Buffer[] = [];
+      let size = 0;
+      let rejected = false;
+      hreq.on('data', (chunk: Buffer) => {
+        if (rejected) return;
+        size += chunk.length;
+        if (size > opts.maxBodyBytes) {
+          rejected = true;
+          send(opts.tooLarge());
+          return;
+        }
+        chunks.push(chunk);
+      });
+      hreq.on('end', () => {
+        if (rejected) return;
+        req.body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
+        void dispatch();
+      });
+      hreq.on('error', () => {
+        req.aborted = true;
+        done();
+      });
+    },
+  );
+  // A failed or aborted handshake is the client's problem, not a process error.
+  server.on('tlsClientError', () => {});
+  server.on('clientError', (_e, socket) => socket.destroy());
+
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port, opts.host, () => {
+      server.off('error', reject);
+      const addr = server.address();
+      const port = typeof addr === 'object' && addr ? addr.port : opts.port;
+      resolve({
+        port,
+        async close(graceMs: number) {
+          closing = true;
+          const closed = new Promise<void>((r) => server.close(() => r()));
+          server.closeIdleConnections();
+          await inFlight.drain(graceMs);
+          server.closeAllConnections();
+          await closed;
+        },
+      });
+    });
+  });
+}

@@ -1,0 +1,162 @@
+/**
+ * Prometheus metrics (`GET /metrics`, prom-client): request counts and latencies per operation,
+ * worker pool queue depth, API sessions, online routers and control channel activity, store size
+ * and records, plus the Node process defaults (CPU, memory, event loop lag, GC).
+ *
+ * Everything but the request metrics is read at scrape time (`collect`), so nothing is updated
+ * on hot paths except the request statistics (request-stats.ts: two Map lookups per request).
+ *
+ * Each controller has its own Registry (a benchmark may embed several in one process).
+ * Labels never carry paths, ids or query strings: `operation` is the upstream operationId, the raw
+ * route path (`/metrics`), or `unmatched`, so cardinality stays bounded.
+ */
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { RequestStats } from './request-stats.js';
+import type { App } from '../api/context.js';
+import type { RequestRecord } from '../api/router.js';
+import type { ControlChannel } from '../control/channel.js';
+
+
+export class Metrics {
+  readonly registry = new Registry();
+  private readonly requests = new RequestStats();
+
+  constructor(app: App, channel: ControlChannel) {
+    const registers = [this.registry];
+    collectDefaultMetrics({ register: this.registry });
+
+    new Gauge({
+      name: 'mesh_build_info',
+      help: 'Controller build (value is always 1)',
+      labelNames: ['version', 'revision', 'controller_id'],
+      registers,
+      collect() {
+        this.set({ version: app.version, revision: app.revision, controller_id: app.controllerId }, 1);
+      },
+    });
+    new Gauge({
+      name: 'mesh_worker_pool_queue_depth',
+      help: 'Tasks waiting for a worker thread (password hashing, certificate signing)',
+      registers,
+      collect() {
+        this.set(app.pool.queueSize);
+      },
+    });
+    new Gauge({
+      name: 'mesh_worker_pool_queue_limit',
+      help: 'Queue depth past which callers get 429 RATE_LIMITED',
+      registers,
+      collect() {
+        this.set(app.config.workerQueue);
+      },
+    });
+    new Gauge({
+      name: 'mesh_api_sessions',
+      help: 'API sessions currently held',
+      registers,
+      collect() {
+        this.set(app.store.count('apiSessions'));
+      },
+    });
+    new Gauge({
+      name: 'mesh_sessions',
+      help: 'Service sessions (Dial/Bind) currently held',
+      registers,
+      collect() {
+        this.set(app.store.count('sessions'));
+      },
+    });
+    new Gauge({
+      name: 'mesh_routers_online',
+      help: 'Routers connected over the control channel, by kind (edge, transit)',
+      labelNames: ['kind'],
+      registers,
+      collect() {
+        for (const [kind, n] of Object.entries(app.presence.countByKind())) this.set({ kind }, n);
+      },
+    });
+    new Gauge({
+      name: 'mesh_routers_enrolled',
+      help: 'Router records, by kind (edge, transit)',
+      labelNames: ['kind'],
+      registers,
+      collect() {
+        this.set({ kind: 'edge' }, app.store.count('edgeRouters'));
+        this.set({ kind: 'transit' }, app.store.count('routers'));
+      },
+    });
+    new Gauge({
+      name: 'mesh_control_handshakes_pending',
+      help: 'Router control channel connections not yet authenticated',
+      registers,
+      collect() {
+        this.set(channel.pendingHandshakes);
+      },
+    });
+    const stats = channel.stats;
+    monotonic(registers, 'mesh_control_connects_total', 'Routers that completed the control channel handshake', () => ({ '': stats.connects }));
+    monotonic(registers, 'mesh_control_refused_total', 'Control channel handshakes refused, by reason', () => stats.refused, 'reason');
+    monotonic(registers, 'mesh_control_dropped_total', 'Router sessions closed by the controller, by reason', () => stats.dropped, 'reason');
+    monotonic(registers, 'mesh_control_frames_total', 'Control channel frames, by direction', () => ({ in: stats.framesIn, out: stats.framesOut }), 'direction');
+
+    new Gauge({
+      name: 'mesh_store_size_bytes',
+      help: 'Bytes of the LMDB map in use (last page written x page size)',
+      registers,
+      collect() {
+        const s = app.store.env.getStats() as { pageSize: number; lastPageNumber: number };
+        this.set((s.lastPageNumber + 1) * s.pageSize);
+      },
+    });
+    new Gauge({
+      name: 'mesh_store_map_size_bytes',
+      help: 'Configured LMDB map size (the most the store can grow to)',
+      registers,
+      collect() {
+        this.set((app.store.env.getStats() as { mapSize: number }).mapSize);
+      },
+    });
+    new Gauge({
+      name: 'mesh_store_records',
+      help: 'Records per store collection',
+      labelNames: ['collection'],
+      registers,
+      collect() {
+        for (const c of app.store.collections()) this.set({ collection: c.name }, app.store.count(c.name));
+      },
+    });
+  }
+
+  /** The request hook (Router.onRequest). */
+  observe(r: RequestRecord): void {
+    this.requests.observe(r.api ?? (r.rawRoute ? 'raw' : 'none'), r.operationId ?? r.rawRoute ?? 'unmatched', r.method, r.status, r.durationMs / 1000);
+  }
+
+  async render(): Promise<{ body: string; contentType: string }> {
+    return { body: this.requests.render() + '\n' + (await this.registry.metrics()), contentType: this.registry.contentType };
+  }
+}
+
+/**
+ * A counter whose source is a monotonic number (or map of numbers) kept elsewhere: each scrape
+ * adds what the source grew by since the last one.
+ */
+function monotonic(registers: Registry[], name: string, help: string, read: () => Record<string, number>, label?: string) {
+  const seen = new Map<string, number>();
+  new Counter({
+    name,
+    help,
+    labelNames: label ? [label] : [],
+    registers,
+    collect() {
+      for (const [k, v] of Object.entries(read())) {
+        const d = v - (seen.get(k) ?? 0);
+        seen.set(k, v);
+        if (d > 0) {
+          if (label) this.inc({ [label]: k }, d);
+          else this.inc(d);
+        }
+      }
+    },
+  });
+}
