@@ -54,6 +54,8 @@ t.test('ott: enroll, certificate, certificate login', async (t) => {
   const tampered = newCsr('x').csr.replace(/[A-Za-z](?=[A-Za-z0-9+/=]*\n-----END)/, (c) => (c === 'A' ? 'B' : 'A'));
   const badSig = await srv.client.post('/enroll/ott', { token: ott.token, clientCsr: tampered });
   t.ok(isError(badSig, 400, 'COULD_NOT_PROCESS_CSR'), `CSR with a broken signature → 400 (${badSig.status})`);
+  const manyBegins = await srv.client.post('/enroll/ott', { token: ott.token, clientCsr: '-----BEGIN CERTIFICATE REQUEST-----\n'.repeat(1700) });
+  t.ok(isError(manyBegins, 400, "COULD_NOT_PROCESS_CSR"), `thousands of BEGIN lines → 400 (${manyBegins.status} ${manyBegins.text.slice(0, 300)})`);
   const missing = await srv.client.post('/enroll/ott', { token: ott.token });
   t.ok(isError(missing, 400, 'COULD_NOT_PROCESS_CSR'), `no CSR → 400 (${missing.status})`);
 

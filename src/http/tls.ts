@@ -107,6 +107,7 @@ export function startTls(opts: TlsOptions): Promise<TlsServer> {
         if (req.aborted || hres.destroyed) return done();
         const { status, headers: h, body } = encodeReply(reply);
         if (closing) h.connection = 'close';
+        h['content-length'] = String(Buffer.byteLength(body));
         hres.writeHead(status, h);
         if (req.method === 'head') hres.end();
         else hres.end(body);

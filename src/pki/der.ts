@@ -123,14 +123,34 @@ export function bitString(b: Buffer): Buffer {
   return derTlv(0x03, Buffer.from([0]), b);
 }
 
+/**
+ * PEM blocks with one of `labels`, in order. A linear scan (no backtracking regex): a body made of
+ * thousands of BEGIN lines without their END must not cost quadratic time.
+ */
 export function pemBlocks(text: string, labels: readonly string[]): { label: string; der: Buffer }[] {
   const out: { label: string; der: Buffer }[] = [];
-  const re = /-----BEGIN ([A-Z0-9 ]+)-----([\s\S]*?)-----END \1-----/g;
-  for (let m = re.exec(text); m; m = re.exec(text)) {
-    if (!labels.includes(m[1])) continue;
-    const b64 = m[2].replace(/[\r\n\t ]/g, '');
+  const noEnd = new Set<string>();
+  let at = 0;
+  for (;;) {
+    const begin = text.indexOf('-----BEGIN ', at);
+    if (begin < 0) break;
+    const labelEnd = text.indexOf('-----', begin + 11);
+    if (labelEnd < 0) break;
+    const label = text.slice(begin + 11, labelEnd);
+    at = labelEnd + 5;
+    if (!/^[A-Z0-9 ]{1,40}$/.test(label) || noEnd.has(label)) continue;
+    const endMark = `-----END ${label}-----`;
+    const end = text.indexOf(endMark, at);
+    if (end < 0) {
+      noEnd.add(label);
+      continue;
+    }
+    const body = text.slice(at, end);
+    at = end + endMark.length;
+    if (!labels.includes(label)) continue;
+    const b64 = body.replace(/[\r\n\t ]/g, '');
     if (!/^[A-Za-z0-9+/]*={0,2}$/.test(b64) || b64.length === 0) throw new DerError('invalid base64 in PEM block');
-    out.push({ label: m[1], der: Buffer.from(b64, 'base64') });
+    out.push({ label, der: Buffer.from(b64, 'base64') });
   }
   return out;
 }

@@ -11,7 +11,8 @@ import { ok } from '../envelope.js';
 import { listRecords, newId, renderRecord, write, type Registry } from '../../resources/define.js';
 import type { Rec } from '../../store/store.js';
 import { signCsrs, VALIDITY, withChain } from '../../pki/sign-csr.js';
-import { fingerprintOf, splitPem } from '../../pki/certs.js';
+import { fingerprintOf } from '../../pki/certs.js';
+import { pemBlocks } from '../../pki/der.js';
 import { jwsAlg, signJwt } from '../../pki/jwt.js';
 
 type H = (ctx: Ctx) => Reply | Promise<Reply>;
@@ -64,10 +65,10 @@ export function enrollCertHandlers(reg: Registry): Record<string, H> {
     extendVerifyCurrentIdentityAuthenticator: async (ctx) => {
       const auth = ownCertAuthenticator(ctx);
       if (!auth.pendingFingerprint) throw new ApiError('CAN_NOT_UPDATE_AUTHENTICATOR', 'there is no pending certificate extension to verify');
-      const first = typeof ctx.body?.clientCert === 'string' ? splitPem(ctx.body.clientCert)[0] : undefined;
       let cert: crypto.X509Certificate | undefined;
       try {
-        cert = first ? new crypto.X509Certificate(first) : undefined;
+        const first = typeof ctx.body?.clientCert === 'string' ? pemBlocks(ctx.body.clientCert, ['CERTIFICATE'])[0] : undefined;
+        cert = first ? new crypto.X509Certificate(first.der) : undefined;
       } catch {
         cert = undefined;
       }
