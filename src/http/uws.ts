@@ -37,6 +37,9 @@ export interface UwsServer {
 
 const decoder = new TextDecoder();
 
+/** Advertised idle timeout, well inside uWS's fixed 10 s. */
+const KEEP_ALIVE = 'timeout=5';
+
 export function startUws(opts: UwsOptions): Promise<UwsServer> {
   const inFlight = new InFlight();
   /** closing: the listener is closed, responses ask clients to close; stopped: in-flight work has drained. */
@@ -70,6 +73,9 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
       if (req.aborted) return done();
       const { status, headers: h, body } = encodeReply(reply);
       if (closing) h.connection = 'close';
+      // uWS drops a kept-alive connection after 10 s idle; saying so (as node's own HTTP server
+      // does) lets clients retire idle sockets first instead of reusing one the server is closing.
+      else h['keep-alive'] = KEEP_ALIVE;
       res.cork(() => {
         res.writeStatus(`${status} ${STATUS_TEXT[status] ?? ''}`);
         for (const [k, v] of Object.entries(h)) res.writeHeader(k, v);

@@ -82,7 +82,9 @@ export class Server {
     readonly dataDir: string,
     readonly ca: string,
   ) {
-    this.agent = new https.Agent({ ca, keepAlive: true, maxSockets: 32 });
+    // The server drops kept-alive connections after 10 s idle (uWS); retire idle sockets at 4 s so
+    // a slow, loaded test run never sends on a socket the server is closing ("socket hang up").
+    this.agent = new https.Agent({ ca, keepAlive: true, maxSockets: 32, timeout: 4000 });
     this.mgmt = new Client(this, '/edge/management/v1');
     this.client = new Client(this, '/edge/client/v1');
   }
