@@ -5,9 +5,8 @@
  *   npm run bench:policy -- --shape medium --duration 3
  *
  * 1. A data directory gets its first start (PKI, default admin), then the model is written
- *    straight into its store while no controller runs: with `scripts/lib/model.ts`
- *    (`writeModelToStore`) when that module is built, otherwise with the seeding below (records
- *    shaped exactly as the API creates them, the same selectivity rules). The worst-case identity
+ *    straight into its store while no controller runs (`writeModelToStore` of
+ *    scripts/lib/model.ts: records shaped exactly as the API creates them). The worst-case identity
  *    (its name sorts last) is selected by every service policy and every edge router policy.
  * 2. The controller starts on it: spawn → listening is the start-up time (role index included).
  * 3. As the worst-case identity (non-admin, password authenticator added by the admin):
@@ -25,7 +24,6 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import crypto from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { createClient, requestJson, type ClientKind, type HttpClient, type RequestSpec } from './lib/http.js';
 import { spawnController, login, MGMT, type ControllerProcess } from './lib/controller.js';
@@ -33,29 +31,13 @@ import { runLoad, type LoadResult } from './lib/load.js';
 import { machineInfo, table, fmt, writeResults } from './lib/report.js';
 import { summarizeProfile, formatProfile, latestProfile } from './lib/cpuprofile.js';
 import { ROOT } from './lib/controller.js';
-import { Store, type Rec } from '../src/store/store.js';
-import { createRegistry } from '../src/resources/index.js';
+import { SHAPES, writeModelToStore } from '../scripts/lib/model.js';
 
 const CLIENT = '/edge/client/v1';
 const ADMIN_PASSWORD = 'bench-admin-password';
 const USER_PASSWORD = 'bench-user-password';
 const TARGETS = { listP99Ms: 5, sessionsPerSec: 10_000, pollsPerSec: 50_000, changeVisibleMs: 1000, startupMs: 10_000, rssMiB: 1024 };
 
-interface Shape {
-  name: string;
-  identities: number;
-  services: number;
-  edgeRouters: number;
-  servicePolicies: number;
-  edgeRouterPolicies: number;
-  serviceEdgeRouterPolicies: number;
-}
-const SHAPES: Record<string, Shape> = {
-  tiny: { name: 'tiny', identities: 24, services: 8, edgeRouters: 4, servicePolicies: 8, edgeRouterPolicies: 6, serviceEdgeRouterPolicies: 4 },
-  small: { name: 'small', identities: 1000, services: 40, edgeRouters: 20, servicePolicies: 20, edgeRouterPolicies: 20, serviceEdgeRouterPolicies: 10 },
-  medium: { name: 'medium', identities: 5000, services: 100, edgeRouters: 100, servicePolicies: 50, edgeRouterPolicies: 50, serviceEdgeRouterPolicies: 25 },
-  large: { name: 'large', identities: 100_000, services: 2000, edgeRouters: 500, servicePolicies: 250, edgeRouterPolicies: 250, serviceEdgeRouterPolicies: 100 },
-};
 
 const { values: argv } = parseArgs({
   options: {
@@ -84,134 +66,6 @@ const apiSessions = Number(argv.sessions);
 const seed = Number(argv.seed);
 const clientKind = argv.client as ClientKind | undefined;
 
-// ---- model -----------------------------------------------------------------------------------
-
-/** A small seeded PRNG (sfc32 from a hash of the seed and a stream name). */
-function rng(stream: string) {
-  const h = crypto.createHash('sha256').update(`${seed}:${stream}`).digest();
-  let a = h.readUInt32LE(0), b = h.readUInt32LE(4), c = h.readUInt32LE(8), d = h.readUInt32LE(12);
-  return () => {
-    a >>>= 0; b >>>= 0; c >>>= 0; d >>>= 0;
-    const t = (a + b) | 0;
-    a = b ^ (b >>> 9);
-    b = (c + (c << 3)) | 0;
-    c = (c << 21) | (c >>> 11);
-    d = (d + 1) | 0;
-    const r = (t + d) | 0;
-    c = (c + r) | 0;
-    return (r >>> 0) / 4294967296;
-  };
-}
-const ID_ALPHABET = '0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-';
-const pad = (i: number, n: number) => String(i).padStart(String(n - 1).length, '0');
-
-interface Seeded {
-  via: string;
-  worstCaseIdentityId: string;
-  identityIds: string[];
-  elapsedMs: number;
-}
-
-/**
- * The model written through the Store class: the same record shapes as the API creates, the same
- * selectivity as upstream's scale models (group/region/role attributes, mostly AnyOf of one or two
- * attributes, some AllOf, some `@id` lists, a few `#all`), the worst-case identity in every policy.
- */
-async function seedStore(dataDir: string): Promise<Seeded> {
-  const t0 = performance.now();
-  const r = rng('model');
-  const int = (n: number) => Math.floor(r() * n);
-  let idn = 0;
-  const ids = rng('ids');
-  const newId = () => {
-    let s = '';
-    for (let i = 0; i < 10; i++) s += ID_ALPHABET[Math.floor(ids() * 64)];
-    return s + (idn++ % 10);
-  };
-  const nGroups = Math.max(4, Math.round(shape.identities / 2000));
-  const nRegions = 10;
-  const ROLES = ['admin', 'dev', 'ops', 'sales', 'support'];
-  const nSvcGroups = Math.max(2, Math.round(shape.services / 20));
-  const now = Date.now();
-  const base = (name: string) => ({ id: newId(), createdAt: now, updatedAt: now, tags: {}, name });
-  const store = new Store(path.join(dataDir, 'db'), createRegistry().collectionSpecs());
-  try {
-    const put = async (coll: string, recs: Rec[]) => {
-      for (let i = 0; i < recs.length; i += 1000) await store.write((tx) => recs.slice(i, i + 1000).forEach((x) => tx.put(coll, x)));
-    };
-    const services = Array.from({ length: shape.services }, (_, i) => ({
-      ...base(`service-${pad(i, shape.services)}`), roleAttributes: [`svc-group-${i % nSvcGroups}`], configs: [], encryptionRequired: true,
-      terminatorStrategy: 'smartrouting', maxIdleTimeMillis: 0,
-    }));
-    const routers = Array.from({ length: shape.edgeRouters }, (_, i) => ({
-      ...base(`edge-router-${pad(i, shape.edgeRouters)}`), roleAttributes: [`region-${i % nRegions}`, ...(r() < 0.3 ? ['public'] : [])].sort(),
-      cost: 0, noTraversal: false, disabled: false, ctrlChanListeners: {}, isVerified: false, isTunnelerEnabled: false,
-    }));
-    const identities = Array.from({ length: shape.identities }, (_, i) => ({
-      ...base(`identity-${pad(i, shape.identities)}`), typeId: 'Default', isAdmin: false, isDefaultAdmin: false, authPolicyId: 'default',
-      roleAttributes: [`group-${int(nGroups)}`, ...(r() < 0.8 ? [`region-${int(nRegions)}`] : []), ...(r() < 0.2 ? [`role-${ROLES[int(ROLES.length)]}`] : [])].sort(),
-      defaultHostingCost: 0, defaultHostingPrecedence: 'default', serviceHostingCosts: {}, serviceHostingPrecedences: {},
-    }));
-    const worst = identities[identities.length - 1];
-    const worstAttrs = new Set<string>(worst.roleAttributes);
-    const pickIds = (list: { id: string }[], k: number) => Array.from({ length: k }, () => '@' + list[int(list.length)].id);
-    const who = (i: number): { semantic: string; roles: string[] } => {
-      if (i === 0) return { semantic: 'AnyOf', roles: ['#all'] };
-      const x = r();
-      let roles: string[];
-      let semantic = 'AnyOf';
-      if (x < 0.65) roles = Array.from({ length: 1 + int(2) }, () => `#group-${int(nGroups)}`);
-      else if (x < 0.8) (roles = [`#region-${int(nRegions)}`, `#role-${ROLES[int(ROLES.length)]}`]), (semantic = 'AllOf');
-      else if (x < 0.9) roles = [`#role-${ROLES[int(ROLES.length)]}`];
-      else roles = [...pickIds(identities, 1 + int(5)), '@' + worst.id];
-      for (const role of roles) if (role.startsWith('#')) worstAttrs.add(role.slice(1));
-      return { semantic, roles: [...new Set(roles)].sort() };
-    };
-    const servicePolicies = Array.from({ length: shape.servicePolicies }, (_, i) => {
-      const w = who(i);
-      const serviceRoles = r() < 0.85 ? Array.from({ length: 1 + int(2) }, () => `#svc-group-${int(nSvcGroups)}`) : pickIds(services, 1 + int(3));
-      return { ...base(`service-policy-${pad(i, shape.servicePolicies)}`), type: i % 3 === 2 ? 'Bind' : 'Dial', semantic: w.semantic, identityRoles: w.roles, serviceRoles: [...new Set(serviceRoles)].sort(), postureCheckRoles: [] };
-    });
-    const edgeRouterPolicies = Array.from({ length: shape.edgeRouterPolicies }, (_, i) => {
-      const w = who(i);
-      const y = r();
-      const edgeRouterRoles = i === 0 || y < 0.1 ? ['#all'] : y < 0.7 ? [`#region-${int(nRegions)}`] : y < 0.9 ? ['#public'] : [...new Set(pickIds(routers, 1 + int(3)))].sort();
-      return { ...base(`edge-router-policy-${pad(i, shape.edgeRouterPolicies)}`), semantic: w.semantic, identityRoles: w.roles, edgeRouterRoles, isSystem: false };
-    });
-    const serviceEdgeRouterPolicies = Array.from({ length: shape.serviceEdgeRouterPolicies }, (_, i) => {
-      const y = r();
-      const serviceRoles = i === 0 || y < 0.2 ? ['#all'] : y < 0.9 ? [...new Set(Array.from({ length: 1 + int(2) }, () => `#svc-group-${int(nSvcGroups)}`))].sort() : [...new Set(pickIds(services, 1 + int(3)))].sort();
-      const z = r();
-      const edgeRouterRoles = i === 0 || z < 0.3 ? ['#all'] : z < 0.8 ? [`#region-${int(nRegions)}`] : ['#public'];
-      return { ...base(`service-edge-router-policy-${pad(i, shape.serviceEdgeRouterPolicies)}`), semantic: 'AnyOf', serviceRoles, edgeRouterRoles };
-    });
-    // The worst-case identity carries every attribute the policies select by.
-    worst.roleAttributes = [...worstAttrs].sort();
-    await put('services', services);
-    await put('edgeRouters', routers);
-    await put('identities', identities);
-    await put('servicePolicies', servicePolicies);
-    await put('edgeRouterPolicies', edgeRouterPolicies);
-    await put('serviceEdgeRouterPolicies', serviceEdgeRouterPolicies);
-    return { via: 'bench/policy.ts seeding (Store)', worstCaseIdentityId: worst.id, identityIds: identities.map((x) => x.id), elapsedMs: performance.now() - t0 };
-  } finally {
-    await store.close();
-  }
-}
-
-/** `scripts/lib/model.ts` (issue 8) when it is built; undefined otherwise. */
-async function seedWithModelModule(dataDir: string): Promise<Seeded | undefined> {
-  const url = new URL('../scripts/lib/model.js', import.meta.url);
-  if (!fs.existsSync(url)) return undefined;
-  const mod = (await import(url.href)) as {
-    SHAPES: Record<string, unknown>;
-    writeModelToStore(dir: string, shape: unknown, opts: { seed: number; env?: Record<string, string> }): Promise<{ worstCaseIdentityId: string; ids: { identities: string[] }; elapsedMs: number }>;
-  };
-  if (!mod.SHAPES?.[shape.name] || typeof mod.writeModelToStore !== 'function') return undefined;
-  const s = await mod.writeModelToStore(dataDir, mod.SHAPES[shape.name], { seed, env: { MESH_ADMIN_PASSWORD: ADMIN_PASSWORD, MESH_ADDRESS: '127.0.0.1:0' } });
-  return { via: 'scripts/lib/model.ts writeModelToStore', worstCaseIdentityId: s.worstCaseIdentityId, identityIds: s.ids.identities, elapsedMs: s.elapsedMs };
-}
-
 // ---- run -------------------------------------------------------------------------------------
 
 const log = (s: string) => process.stdout.write(s + '\n');
@@ -226,8 +80,9 @@ async function main() {
     const first = await spawnController({ password: ADMIN_PASSWORD, env, dataDir });
     await first.stop();
     log(`shape ${shape.name}: writing the model …`);
-    const seeded = (await seedWithModelModule(dataDir)) ?? (await seedStore(dataDir));
-    log(`model written in ${(seeded.elapsedMs / 1000).toFixed(1)} s (${seeded.via})`);
+    const model = await writeModelToStore(dataDir, shape, { seed, env: { MESH_ADMIN_PASSWORD: ADMIN_PASSWORD, MESH_ADDRESS: '127.0.0.1:0' } });
+    const seeded = { via: 'scripts/lib/model.ts writeModelToStore', worstCaseIdentityId: model.worstCaseIdentityId, identityIds: model.ids.identities, elapsedMs: model.elapsedMs };
+    log(`model written in ${(seeded.elapsedMs / 1000).toFixed(1)} s`);
 
     const t0 = performance.now();
     const profDir = argv['cpu-prof'] ? fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-bench-prof-')) : undefined;
