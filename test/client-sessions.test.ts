@@ -73,6 +73,11 @@ t.test('session create: check order, errors, idempotence', async (t) => {
   const md = (await admin.get(`/sessions/${s.id}`)).body.data;
   t.same(md.servicePolicies.map((p: any) => p.id), [dial], 'management detail: granting policies');
   t.equal(md.service.id, S);
+  // API sessions have no name: upstream's entityRef carries name "" (a string, never null).
+  const apiRef = { _links: { self: { href: `./api-sessions/${s.apiSessionId}` } }, entity: 'api-sessions', id: s.apiSessionId, name: '' };
+  t.same(md.apiSession, apiRef, 'management detail: apiSession entityRef with an empty name');
+  t.same(s.apiSession, apiRef, 'create answer: apiSession entityRef with an empty name');
+  t.same((await u.client.get(`/sessions/${s.id}`)).body.data.apiSession, apiRef, 'client detail: apiSession entityRef');
   t.equal((await admin.get(`/sessions/${s.id}/route-path`)).status, 200, 'route path');
   const ac = await srv.login('admin', undefined, 'client');
   t.ok(ids(await ac.get('/sessions?limit=-1')).includes(s.id), 'admin sees all sessions');

@@ -63,6 +63,11 @@ export const sessions: ResourceDef = {
   },
   render(rec, { store, ctx }) {
     return {
+      // API sessions have no name: upstream renders their entityRef with name "" (ToEntityRef("", ...)),
+      // and entityRef.name is a plain string in the spec, so never null while the API session exists.
+      apiSession: store.has('apiSessions', rec.apiSessionId as string)
+        ? { _links: { self: { href: `./api-sessions/${rec.apiSessionId}` } }, entity: 'api-sessions', id: rec.apiSessionId, name: '' }
+        : null,
       // Connected routers both the identity's and the service's policies allow (live, not stored).
       edgeRouters: ctx ? sessionEdgeRouters(ctx.app, rec.identityId, rec.serviceId) : [],
       // The granting policies are a management detail (sessionManagementDetail).

@@ -14,6 +14,9 @@
  *    top-level `os`, `version`…), and `link.href` declared `format: uri` although upstream's own
  *    links are relative (`./identities/<id>`), so it is checked as `uri-reference`; and
  *    `GET /specs/{id}/spec`, which serves the raw document, not the envelope the spec names;
+ *    `GET /edge-routers/{id}/service-edge-router-policies`, declared as a list of service policies
+ *    but a list of service edge router policies upstream; `POST /posture-response-bulk`, declared
+ *    200 but answered 201 upstream;
  * 3. what prism's Swagger 2 reading gets wrong (see `patch`): definition-level `x-nullable` on
  *    `tags`, and free-form `additionalProperties: {type: object}` maps (any value, as go-swagger reads them).
  *
@@ -122,6 +125,25 @@ function patch(api: Api, doc: any, notes: PatchNote[]): void {
   if (specBody?.schema) {
     specBody.schema = { description: 'the raw specification document, YAML text or JSON object' };
     notes.push({ api, what: 'detailSpecBody 200: detailSpecBodyEnvelope -> the raw document (any)' });
+  }
+  // Responses the spec declares differently from what upstream's controller answers:
+  // - `GET /edge-routers/{id}/service-edge-router-policies` names `listServicePoliciesEnvelope`
+  //   (service policies) although the route lists service edge router policies, as its twin
+  //   `GET /services/{id}/service-edge-router-policies` declares and upstream returns;
+  // - `POST /posture-response-bulk` declares 200, but upstream answers 201 (its handler ends in
+  //   CreateWithResponder → RespondWithCreated, as the single `POST /posture-response` does, and
+  //   the reference tests assert 201: behaviors.md "posture-response-bulk → 201").
+  const serp = doc.paths?.['/edge-routers/{id}/service-edge-router-policies']?.get?.responses?.['200'];
+  if (serp?.schema?.$ref === '#/definitions/listServicePoliciesEnvelope' && defs.listServiceEdgeRouterPoliciesEnvelope) {
+    serp.schema = { $ref: '#/definitions/listServiceEdgeRouterPoliciesEnvelope' };
+    serp.description = 'A list of service edge router policies';
+    notes.push({ api, what: 'listEdgeRouterServiceEdgeRouterPolicies 200: listServicePoliciesEnvelope -> listServiceEdgeRouterPoliciesEnvelope' });
+  }
+  const bulk = doc.paths?.['/posture-response-bulk']?.post?.responses;
+  if (bulk?.['200'] && !bulk['201']) {
+    bulk['201'] = bulk['200'];
+    delete bulk['200'];
+    notes.push({ api, what: 'createPostureResponseBulk success status 200 -> 201 (what upstream answers)' });
   }
   let headers = 0;
   for (const [p, item] of Object.entries<any>(doc.paths ?? {})) {
