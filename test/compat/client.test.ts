@@ -12,12 +12,13 @@ import { startPrism } from './lib/prism.js';
 import { ExchangeLog } from './lib/exchanges.js';
 import { checkExchanges, exerciser, isPending, Missing, State, successStatus } from './lib/exerciser.js';
 import { clientRows, MFA_USER, USER, type Browzer } from './lib/client-table.js';
+import { clientEnrollmentSetup } from './lib/enroll-setup.js';
 
 const quiet = { trace() {}, debug() {}, info() {}, warn() {}, error() {} };
 
 t.test('client API with the upstream browzer edge client, through the checking proxy', async (t) => {
   const srv = await startServer(t);
-  const proxy = await startPrism(t, srv, 'client');
+  const proxy = await startPrism(t, srv, 'client', { clientCerts: true });
   const state = new State();
 
   // ---- set-up as admin (management API, directly): a user who may dial a service over a router
@@ -45,6 +46,7 @@ t.test('client API with the upstream browzer edge client, through the checking p
   await must(admin.post('/service-edge-router-policies', { name: 'bz-serp', semantic: 'AnyOf', serviceRoles: ['#bz-svc'], edgeRouterRoles: ['#bz-er'] }), 'service edge router policy');
   await must(admin.post('/terminators', { service: svc, router: er, binding: 'transport', address: 'tcp:localhost:8080' }), 'terminator');
   state.sessions.admin = (await srv.login(ADMIN_USER, ADMIN_PASSWORD, 'client')).token;
+  await clientEnrollmentSetup(srv, admin, state);
 
   // ---- the browzer client uses `_ziti_realFetch` when defined: route it through the checking log
   const log = new ExchangeLog(proxy);

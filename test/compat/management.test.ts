@@ -14,7 +14,7 @@ import { managementRows } from './lib/management-table.js';
 
 t.test('management API through the checking proxy, by operationId', async (t) => {
   const srv = await startServer(t);
-  const proxy = await startPrism(t, srv, 'management');
+  const proxy = await startPrism(t, srv, 'management', { clientCerts: true });
   t.comment(`spec patches: ${proxy.spec.notes.map((n) => n.what).join('; ')}`);
   const state = new State();
   state.srv = srv;

@@ -3,9 +3,10 @@
  * Prism forwards with its own HTTPS client, which has no client certificate; operations that
  * authenticate by one (cert login, CA/OTT-CA enrollment, router and authenticator extension) need
  * it. With `startPrism(t, srv, api, { clientCerts: true })`, prism's upstream is this relay; a
- * request carrying `x-compat-client-cert: <name>` is sent on over HTTPS with the certificate
- * registered under that name (`proxy.clientCert(name, certPem, keyPem)`), any other request without
- * one. Everything else (method, path, headers, body, status, response headers) passes unchanged.
+ * request carrying `x-compat-client-cert: <name>` is sent on over HTTPS to the controller's
+ * certificate listener (`srv.certPort`) with the certificate registered under that name
+ * (`proxy.clientCert(name, certPem, keyPem)`), any other request to the front end without one.
+ * Everything else (method, path, headers, body, status, response headers) passes unchanged.
  */
 import http from 'node:http';
 import https from 'node:https';
@@ -36,7 +37,8 @@ export class CertRelay {
         const body = Buffer.concat(chunks);
         if (body.length) headers['content-length'] = String(body.length);
         const up = https.request(
-          { host: '127.0.0.1', port: srv.port, method: req.method, path: req.url, headers, ca: srv.ca, agent: false, ...(creds ?? {}) },
+          // with a certificate: the certificate listener (the uWS front end asks for none)
+          { host: '127.0.0.1', port: creds ? srv.certPort : srv.port, method: req.method, path: req.url, headers, ca: srv.ca, agent: false, ...(creds ?? {}) },
           (ur) => {
             const out: Record<string, string | string[]> = {};
             for (const [k, v] of Object.entries(ur.headers)) if (v !== undefined && !HOP_BY_HOP.has(k)) out[k] = v;

@@ -9,6 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { generateSync } from 'otplib';
 import { makeCsr } from './csr.js';
 import type { Row, State } from './exerciser.js';
+import { credential, saveCredential } from './enroll-setup.js';
 
 /** The browzer client instance (typed loosely: it ships only `any`-typed declarations). */
 export type Browzer = Record<string, (p?: any) => Promise<any>>;
@@ -48,6 +49,7 @@ export function clientRows(): ClientStep[] {
     { op: 'listWellKnownCas', as: 'none', call: (c) => c.listWellKnownCas({}) },
     { op: 'getEnrollmentJwks', as: 'none', call: (c) => c.getEnrollmentJwks({}), save: (d, s) => s.set('jwksKid', d.keys[0].kid) },
     { op: 'enrollmentChallenge', as: 'none', call: (c, s) => c.enrollmentChallenge({ nonce: { nonce: randomUUID(), keyId: s.get('jwksKid') } }) },
+    { op: 'enrollmentChallenge', as: 'none', note: 'unknown key id', call: (c) => c.enrollmentChallenge({ nonce: { nonce: randomUUID(), keyId: 'no-such-kid' } }), status: 400 },
     { op: 'listExternalJwtSigners', as: 'none', call: (c) => c.listExternalJwtSigners({}) },
     { swagger: { op: 'listNetworkJWTs', as: 'none' } },
 
@@ -122,6 +124,54 @@ export function clientRows(): ClientStep[] {
 
     // ---- enrollment of a pre-created identity with a username/password
     { op: 'enrollUpdb', as: 'none', call: (c, s) => c.enrollUpdb({ token: s.get('updbToken'), updbCredentials: { password: 'bz-enrolled-1' } }) },
+
+    // ---- certificate enrollment, certificate login and extension (set-up: ./enroll-setup.ts).
+    // Rows with `cert` present a TLS client certificate (through the proxy's relay to the
+    // certificate listener); a browser client cannot, so they are swagger-client rows.
+    {
+      op: 'enrollOtt', as: 'none',
+      call: (c, s) => c.enrollOtt({ ottEnrollmentRequest: { token: s.get('ottToken'), clientCsr: s.get('ott.csr') } }),
+      verify: (d) => [/BEGIN CERTIFICATE/.test(d?.cert ?? '') && /BEGIN CERTIFICATE/.test(d?.ca ?? ''), 'a client certificate chain and the CAs'],
+      save: (d, s) => saveCredential(s, 'ott', d.cert, s.get('ott.key')),
+    },
+    { swagger: { op: 'enrollOtt', as: 'none', note: 'token used again', body: (s) => ({ token: s.get('ottToken'), clientCsr: s.get('ott2.csr') }), status: 400 } },
+    // the legacy endpoint consumes pkcs7/json/pem/text; swagger-client would pick the first (pkcs7) for a JSON body
+    { swagger: { op: 'enroll', as: 'none', note: 'legacy ott', contentType: 'application/json', params: (s) => ({ method: 'ott', token: s.get('ott2Token') }), body: (s) => ({ clientCsr: s.get('ott2.csr') }) } },
+    { swagger: { op: 'enroll', as: 'none', note: 'legacy ott, PEM CSR body', contentType: 'application/x-pem-file', params: (s) => ({ method: 'ott', token: s.get('ott3Token') }), body: (s) => s.get('ott3.csr') } },
+    { swagger: { op: 'enroll', as: 'none', note: 'legacy trott (transit router)', contentType: 'application/json', params: (s) => ({ method: 'trott', token: s.get('trToken') }), body: (s) => ({ certCsr: s.get('trClient.csr'), serverCertCsr: s.get('trServer.csr') }) } },
+    { swagger: { op: 'enroll', as: 'none', note: 'legacy updb', contentType: 'application/json', params: (s) => ({ method: 'updb', token: s.get('updb2Token') }), body: () => ({ password: 'bz-updb2-pass' }) } },
+    { swagger: { op: 'enroll', as: 'none', note: 'legacy CA auto-enrollment', contentType: 'application/json', cert: credential('caAuto2'), params: () => ({ method: 'ca' }), body: () => ({ name: 'bz-legacy-ca-device' }) } },
+    { swagger: { op: 'authenticate', as: 'none', note: 'certificate', cert: credential('ott'), params: () => ({ method: 'cert' }), body: () => ({}), save: (d, s) => (s.sessions.cert = d.token) } },
+    { swagger: { op: 'listCurrentIdentityAuthenticators', as: 'cert', note: 'certificate identity', save: (d, s) => s.set('certAuth', d.find((a: any) => a.method === 'cert').id) } },
+    {
+      swagger: {
+        op: 'extendCurrentIdentityAuthenticator', as: 'cert', cert: credential('ott'), params: (s) => ({ id: s.get('certAuth') }),
+        body: (s) => ({ clientCertCsr: s.get('ottExt.csr') }), save: (d, s) => saveCredential(s, 'ottNew', d.clientCert, s.get('ottExt.key')),
+      },
+    },
+    { swagger: { op: 'extendCurrentIdentityAuthenticator', as: 'cert', note: 'no client certificate on the connection', params: (s) => ({ id: s.get('certAuth') }), body: (s) => ({ clientCertCsr: s.get('ottExt.csr') }), status: 401 } },
+    { swagger: { op: 'extendVerifyCurrentIdentityAuthenticator', as: 'cert', cert: credential('ott'), params: (s) => ({ id: s.get('certAuth') }), body: (s) => ({ clientCert: s.get('ottNew.cert') }) } },
+    { swagger: { op: 'authenticate', as: 'none', note: 'certificate replaced by the extension', cert: credential('ott'), params: () => ({ method: 'cert' }), body: () => ({}), status: 401 } },
+    { swagger: { op: 'authenticate', as: 'none', note: 'extended certificate', cert: credential('ottNew'), params: () => ({ method: 'cert' }), body: () => ({}) } },
+    { swagger: { op: 'enrollCa', as: 'none', cert: credential('caAuto') } },
+    { swagger: { op: 'authenticate', as: 'none', note: 'CA auto-enrolled certificate', cert: credential('caAuto'), params: () => ({ method: 'cert' }), body: () => ({}) } },
+    { swagger: { op: 'enrollOttCa', as: 'none', cert: credential('ottca'), body: (s) => ({ token: s.get('ottcaToken') }) } },
+    {
+      op: 'enrollErOtt', as: 'none',
+      call: (c, s) => c.enrollErOtt({ erOttEnrollmentRequest: { token: s.get('erToken'), clientCsr: s.get('erClient.csr'), serverCsr: s.get('erServer.csr') } }),
+      verify: (d) => [/BEGIN CERTIFICATE/.test(d?.cert ?? '') && /BEGIN CERTIFICATE/.test(d?.serverCert ?? ''), 'client and server certificate chains'],
+      save: (d, s) => saveCredential(s, 'er', d.cert, s.get('erClient.key')),
+    },
+    { swagger: { op: 'extendRouterEnrollment', as: 'none', cert: credential('er'), body: (s) => ({ certCsr: s.get('erClientExt.csr'), serverCertCsr: s.get('erServerExt.csr') }) } },
+    { swagger: { op: 'extendRouterEnrollment', as: 'none', note: 'no client certificate', body: (s) => ({ certCsr: s.get('erClientExt.csr'), serverCertCsr: s.get('erServerExt.csr') }), status: 401 } },
+    {
+      swagger: {
+        op: 'enrollToken', as: 'none', note: 'certificate credentials',
+        params: (s) => ({ Authorization: `Bearer ${s.get('idpCertJwt')}`, 'mesh-token-issuer-id': s.get('idpSigner') }), body: (s) => ({ clientCsr: s.get('tokenCert.csr') }),
+      },
+    },
+    { swagger: { op: 'enrollToken', as: 'none', note: 'subject already enrolled', params: (s) => ({ Authorization: `Bearer ${s.get('idpCertJwt')}` }), body: () => ({}), status: 409 } },
+    { swagger: { op: 'enrollToken', as: 'none', note: 'token credentials', params: (s) => ({ Authorization: `Bearer ${s.get('idpTokenJwt')}` }), body: () => ({}) } },
 
     // ---- log out
     { op: 'deleteCurrentAPISession', call: (c) => c.deleteCurrentApiSession({}) },

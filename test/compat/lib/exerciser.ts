@@ -13,7 +13,9 @@
 import type { Test } from 'tap';
 import SwaggerClient from 'swagger-client';
 import { PENDING } from '../../../src/api/operations.js';
+import crypto from 'node:crypto';
 import { ExchangeLog } from './exchanges.js';
+import { CLIENT_CERT_HEADER } from './cert-relay.js';
 import type { Proxy } from './prism.js';
 import type { Api } from './upstream-spec.js';
 import type { Server } from '../../helpers/server.js';
@@ -36,8 +38,16 @@ export interface Row {
   before?: (s: State) => Promise<void>;
   /** The response media type to ask for (swagger-client `responseContentType` → `accept`). */
   accept?: string;
+  /** The request media type, among those the operation consumes (swagger-client `requestContentType`). */
+  contentType?: string;
   /** What the row shows; printed with the assertion. */
   note?: string;
+  /**
+   * A TLS client certificate to present (certificate login, ottca/CA enrollment, extensions): the
+   * request reaches the controller's certificate listener through the proxy's relay
+   * (`startPrism(…, { clientCerts: true })`, ./cert-relay.ts).
+   */
+  cert?: (s: State) => { cert: string; key: string };
 }
 
 export class Missing extends Error {}
@@ -113,6 +123,7 @@ export async function exerciser(proxy: Proxy, state: State, log = new ExchangeLo
       }
       const label = `${api}:${row.op}${row.note ? ` (${row.note})` : ''}`;
       let parameters: Record<string, unknown>;
+      let certName: string | undefined;
       try {
         await row.before?.(state);
       } catch (e) {
@@ -121,6 +132,11 @@ export async function exerciser(proxy: Proxy, state: State, log = new ExchangeLo
       }
       try {
         parameters = { ...(row.params?.(state) ?? {}) };
+        const creds = row.cert?.(state);
+        if (creds) {
+          certName = crypto.createHash('sha1').update(creds.cert).digest('hex');
+          proxy.clientCert(certName, creds.cert, creds.key);
+        }
         if (row.body) {
           const name = bodyParam.get(row.op);
           if (!name) throw new Error(`${row.op} takes no body`);
@@ -142,13 +158,14 @@ export async function exerciser(proxy: Proxy, state: State, log = new ExchangeLo
       const userFetch = (url: string, init: RequestInit) => {
         const headers = { ...(init.headers as Record<string, string>) };
         if (token) headers['zt-session'] = token;
+        if (certName) headers[CLIENT_CERT_HEADER] = certName;
         return log.fetch(url, { ...init, headers });
       };
       const first = log.exchanges.length;
       let status: number;
       let body: any;
       try {
-        const res = await client.execute({ operationId: row.op, parameters, userFetch, ...(row.accept ? { responseContentType: row.accept } : {}) } as any);
+        const res = await client.execute({ operationId: row.op, parameters, userFetch, ...(row.accept ? { responseContentType: row.accept } : {}), ...(row.contentType ? { requestContentType: row.contentType } : {}) } as any);
         status = res.status;
         body = res.body;
       } catch (e: any) {

@@ -8,6 +8,7 @@ import { generateSync } from 'otplib';
 import { makeCa, signLeaf } from './csr.js';
 import { ADMIN_PASSWORD, ADMIN_USER } from '../../helpers/server.js';
 import type { Row, State } from './exerciser.js';
+import { certIdentitySetup, credential, saveCredential, updbIdentitySetup } from './enroll-setup.js';
 
 const id = (name: string) => (d: any, s: State) => s.set(name, d.id);
 const by = (name: string) => (s: State) => ({ id: s.get(name) });
@@ -96,9 +97,27 @@ export function managementRows(): Row[] {
     { op: 'listEnrollments' },
     { op: 'detailEnrollment', params: by('enrollment') },
     { op: 'createEnrollment', body: (s) => ({ method: 'updb', identityId: s.get('spare'), username: 'cx-spare-2', expiresAt: later() }), save: id('enrollment2') },
+    { op: 'createEnrollment', note: 'same method again', body: (s) => ({ method: 'updb', identityId: s.get('spare'), username: 'cx-spare-3', expiresAt: later() }), status: 409 },
     { op: 'refreshEnrollment', params: by('enrollment2'), body: () => ({ expiresAt: later() }) },
-    { op: 'reEnrollAuthenticator', params: by('spareAuth'), body: () => ({ expiresAt: later() }) },
+    { op: 'refreshEnrollment', note: 'expiry in the past', params: by('enrollment2'), body: () => ({ expiresAt: new Date(Date.now() - 60_000).toISOString() }), status: 400 },
     { op: 'requestExtendAuthenticator', note: 'not certificate based', params: by('userAuth'), body: () => ({ rollKeys: false }), status: 403 },
+    // an identity enrolled to a controller certificate (set-up: ./enroll-setup.ts) logs in with it
+    // over mutual TLS (the proxy's relay to the certificate listener), is asked to extend, extends
+    // with a new key and verifies; the old certificate is then refused; finally it is re-enrolled
+    { op: 'authenticate', as: 'none', note: 'certificate', before: (s) => certIdentitySetup(s.srv!, s), cert: credential('mcert'), params: () => ({ method: 'cert' }), body: () => ({}), save: (d, s) => (s.sessions.mcert = d.token) },
+    { op: 'listCurrentIdentityAuthenticators', as: 'mcert', note: 'certificate identity', save: (d, s) => s.set('mcertAuth', d.find((a: any) => a.method === 'cert').id) },
+    { op: 'requestExtendAuthenticator', params: by('mcertAuth'), body: () => ({ rollKeys: true }) },
+    {
+      op: 'extendCurrentIdentityAuthenticator', as: 'mcert', cert: credential('mcert'), params: by('mcertAuth'),
+      body: (s) => ({ clientCertCsr: s.get('mcertExt.csr') }), save: (d, s) => saveCredential(s, 'mcertNew', d.clientCert, s.get('mcertExt.key')),
+    },
+    { op: 'extendVerifyCurrentIdentityAuthenticator', as: 'mcert', cert: credential('mcert'), params: by('mcertAuth'), body: (s) => ({ clientCert: s.get('mcertNew.cert') }) },
+    { op: 'authenticate', as: 'none', note: 'certificate replaced by the extension', cert: credential('mcert'), params: () => ({ method: 'cert' }), body: () => ({}), status: 401 },
+    { op: 'authenticate', as: 'none', note: 'extended certificate', cert: credential('mcertNew'), params: () => ({ method: 'cert' }), body: () => ({}) },
+    { op: 'reEnrollAuthenticator', note: 'certificate → ott', params: by('mcertAuth'), body: () => ({ expiresAt: later() }) },
+    { op: 'reEnrollAuthenticator', note: 'password → updb', before: (s) => updbIdentitySetup(s.srv!, s), params: by('reenrollAuth'), body: () => ({ expiresAt: later() }) },
+    { op: 'getIdentityEnrollments', note: 'after re-enrollment', params: by('certIdentity') },
+    { op: 'authenticate', as: 'none', note: 'certificate of a re-enrolled authenticator', cert: credential('mcertNew'), params: () => ({ method: 'cert' }), body: () => ({}), status: 401 },
 
     // ---- config types, configs, services
     { op: 'createConfigType', body: () => ({ name: 'cx-ct', schema: { type: 'object', properties: { port: { type: 'integer' } } }, tags: { a: 'b' } }), save: id('ct') },
@@ -137,6 +156,7 @@ export function managementRows(): Row[] {
     { op: 'updateEdgeRouter', params: by('erTun'), body: () => ({ name: 'cx-er-tun', isTunnelerEnabled: true, roleAttributes: ['west'] }) },
     { op: 'patchEdgeRouter', params: by('er'), body: () => ({ cost: 9 }) },
     { op: 'reEnrollEdgeRouter', params: by('er') },
+    { op: 'reEnrollEdgeRouter', note: 'unknown id', params: () => ({ id: 'no-such-router' }), status: 404 },
     { op: 'listEdgeRouterRoleAttributes' },
     { op: 'listRouters' },
     { op: 'detailRouter', params: by('rt') },
@@ -220,6 +240,7 @@ export function managementRows(): Row[] {
     },
     { op: 'listCas' },
     { op: 'detailCa', params: by('ca'), save: (d, s) => s.set('caToken', d.verificationToken) },
+    { op: 'verifyCa', note: 'common name is not the verification token', params: by('ca'), body: () => signLeaf(ca(), 'not-the-token'), status: 400 },
     { op: 'verifyCa', params: by('ca'), body: (s) => signLeaf(ca(), s.get('caToken')) },
     { op: 'updateCa', params: by('ca'), body: () => ({ name: 'cx-ca', identityRoles: [], isAuthEnabled: true, isAutoCaEnrollmentEnabled: false, isOttCaEnrollmentEnabled: true, identityNameFormat: '[commonName]' }) },
     { op: 'patchCa', params: by('ca'), body: () => ({ tags: { x: 'y' } }) },

@@ -16,7 +16,8 @@
  *    `GET /specs/{id}/spec`, which serves the raw document, not the envelope the spec names;
  *    `GET /edge-routers/{id}/service-edge-router-policies`, declared as a list of service policies
  *    but a list of service edge router policies upstream; `POST /posture-response-bulk`, declared
- *    200 but answered 201 upstream;
+ *    200 but answered 201 upstream; the body of `POST /enroll`, declared an object although the
+ *    operation consumes a raw PEM CSR;
  * 3. what prism's Swagger 2 reading gets wrong (see `patch`): definition-level `x-nullable` on
  *    `tags`, and free-form `additionalProperties: {type: object}` maps (any value, as go-swagger reads them).
  *
@@ -144,6 +145,17 @@ function patch(api: Api, doc: any, notes: PatchNote[]): void {
     bulk['201'] = bulk['200'];
     delete bulk['200'];
     notes.push({ api, what: 'createPostureResponseBulk success status 200 -> 201 (what upstream answers)' });
+  }
+  // `POST /enroll` consumes application/x-pem-file, application/pkcs7 and text/plain besides JSON,
+  // and upstream's own SDKs send the CSR raw as `application/x-pem-file` (behaviors.md OTT flow;
+  // api-reference.md §9 legacy enroll), but Swagger 2 allows one body schema and it names the
+  // object `genericEnroll`, so every raw-CSR request would be rejected. Accept either that object
+  // or a text body (the PEM CSR).
+  const enrollItem = doc.paths?.['/enroll'];
+  const enrollBody = [...(enrollItem?.parameters ?? []), ...(enrollItem?.post?.parameters ?? [])].find((x: any) => x.in === 'body');
+  if (enrollBody?.schema?.$ref === '#/definitions/genericEnroll') {
+    enrollBody.schema = { anyOf: [{ $ref: '#/definitions/genericEnroll' }, { type: 'string', description: 'a raw PEM (or PKCS7) CSR' }] };
+    notes.push({ api, what: 'POST /enroll body: genericEnroll -> genericEnroll or a raw CSR text (it consumes x-pem-file/pkcs7/text)' });
   }
   let headers = 0;
   for (const [p, item] of Object.entries<any>(doc.paths ?? {})) {
