@@ -78,12 +78,14 @@ function normalize(rec: any, names: Map<string, string>): any {
 t.test('tiny model: written to the store and through the API, the same model reads back', async (t) => {
   // The store writer signs enrollment JWTs for the address the controller will listen on.
   const port = await freePort();
+  const certPort = await freePort();
+  const addrs = { MESH_ADDRESS: `127.0.0.1:${port}`, MESH_CERT_ADDRESS: `127.0.0.1:${certPort}` };
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-model-test-'));
   t.teardown(() => fs.rmSync(dataDir, { recursive: true, force: true }));
   const progress: [number, number][] = [];
   const viaStore = await writeModelToStore(dataDir, shape, {
     seed: SEED,
-    env: { ...env, MESH_ADDRESS: `127.0.0.1:${port}` },
+    env: { ...env, ...addrs },
     batch: 5,
     onProgress: (d, n) => progress.push([d, n]),
   });
@@ -92,7 +94,7 @@ t.test('tiny model: written to the store and through the API, the same model rea
   t.same(progress[progress.length - 1], [planned, planned], 'progress ends at the total');
   t.ok(progress.every(([d], i) => i === 0 || d > progress[i - 1][0]), 'progress increases');
 
-  const a = await startServer(t, { dataDir, env: { MESH_ADDRESS: `127.0.0.1:${port}` }, keepData: true });
+  const a = await startServer(t, { dataDir, env: addrs, keepData: true });
   const adminA = await a.login(); // the default admin was created by the generator's first-start bootstrap
   const b = await startServer(t);
   const adminB = await b.login();
@@ -153,7 +155,8 @@ t.test('tiny model: written to the store and through the API, the same model rea
   }
 
   // Identity records as the API creates them: an outstanding ott enrollment with a JWT for this controller.
-  for (const [list, srvOrigin] of [[byFamily.identities[0], a.origin], [byFamily.identities[1], b.origin]] as const) {
+  // The JWT names the mutual-TLS listener: where an SDK enrolls and logs in with its certificate.
+  for (const [list, srvOrigin] of [[byFamily.identities[0], a.certOrigin], [byFamily.identities[1], b.certOrigin]] as const) {
     const model = list.filter((r) => !r.isDefaultAdmin);
     t.ok(model.every((r) => r.typeId === 'Default' && r.isAdmin === false && r.authPolicyId === 'default'), 'identities: Default type, not admin, default auth policy');
     t.ok(model.every((r) => typeof r.enrollment?.ott?.token === 'string' && typeof r.enrollment.ott.jwt === 'string'), 'identities: ott enrollment present');

@@ -14,7 +14,7 @@
  * `login` (every device: new mutual-TLS connection + authenticate?method=cert), `mix` (for
  * --duration: service-updates polls, service listings, Dial and Bind sessions by the --mix weights,
  * re-login on 401; meanwhile admins change policies and expire API sessions, and simulated routers
- * run when bench/router-sim.ts is there); (5) write bench/results/fleet-<ts>.json and .svg (and
+ * report on the control channel, enrolled and connected in a `routers` phase before the mix); (5) write bench/results/fleet-<ts>.json and .svg (and
  * fleet-latest.*) and print a one-screen summary.
  *
  * Zero errors is part of the result: any error — above all a 5xx, a timeout or a dropped
@@ -32,13 +32,14 @@
  *   --duration S          seconds of mixed load                                  default 60
  *   --mix SPEC            weights: updates=50,services=15,dial=25,bind=10        (default)
  *   --admin-interval MS   an admin change every MS during the mix                 default 500
- *   --routers M           edge routers to simulate (needs bench/router-sim.ts)   default 50
+ *   --routers M           edge routers to enroll, connect and report (control channel)  default 50
  *   --ceiling-duration S  seconds per ceiling                                    default 5
  *   --no-ceilings         skip the ceilings
  *   --timeout MS          per-request timeout                                    default 10000
  *   --max-minutes M       hard stop of the whole run                             default 30
  *   --keep-data           keep the controller's data directory
  *   --results-dir DIR     where the JSON and SVG go                              default bench/results
+ *   --cpu-prof DIR        run the controller under `node --cpu-prof` (profile written into DIR at stop)
  */
 import fs from 'node:fs';
 import net from 'node:net';
@@ -47,8 +48,8 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { performance } from 'node:perf_hooks';
 import { shapeByName, writeModelToStore, writeModelViaApi, rng, type ModelSummary } from '../../scripts/lib/model.js';
-import { createClient, requestJson, type HttpClient } from '../lib/http.js';
-import { spawnController, login, MGMT, ROOT, type ControllerProcess } from '../lib/controller.js';
+import { createClient, requestJson, keepAliveRetries, type HttpClient } from '../lib/http.js';
+import { spawnController, login, readCpuMs, MGMT, ROOT, type ControllerProcess } from '../lib/controller.js';
 import { machineInfo } from '../lib/report.js';
 import { OpStats, runClosedLoop, tee, isFatal } from '../lib/ops.js';
 import { ProcessSampler } from '../lib/sampler.js';
@@ -56,7 +57,7 @@ import { measureCeilings, type Ceilings } from '../lib/ceilings.js';
 import { deviceKeys } from './pki.js';
 import { Device, type FleetContext } from './device.js';
 import { AdminActor } from './admin.js';
-import { startRouters, routerSimMissing, type RouterFleetStatus } from './routers.js';
+import { RouterFleet, type RouterFleetStatus } from './routers.js';
 import { fleetChart, terminalSummary, type FleetResult, type PhaseResult, type Ratio } from './report.js';
 
 const ADMIN_PASSWORD = 'bench-admin-password';
@@ -84,6 +85,7 @@ function parseOptions() {
       'max-minutes': { type: 'string' },
       'keep-data': { type: 'boolean', default: false },
       'results-dir': { type: 'string' },
+      'cpu-prof': { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
     strict: true,
@@ -214,7 +216,8 @@ async function main() {
     }
 
     // (3) controller
-    ctl = await spawnController({ password: ADMIN_PASSWORD, dataDir, address: env.MESH_ADDRESS, env, keepData: argv['keep-data'], readyTimeoutMs: 120_000 });
+    const cpuProf = argv['cpu-prof'] ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(argv['cpu-prof'])}`] : undefined;
+    ctl = await spawnController({ nodeArgs: cpuProf, password: ADMIN_PASSWORD, dataDir, address: env.MESH_ADDRESS, env, keepData: argv['keep-data'], readyTimeoutMs: 120_000 });
     const t0 = performance.now();
     const stats = new OpStats(1000, t0);
     const sampler = new ProcessSampler(ctl.pid, 1000, t0).start();
@@ -287,11 +290,22 @@ async function main() {
       log(`phase ${name} ...`);
       const ps = new OpStats(1000, t0);
       fc.stats = tee(stats, ps);
+      const ctlCpu0 = readCpuMs(ctl!.pid) ?? NaN;
+      const genCpu0 = process.cpuUsage();
       await body(ps);
+      const genCpu = process.cpuUsage(genCpu0);
+      const controllerMs = (readCpuMs(ctl!.pid) ?? NaN) - ctlCpu0;
       fc.stats = stats;
       const to = (performance.now() - t0) / 1000;
-      phases.push({ name, from, to, ops: ps.summary() });
-      for (const [op, s] of Object.entries(ps.summary())) log(`  ${op}: ${s.ok} ok (${s.okPerSec}/s), p99 ${s.latencyMs.p99} ms${Object.keys(s.errors).length ? ', errors ' + JSON.stringify(s.errors) : ''}`);
+      const ops = ps.summary();
+      // Device operations: what the devices asked for (not the admins' or the routers' work).
+      const deviceOps = Object.entries(ops).filter(([k]) => !k.startsWith('admin') && !k.startsWith('router')).reduce((a, [, x]) => a + x.ok, 0);
+      const generatorMs = (genCpu.user + genCpu.system) / 1000;
+      const r2 = (x: number) => Math.round(x * 100) / 100;
+      const cpu = { controllerMs: Math.round(controllerMs), generatorMs: Math.round(generatorMs), deviceOps, controllerMsPerOp: deviceOps ? r2(controllerMs / deviceOps) : NaN, generatorMsPerOp: deviceOps ? r2(generatorMs / deviceOps) : NaN };
+      phases.push({ name, from, to, ops, cpu });
+      for (const [op, s] of Object.entries(ops)) log(`  ${op}: ${s.ok} ok (${s.okPerSec}/s), p99 ${s.latencyMs.p99} ms${Object.keys(s.errors).length ? ', errors ' + JSON.stringify(s.errors) : ''}`);
+      log(`  CPU: controller ${cpu.controllerMs} ms, load generator ${cpu.generatorMs} ms${deviceOps ? ` (${cpu.controllerMsPerOp} / ${cpu.generatorMsPerOp} ms per device operation)` : ''}`);
     };
 
     await phase('enroll', async () => {
@@ -317,9 +331,19 @@ async function main() {
       client: admin, token: adminToken, stats: { record: (...a) => fc.stats.record(...a) }, servicePolicyIds: m.ids.servicePolicies,
       serviceGroups: Math.max(2, Math.min(shape.services, Math.round(shape.servicePolicies / 2))), devices: () => live, intervalMs: adminIntervalMs, rand: rng(seed, 'admin'),
     });
-    let routerStatus: RouterFleetStatus = { simulated: false, reason: `the mix phase did not run${routerSimMissing() ? '; ' + routerSimMissing() : ''}`, requested: routersN };
+    // Simulated edge routers (control channel, issue #7): enrolled and connected in their own
+    // phase, then answering heartbeats and reporting state during the mix.
+    let routerStatus: RouterFleetStatus = { simulated: false, reason: 'no routers requested (--routers 0)', requested: routersN };
+    const routers = routersN > 0
+      ? new RouterFleet({ origin: ctl.origin, ca, http: admin, adminToken, edgeRouterIds: m.ids.edgeRouters.slice(0, routersN), stats: () => fc.stats, concurrency: Math.min(concurrency, 8), reportIntervalMs: 2000 })
+      : undefined;
+    if (routers) {
+      routerStatus = { simulated: false, reason: 'the routers phase did not run', requested: routersN };
+      await phase('routers', async () => {
+        await routers.start();
+      });
+    }
     await phase('mix', async () => {
-      const routers = await startRouters({ origin: ctl!.origin, ca, adminToken, edgeRouterIds: m.ids.edgeRouters.slice(0, routersN), log });
       adminActor.start();
       try {
         await runClosedLoop({ concurrency, durationMs: durationS * 1000 }, async () => {
@@ -335,7 +359,11 @@ async function main() {
         });
       } finally {
         await adminActor.stop();
-        routerStatus = await routers.stop();
+        if (routers) {
+          const v = await routers.verifyOnline().catch((e) => ({ online: -1, expected: routers.connected, error: String(e) }));
+          if (v.online !== v.expected) failures.push(`routers: ${v.online} of ${v.expected} connected routers online (with their reported hostname) in the Management API`);
+          routerStatus = { simulated: true, requested: routersN, report: await routers.stop() };
+        }
       }
     }, live.length === 0 ? 'no device logged in (see the enroll and login errors)' : undefined);
 
@@ -347,6 +375,17 @@ async function main() {
     admin = undefined;
     const exit = await ctl.stop();
     if (exit.code !== 0 && exit.signal !== 'SIGINT') failures.push(`controller exited with ${exit.code ?? exit.signal}`);
+    // What the controller itself logged as an error (pino level ≥ 50, or an unhandled rejection in
+    // a front end): an answer that looked fine to a client can still hide one.
+    const controllerErrors = ctl.output().split('\n').filter((line) => {
+      if (line.startsWith('router rejected')) return true;
+      try {
+        return (JSON.parse(line) as { level?: number }).level! >= 50;
+      } catch {
+        return false;
+      }
+    });
+    if (controllerErrors.length) failures.push(`controller logged ${controllerErrors.length} errors, first: ${controllerErrors[0].slice(0, 300)}`);
 
     // (5) results
     const errs = stats.errors();
@@ -360,6 +399,8 @@ async function main() {
     if (totalErrors > 0) failures.push(`${totalErrors} errors in all`);
     for (const ph of phases) if (ph.skipped) failures.push(`phase ${ph.name} did not run: ${ph.skipped}`);
     if (routerStatus.simulated && Object.keys(routerStatus.report?.errors ?? {}).length) failures.push(`router simulator errors: ${JSON.stringify(routerStatus.report!.errors)}`);
+    if (routerStatus.simulated && routerStatus.report!.connected < routersN) failures.push(`routers: ${routerStatus.report!.connected} of ${routersN} connected`);
+    if (!routerStatus.simulated && routersN > 0) failures.push(`routers not simulated: ${routerStatus.reason}`);
 
     const ratios: Ratio[] = [];
     const get = (p: string, op: string) => phases.find((x) => x.name === p)?.ops[op];
@@ -371,7 +412,7 @@ async function main() {
       ratio('certificate logins (new mTLS connection + authenticate) vs raw mTLS handshake', get('login', 'login'), ceilings.mtlsHandshake);
       const mixPhase = phases.find((x) => x.name === 'mix' && !x.skipped);
       if (mixPhase) {
-        const okAll = Object.entries(mixPhase.ops).filter(([k]) => !k.startsWith('admin')).reduce((a, [, s]) => a + s.ok, 0);
+        const okAll = Object.entries(mixPhase.ops).filter(([k]) => !k.startsWith('admin') && !k.startsWith('router')).reduce((a, [, s]) => a + s.ok, 0);
         ratio('mixed device requests vs trivial uWS JSON', { okPerSec: okAll / Math.max(0.001, mixPhase.to - mixPhase.from) }, ceilings.uwsJson);
         for (const op of ['serviceUpdates', 'services', 'sessionDial', 'sessionBind']) if (mixPhase.ops[op]) ratio(`${op} (share of the mix) vs trivial uWS JSON`, mixPhase.ops[op], ceilings.uwsJson);
       }
@@ -394,6 +435,7 @@ async function main() {
       errors: { total: totalErrors, fatal, other, notImplemented },
       controller: { cpuPctMean: cpu.meanCpuPct, cpuPctMax: cpu.maxCpuPct, rssPeakMiB: cpu.peakRssMiB, samples: sampler.samples, exit },
       routers: routerStatus,
+      keepAliveRetries: keepAliveRetries.count,
       admin: { policyChanges: adminActor.changes, sessionsExpired: adminActor.expired },
       timeline: stats.timeline(),
     };

@@ -17,6 +17,12 @@ export interface PhaseResult {
   ops: Record<string, OpSummary>;
   /** Why the phase did not run, when it did not. */
   skipped?: string;
+  /**
+   * CPU used during the phase (ms): by the controller (all its threads, from /proc) and by this
+   * load generator; and the controller's CPU per successful device operation of the phase. On a
+   * shared machine these stay meaningful when rates do not.
+   */
+  cpu?: { controllerMs: number; generatorMs: number; deviceOps: number; controllerMsPerOp: number; generatorMsPerOp: number };
 }
 
 export interface Ratio {
@@ -41,6 +47,8 @@ export interface FleetResult {
   errors: { total: number; fatal: Record<string, number>; other: Record<string, number>; notImplemented: string[] };
   controller: { cpuPctMean: number; cpuPctMax: number; rssPeakMiB: number; samples: ProcessSample[]; exit?: unknown };
   routers: unknown;
+  /** Requests sent again because the server closed their idle kept-alive socket (never counted as errors, never hidden). */
+  keepAliveRetries?: number;
   admin: { policyChanges: number; sessionsExpired: number };
   timeline: TimelinePoint[];
   files?: { json: string; chart: string };
@@ -80,10 +88,13 @@ export function terminalSummary(r: FleetResult): string {
     out.push('');
     for (const x of r.ratios) out.push(`  ${x.what}: ${fmt(x.controllerPerSec, 1)}/s = ${fmt(x.ratio * 100, 1)}% of the ceiling (${fmt(x.ceilingPerSec, 1)}/s)`);
   }
+  const cpuRows = r.phases.filter((ph) => ph.cpu && ph.cpu.deviceOps > 0).map((ph) => `${ph.name} ${fmt(ph.cpu!.controllerMsPerOp, 2)} ms (generator ${fmt(ph.cpu!.generatorMsPerOp, 2)} ms)`);
+  if (cpuRows.length) out.push(`  controller CPU per device operation: ${cpuRows.join(' · ')}`);
   out.push('');
   out.push(`  controller: CPU mean ${fmt(r.controller.cpuPctMean, 0)}% / max ${fmt(r.controller.cpuPctMax, 0)}% of one core; RSS peak ${fmt(r.controller.rssPeakMiB, 0)} MiB`);
-  const rt = r.routers as { simulated: boolean; reason?: string; requested: number; report?: { connected: number } };
-  out.push(`  routers: ${rt.simulated ? `${rt.report?.connected ?? '?'} of ${rt.requested} connected` : `not simulated — ${rt.reason}`}`);
+  const rt = r.routers as { simulated: boolean; reason?: string; requested: number; report?: { connected: number; reports: number; onlineInApi?: number } };
+  out.push(`  routers: ${rt.simulated ? `${rt.report?.connected ?? '?'} of ${rt.requested} enrolled and connected, ${rt.report?.onlineInApi ?? '?'} online in the Management API, ${rt.report?.reports ?? 0} state reports` : `not simulated — ${rt.reason}`}`);
+  if (r.keepAliveRetries) out.push(`  requests re-sent because the server closed their idle keep-alive socket: ${r.keepAliveRetries}`);
   out.push(`  admins: ${r.admin.policyChanges} policy changes, ${r.admin.sessionsExpired} API sessions expired during the mix`);
   if (r.errors.notImplemented.length) out.push(`  NOT IMPLEMENTED (501) in this controller: ${r.errors.notImplemented.join(', ')}`);
   if (r.errors.total > 0) {

@@ -393,6 +393,10 @@ export async function writeModelToStore(dataDir: string, shape: Shape, opts: Sto
     ? splitHostPort(settings.advertisedAddress).host
     : listen.host === '0.0.0.0' || listen.host === '::' ? 'localhost' : listen.host;
   const advertisedAddress = settings.advertisedAddress ?? `${advertisedHost.includes(':') ? `[${advertisedHost}]` : advertisedHost}:${listen.port}`;
+  // The mutual-TLS listener as src/app.ts places it (MESH_CERT_ADDRESS, else the API port + 1): the
+  // enrollment JWTs name it (`iss`, `ctrls`), since that is where an SDK enrolls and logs in.
+  const certPort = settings.certAddress ? splitHostPort(settings.certAddress).port : listen.port === 0 ? 0 : listen.port + 1;
+  const certAdvertisedAddress = settings.certAdvertisedAddress ?? `${advertisedHost.includes(':') ? `[${advertisedHost}]` : advertisedHost}:${certPort}`;
 
   const reg = createRegistry();
   const log = pino({ level: 'silent' });
@@ -402,7 +406,7 @@ export async function writeModelToStore(dataDir: string, shape: Shape, opts: Sto
   try {
     // What record creation and the first-start bootstrap read of the application: configuration,
     // store, PKI (enrollment JWTs), pool (admin password hash), logger and the advertised URL.
-    const app = { config: { ...settings, advertisedAddress }, store, pool, log, pki, baseUrl: `https://${advertisedAddress}`, startedAt: Date.now() } as unknown as App;
+    const app = { config: { ...settings, advertisedAddress, certAdvertisedAddress }, store, pool, log, pki, baseUrl: `https://${advertisedAddress}`, certBaseUrl: `https://${certAdvertisedAddress}`, startedAt: Date.now() } as unknown as App;
     const ctx = { app } as Ctx;
     await bootstrap(app);
     const validator = new BodyValidator('management');

@@ -18,6 +18,7 @@
  * the search store's `state` database).
  */
 import crypto from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import type { App } from '../api/context.js';
 import type { ChangeEvent, Rec, Store } from '../store/store.js';
 import type { SearchStore } from './search-store.js';
@@ -35,10 +36,42 @@ export interface Alert {
   logs: string[];
 }
 
-const WATCHED = new Set([
-  'identities', 'services', 'terminators', 'servicePolicies', 'edgeRouterPolicies', 'serviceEdgeRouterPolicies',
-  'edgeRouters', 'cas', 'enrollments',
-]);
+const POLICIES = new Set(['servicePolicies', 'edgeRouterPolicies', 'serviceEdgeRouterPolicies']);
+/** Entities the policies select: only their existence and role attributes matter to the checks. */
+const SELECTED = new Set(['identities', 'services', 'edgeRouters']);
+
+const sameJson = (a: unknown, b: unknown) => JSON.stringify(a ?? []) === JSON.stringify(b ?? []);
+
+/**
+ * Which checks a committed change can affect. Only what a check reads counts: an identity's
+ * login (envInfo, sdkInfo), an edge router's enrollment (fingerprint) or an enrollment being used
+ * (deleted) change no condition, and on a large model a scan costs seconds of CPU, so such
+ * changes must not start one. An enrollment that expires unused is found by the periodic
+ * time-based scan; one consumed after it was alerted is forgotten by that scan too.
+ */
+export function affectedChecks(events: readonly ChangeEvent[]): { structural: boolean; timeBased: boolean } {
+  let structural = false;
+  let timeBased = false;
+  for (const e of events) {
+    const c = e.collection;
+    if (c === 'cas') timeBased = true;
+    else if (c === 'enrollments') timeBased ||= e.type === 'create' || (e.type === 'update' && e.before?.expiresAt !== e.after?.expiresAt);
+    else if (POLICIES.has(c)) structural = true;
+    else if (SELECTED.has(c)) structural ||= e.type !== 'update' || !sameJson(e.before?.roleAttributes, e.after?.roleAttributes);
+    else if (c === 'terminators') structural ||= e.type !== 'update' || e.before?.serviceId !== e.after?.serviceId;
+  }
+  return { structural, timeBased };
+}
+
+/**
+ * Delay before the next scan: the debounce, and at least SCAN_SPACING times as long as the last
+ * scan took, so that scans take at most about 1/(1+SCAN_SPACING) of the controller's time however
+ * often the configuration changes (alerts are advisory; the API is not).
+ */
+export const SCAN_SPACING = 4;
+export function nextScanDelay(debounceMs: number, lastScanMs: number): number {
+  return Math.max(debounceMs, Math.round(lastScanMs * SCAN_SPACING));
+}
 
 /** Most identity/service pairs examined per scan (the check groups identities to stay far below it). */
 const MAX_PAIRS = 200_000;
@@ -270,14 +303,11 @@ export class Alerts {
   private closed = false;
   /** What the next scan evaluates: structural checks follow changes; time-based ones run each minute. */
   private wanted = { structural: false, timeBased: false };
+  /** How long the last scan took (ms, wall time including its yields). */
+  private lastScanMs = 0;
   private readonly onChange = (events: ChangeEvent[]) => {
-    let structural = false;
-    let timeBased = false;
-    for (const e of events) {
-      if (e.collection === 'cas' || e.collection === 'enrollments') timeBased = true;
-      else if (WATCHED.has(e.collection)) structural = true;
-    }
-    if (structural || timeBased) this.schedule({ structural, timeBased });
+    const kinds = affectedChecks(events);
+    if (kinds.structural || kinds.timeBased) this.schedule(kinds);
   };
 
   constructor(
@@ -301,7 +331,7 @@ export class Alerts {
     this.timer = setTimeout(() => {
       this.timer = undefined;
       void this.scan();
-    }, this.opts.debounceMs);
+    }, nextScanDelay(this.opts.debounceMs, this.lastScanMs));
     this.timer.unref();
   }
 
@@ -310,9 +340,11 @@ export class Alerts {
     if (this.running) return this.running;
     const kinds = this.wanted;
     this.wanted = { structural: false, timeBased: false };
+    const started = performance.now();
     this.running = this.doScan(kinds)
       .catch((err) => this.app.log.error({ err }, 'alert scan failed'))
       .finally(() => {
+        this.lastScanMs = performance.now() - started;
         this.running = undefined;
         if ((this.wanted.structural || this.wanted.timeBased) && !this.closed) this.schedule(this.wanted);
       });
