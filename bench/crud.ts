@@ -30,7 +30,7 @@ import { parseArgs } from 'node:util';
 import { createClient, type ClientKind, type HttpClient, type RequestSpec } from './lib/http.js';
 import { spawnController, login, MGMT, ROOT, type ControllerProcess } from './lib/controller.js';
 import { runLoad, mergeErrors, type LoadResult } from './lib/load.js';
-import { machineInfo, table, fmt, writeResults } from './lib/report.js';
+import { machineInfo, table, fmt, writeResults, printUsage } from './lib/report.js';
 import { summarizeProfile, formatProfile, latestProfile, type ProfileSummary } from './lib/cpuprofile.js';
 
 const TARGET_CREATES_PER_SEC = 5000;
@@ -57,11 +57,7 @@ const { values: argv } = parseArgs({
   strict: true,
 });
 
-if (argv.help) {
-  const src = fs.readFileSync(new URL(import.meta.url), 'utf8');
-  process.stdout.write((/\/\*\*([\s\S]*?)\*\//.exec(src)?.[1] ?? '').replace(/^ \* ?/gm, '') + '\n');
-  process.exit(0);
-}
+if (argv.help) printUsage(import.meta.url);
 
 function num(flag: string | undefined, env: string, def: number, min: number, max: number): number {
   const raw = flag ?? process.env[env];

@@ -28,7 +28,7 @@ import { parseArgs } from 'node:util';
 import { createClient, requestJson, type ClientKind, type HttpClient, type RequestSpec } from './lib/http.js';
 import { spawnController, login, MGMT, type ControllerProcess } from './lib/controller.js';
 import { runLoad, type LoadResult } from './lib/load.js';
-import { machineInfo, table, fmt, writeResults } from './lib/report.js';
+import { machineInfo, table, fmt, writeResults, printUsage } from './lib/report.js';
 import { summarizeProfile, formatProfile, latestProfile } from './lib/cpuprofile.js';
 import { ROOT } from './lib/controller.js';
 import { SHAPES, writeModelToStore } from '../scripts/lib/model.js';
@@ -53,11 +53,7 @@ const { values: argv } = parseArgs({
   },
   strict: true,
 });
-if (argv.help) {
-  const src = fs.readFileSync(new URL(import.meta.url), 'utf8');
-  process.stdout.write((/\/\*\*([\s\S]*?)\*\//.exec(src)?.[1] ?? '').replace(/^ \* ?/gm, '') + '\n');
-  process.exit(0);
-}
+if (argv.help) printUsage(import.meta.url);
 const shape = SHAPES[argv.shape!];
 if (!shape) throw new Error(`unknown shape ${argv.shape} (known: ${Object.keys(SHAPES).join(', ')})`);
 const durationMs = Number(argv.duration) * 1000;

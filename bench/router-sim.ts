@@ -42,7 +42,7 @@ import { parseArgs } from 'node:util';
 import { createClient, requestJson, type HttpClient } from './lib/http.js';
 import { spawnController, login, MGMT, type ControllerProcess } from './lib/controller.js';
 import { runLoad } from './lib/load.js';
-import { machineInfo, table, fmt, writeResults } from './lib/report.js';
+import { machineInfo, table, fmt, writeResults, printUsage } from './lib/report.js';
 import { Recorder, round } from './lib/stats.js';
 import { RouterClient } from './lib/router-client.js';
 import { createAndEnroll, type EnrolledRouter } from './lib/router-enroll.js';
@@ -69,11 +69,7 @@ const { values: argv } = parseArgs({
   strict: true,
 });
 
-if (argv.help) {
-  const src = fs.readFileSync(new URL(import.meta.url), 'utf8');
-  process.stdout.write((/\/\*\*([\s\S]*?)\*\//.exec(src)?.[1] ?? '').replace(/^ \* ?/gm, '') + '\n');
-  process.exit(0);
-}
+if (argv.help) printUsage(import.meta.url);
 
 function num(v: string | undefined, name: string, def: number, min: number, max: number): number {
   if (v === undefined) return def;

@@ -50,7 +50,7 @@ import { performance } from 'node:perf_hooks';
 import { shapeByName, writeModelToStore, writeModelViaApi, rng, type ModelSummary } from '../../scripts/lib/model.js';
 import { createClient, requestJson, keepAliveRetries, type HttpClient } from '../lib/http.js';
 import { spawnController, login, readCpuMs, MGMT, ROOT, type ControllerProcess } from '../lib/controller.js';
-import { machineInfo } from '../lib/report.js';
+import { machineInfo, printUsage } from '../lib/report.js';
 import { OpStats, runClosedLoop, tee, isFatal } from '../lib/ops.js';
 import { ProcessSampler } from '../lib/sampler.js';
 import { measureCeilings, type Ceilings } from '../lib/ceilings.js';
@@ -91,11 +91,7 @@ function parseOptions() {
     strict: true,
   });
 
-  if (argv.help) {
-    const src = fs.readFileSync(new URL(import.meta.url), 'utf8');
-    process.stdout.write((/\/\*\*([\s\S]*?)\*\//.exec(src)?.[1] ?? '').replace(/^ \* ?/gm, '') + '\n');
-    process.exit(0);
-  }
+  if (argv.help) printUsage(import.meta.url);
 
   function num(v: string | undefined, name: string, def: number, min: number, max: number): number {
     if (v === undefined) return def;
