@@ -191,6 +191,9 @@ async function structural(app: App, alerts: Alert[], pace: (w?: number) => Promi
   // edge router policies reach the same routers, so each (group, service) is decided once.
   const decided = new Map<string, boolean>();
   const reported = new Set<string>();
+  // Each identity's group key once, not once per identity/service pair.
+  const groupKey = new Map<string, string>();
+  for (const [iid, g] of groupOf) groupKey.set(iid, g.join(','));
   let pairs = 0;
   for (const p of store.scan('servicePolicies')) {
     if (p.type !== 'Dial') continue;
@@ -204,8 +207,7 @@ async function structural(app: App, alerts: Alert[], pace: (w?: number) => Promi
         await pace(0.1);
         const pairKey = `${iid}/${sid}`;
         if (reported.has(pairKey)) continue;
-        const group = (groupOf.get(iid) ?? []).join(',');
-        const gk = `${group}/${sid}`;
+        const gk = `${groupKey.get(iid) ?? ''}/${sid}`;
         let shared = decided.get(gk);
         if (shared === undefined) {
           const ir = routersOf.get(iid);
