@@ -17,11 +17,6 @@ const admin = await srv.login();
 
 const mgmtSpec = JSON.parse(fs.readFileSync(new URL('../src/api/spec/management.json', import.meta.url), 'utf8'));
 const clientSpec = JSON.parse(fs.readFileSync(new URL('../src/api/spec/client.json', import.meta.url), 'utf8'));
-// Operations answering 501 until a later issue: the quoted ids of the PENDING map.
-const opsSource = fs.readFileSync(new URL('../src/api/operations.ts', import.meta.url), 'utf8');
-const pendingBlock = opsSource.slice(opsSource.indexOf('export const PENDING'), opsSource.indexOf('/** Path segment'));
-const PENDING = new Set([...pendingBlock.matchAll(/'([A-Za-z:]+)'/g)].map((m) => m[1]));
-const isPending = (api: 'client' | 'management', opId: string) => PENDING.has(opId) || PENDING.has(`${api}:${opId}`);
 
 let seq = 0;
 const uniq = (p: string) => `${p}-${++seq}`;
@@ -35,7 +30,7 @@ const seen: Array<[string, number]> = [];
  * (methods outside the standard set, more than its header-count limit); README documents the limits.
  * The server must survive it, which the final check proves.
  */
-async function send(tt: Tap, label: string, p: Promise<Res>, opts: { pending?: boolean; closeOk?: boolean } = {}): Promise<Res> {
+async function send(tt: Tap, label: string, p: Promise<Res>, opts: { closeOk?: boolean } = {}): Promise<Res> {
   let r: Res;
   try {
     r = await p;
@@ -46,10 +41,6 @@ async function send(tt: Tap, label: string, p: Promise<Res>, opts: { pending?: b
     }
     tt.fail(`${label}: no response (${(e as Error).message})`);
     return { status: 0, headers: {}, body: undefined, text: '' };
-  }
-  if (opts.pending && r.status === 501) {
-    tt.pass(`${label} → 501 (pending operation)`);
-    return r;
   }
   seen.push([label, r.status]);
   if (r.status >= 500) tt.fail(`${label} → ${r.status} ${r.text.slice(0, 300)}`);
@@ -423,10 +414,9 @@ t.test('every implemented operation with a made-up id answers 404', async (t) =>
         const method = m.toUpperCase();
         // Service-config assignments take an array body (an empty one is valid).
         const body = method === 'GET' || method === 'DELETE' ? undefined : p.endsWith('/service-configs') ? [] : { ...(VALID[`/${p.split('/')[1]}`]?.() ?? {}), ...(p.startsWith('/cas') ? { identityNameFormat: '[caName]-[commonName]' } : {}) };
-        const r = await send(t, `${api} ${method} ${url}`, c.request(method, url, body), { pending: isPending(api, op.operationId) });
-        if (isPending(api, op.operationId)) t.equal(r.status, 501, `${op.operationId} pending → 501`);
+        const r = await send(t, `${api} ${method} ${url}`, c.request(method, url, body));
         // The identity body carries no `durationMinutes`: the body is refused before the lookup.
-        else if (op.operationId === 'disableIdentity') t.ok(r.status === 400 && r.body?.error?.code === 'COULD_NOT_VALIDATE', `${api} ${method} ${p} without durationMinutes → 400 (${r.status})`);
+        if (op.operationId === 'disableIdentity') t.ok(r.status === 400 && r.body?.error?.code === 'COULD_NOT_VALIDATE', `${api} ${method} ${p} without durationMinutes → 400 (${r.status})`);
         else if (op.operationId === 'updateIdentityTracing' || method === 'GET' || method === 'DELETE' || VALID[`/${p.split('/')[1]}`]) {
           t.equal(r.status, 404, `${api} ${method} ${p} (${op.operationId}) made-up id → 404 (${r.status} ${r.body?.error?.code ?? ''})`);
         } else t.ok(r.status >= 400 && r.status < 500, `${api} ${method} ${p} made-up id → 4xx (${r.status})`);

@@ -14,7 +14,7 @@ import { ALL_PERMISSIONS, PERMISSION_FAMILIES } from '../src/auth/permissions.js
 import { startServer, isError, type Client, type Server } from './helpers/server.js';
 
 const OPS = buildOperations(createRegistry()).filter((o) => o.api === 'management' && o.auth === 'admin');
-const LIVE = OPS.filter((o) => o.pending === undefined);
+const LIVE = OPS;
 const FAMILIES = [...PERMISSION_FAMILIES, 'ops'];
 
 /** §14 written out independently of the table: operationId → `family.action`, or `admin` (admins only). */

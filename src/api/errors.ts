@@ -22,7 +22,6 @@ export type ErrorCause = FieldCause | NestedCause;
 const catalog = {
   NOT_FOUND: [404, 'The resource requested was not found or is no longer available'],
   UNHANDLED: [500, 'An unhandled error occurred'],
-  NOT_IMPLEMENTED: [501, 'This operation is not implemented yet'],
   INVALID_FIELD: [400, 'The field contains an invalid value'],
   ENTITY_CAN_NOT_BE_DELETED: [400, 'The entity requested for delete can not be deleted'],
   ENTITY_CAN_NOT_BE_UPDATED: [400, 'The entity requested for update can not be updated'],
@@ -120,8 +119,6 @@ export const errors = {
     new ApiError('CAN_NOT_DELETE_REFERENCED_ENTITY', undefined, { field, reason, value: causeValue(value) }),
   cannotDelete: (reason: string) => new ApiError('ENTITY_CAN_NOT_BE_DELETED', undefined, { code: 'ENTITY_CAN_NOT_BE_DELETED', message: reason }),
   cannotUpdate: (reason: string) => new ApiError('ENTITY_CAN_NOT_BE_UPDATED', undefined, { code: 'ENTITY_CAN_NOT_BE_UPDATED', message: reason }),
-  notImplemented: (issue: number) =>
-    new ApiError('NOT_IMPLEMENTED', `This operation is not implemented yet (planned in issue #${issue})`),
   methodNotAllowed: () => new ApiError('METHOD_NOT_ALLOWED'),
   tooLarge: (limit: number) => new ApiError('REQUEST_TOO_LARGE', `The body of the request exceeds the maximum allowed size of ${limit} bytes`),
   rateLimited: () => new ApiError('RATE_LIMITED'),

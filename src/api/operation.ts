@@ -85,8 +85,6 @@ export interface Operation<C = unknown> {
   bodyRequired?: boolean;
   /** Inline body schema, when the spec has no definition for it. */
   bodySchema?: Record<string, unknown>;
-  /** Issue number that will deliver this operation; until then it answers 501 NOT_IMPLEMENTED. */
-  pending?: number;
   handler: (ctx: C) => Reply | Promise<Reply>;
 }
 

@@ -1,9 +1,8 @@
 /**
  * The one operation table. Every operation of both upstream specs becomes exactly one entry; its
  * auth level and permission are derived here from the spec (secured or not) and the path (the
- * family it exposes), its handler comes from the resource definitions or a handler module, and
- * what a later issue delivers is marked `pending` with that issue's number (501 until then).
- * Starting fails if an upstream operation has neither a handler nor a pending mark.
+ * family it exposes), and its handler comes from the resource definitions or a handler module.
+ * Starting fails if an upstream operation has no handler.
  */
 import type { Ctx, Op } from './context.js';
 import type { ApiName, AuthLevel, HttpMethod, Permission, PermissionAction, Reply } from './operation.js';
@@ -21,12 +20,6 @@ import { opsHandlers } from './handlers/ops.js';
 import { dataHandlers } from './handlers/data.js';
 
 type Handler = (ctx: Ctx) => Reply | Promise<Reply>;
-
-/** Operations a later issue delivers; keyed `operationId` (both APIs) or `api:operationId`. */
-export const PENDING: Record<string, number> = {
-  // #4 policy engine: delivered (src/api/handlers/policy*.ts).
-  // #5 PKI and enrollment: delivered (src/api/handlers/enroll*.ts).
-};
 
 /** Path segment → permission family (semantics §14); sub-resources use the family they expose. */
 const FAMILY_BY_SEGMENT: Record<string, string> = {
@@ -155,7 +148,6 @@ export function buildOperations(reg: Registry): Op[] {
     for (const u of upstreamOperations(api)) {
       const key = `${api}:${u.operationId}`;
       const method = u.method.toLowerCase() as HttpMethod;
-      const pending = PENDING[key] ?? PENDING[u.operationId];
       const handler: Handler | undefined =
         special[key] ??
         special[u.operationId] ??
@@ -163,9 +155,9 @@ export function buildOperations(reg: Registry): Op[] {
         shared[u.operationId] ??
         // The caller's own resources (`/current-…`) are served alike on both APIs.
         (api === 'management' || u.path.startsWith('/current-') ? management[u.operationId] : undefined);
-      if (!handler && pending === undefined) throw new Error(`operation ${key} has neither a handler nor a pending issue`);
+      if (!handler) throw new Error(`operation ${key} has no handler`);
       const limit = RATE_LIMITED[u.operationId];
-      const run: Handler | undefined = handler && limit ? (ctx) => ctx.app.auth.limits[limit].run(() => handler(ctx)) : handler;
+      const run: Handler = limit ? (ctx) => ctx.app.auth.limits[limit].run(() => handler(ctx)) : handler;
       const auth = authFor(u);
       ops.push({
         api,
@@ -179,8 +171,7 @@ export function buildOperations(reg: Registry): Op[] {
         bodyIsArray: u.bodyIsArray,
         bodyRequired: OPTIONAL_BODY.has(u.operationId) ? false : u.bodyRequired,
         bodySchema: RAW_BODY.has(u.operationId) ? undefined : u.bodySchema,
-        pending: handler ? undefined : pending,
-        handler: run ?? (() => ({ status: 501 })),
+        handler: run,
       });
     }
   }

@@ -209,7 +209,6 @@ export class Router {
     matched.op = op;
     const ctx: Ctx = { app: this.app, req, op, params, body: undefined, requestId };
     if (op.auth !== 'none') await this.authenticate(ctx);
-    if (op.pending) throw errors.notImplemented(op.pending);
     if (op.bodyDefinition || op.bodySchema) ctx.body = this.parseBody(ctx);
     return ctx;
   }

@@ -129,7 +129,6 @@ const turn = () => new Promise<void>((r) => setImmediate(r));
  * change landing between two turns is seen by the next scan).
  */
 export async function detect(app: App, now: number, certExpiryDays: number, kinds: { structural: boolean; timeBased: boolean }): Promise<Alert[]> {
-  const store = app.store;
   const alerts: Alert[] = [];
   let steps = 0;
   const pace = async (weight = 1) => {

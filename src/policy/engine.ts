@@ -15,7 +15,7 @@
  * - Service sessions: tracked per identity; removed when access or posture is lost.
  */
 import crypto from 'node:crypto';
-import type { ChangeEvent, Rec, Store, Tx } from '../store/store.js';
+import type { ChangeEvent, Rec, Store } from '../store/store.js';
 import { RoleIndex, POLICY_COLLS, type Delta, type Kind, type PolicyColl, type PolicyState, type Side } from './role-index.js';
 import { PostureStore, type CheckResult } from './posture.js';
 

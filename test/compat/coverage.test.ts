@@ -1,17 +1,14 @@
 /**
  * Coverage: every operationId of both upstream specs is either exercised through the checking
  * proxy by a compatibility suite — it has a row in the management table (management.test.ts) or
- * in the client table (client.test.ts), and those suites fail unless each non-pending row had a
- * clean exchange — or is listed as pending in src/api/operations.ts PENDING with the issue that
- * delivers it. An operation that lands (leaves PENDING) without a row fails here until one is
- * added. The pending ops' 501 contract itself is checked by test/http.test.ts.
+ * in the client table (client.test.ts), and those suites fail unless each row had a clean
+ * exchange. An operation without a row fails here until one is added.
  */
 import t from 'tap';
-import { PENDING } from '../../src/api/operations.js';
 import SwaggerClient from 'swagger-client';
 import { ZitiBrowzerEdgeClient } from '@openziti/ziti-browzer-edge-client';
 import { APIS, patchedSpec, specOperations, type Api } from './lib/upstream-spec.js';
-import { isPending, State } from './lib/exerciser.js';
+import { State } from './lib/exerciser.js';
 import { BodyValidator } from '../../src/api/validate.js';
 import { upstreamOperations } from '../../src/api/spec/index.js';
 
@@ -24,37 +21,24 @@ const tabled: Record<Api, Set<string>> = {
   client: new Set(clientRows().map((s) => ('swagger' in s ? s.swagger.op : s.op))),
 };
 
-t.test('every upstream operation is exercised through the proxy or pending with its issue', async (t) => {
-  const byIssue = new Map<number, string[]>();
+t.test('every upstream operation is exercised through the proxy', async (t) => {
   let covered = 0;
   for (const api of APIS) {
     const ops = specOperations(api);
     t.ok(ops.length > 50, `${api}: ${ops.length} operations in the upstream spec`);
     for (const op of ops) {
-      const pending = isPending(api, op.operationId);
       const has = tabled[api].has(op.operationId);
-      if (pending !== undefined) {
-        byIssue.set(pending, [...(byIssue.get(pending) ?? []), `${api}:${op.operationId}`]);
-        continue;
-      }
       if (has) covered++;
       t.ok(has, `${api}:${op.operationId} (${op.method} ${op.path}) is exercised through the checking proxy${has ? '' : ' — add a row to test/compat/lib/' + (api === 'management' ? 'management' : 'client') + '-table.ts'}`);
     }
   }
-  const pendingCount = [...byIssue.values()].reduce((n, l) => n + l.length, 0);
-  t.comment(`covered through the proxy: ${covered}; pending: ${pendingCount}`);
-  for (const [issue, ops] of [...byIssue].sort((a, b) => a[0] - b[0])) t.comment(`pending #${issue} (${ops.length}): ${ops.join(', ')}`);
+  t.comment(`covered through the proxy: ${covered}`);
 });
 
-t.test('the tables name only real operations, and PENDING only real ones', async (t) => {
+t.test('the tables name only real operations', async (t) => {
   for (const api of APIS) {
     const ids = new Set(specOperations(api).map((o) => o.operationId));
     for (const op of tabled[api]) t.ok(ids.has(op), `${api} table row ${op} is an upstream operation`);
-  }
-  const all = new Set(APIS.flatMap((api) => specOperations(api).map((o) => `${api}:${o.operationId}`)));
-  const bare = new Set(APIS.flatMap((api) => specOperations(api).map((o) => o.operationId)));
-  for (const key of Object.keys(PENDING)) {
-    t.ok(key.includes(':') ? all.has(key) : bare.has(key), `PENDING ${key} (#${PENDING[key]}) names an upstream operation`);
   }
 });
 
@@ -65,8 +49,7 @@ class Placeholders extends State {
   }
 }
 
-t.test('every row, pending ones included, makes a request its client accepts', async (t) => {
-  // Rows of pending operations run only when their issue lands: check now that they are well formed.
+t.test('every row makes a request its client accepts', async (t) => {
   const s = new Placeholders();
   for (const api of APIS) {
     const spec = patchedSpec(api).doc;

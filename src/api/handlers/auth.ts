@@ -3,7 +3,7 @@
  * codes, disable, `authenticate/mfa`, TOTP tokens for posture), administrator MFA removal,
  * identity disable/enable, and the client's unauthenticated external JWT signer list.
  * Keys are `<api>:<operationId>` for one API or a bare operationId for both; a handler here wins
- * over the standard resource handlers and over a PENDING mark (src/api/operations.ts).
+ * over the standard resource handlers (src/api/operations.ts).
  */
 import crypto from 'node:crypto';
 import type { Ctx } from '../context.js';

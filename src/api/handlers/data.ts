@@ -6,7 +6,7 @@
  * - `POST /database/snapshot` copies the LMDB environment under `<dataDir>/snapshots`; more than
  *   one a minute is 429 RATE_LIMITED.
  * Keys are `<api>:<operationId>` for one API or a bare operationId for both; a handler here wins
- * over the standard resource handlers and over a PENDING mark (src/api/operations.ts).
+ * over the standard resource handlers (src/api/operations.ts).
  */
 import path from 'node:path';
 import type { Ctx } from '../context.js';

@@ -4,7 +4,7 @@
  * extension, API-session certificates, network JWTs, the enrollment JWKS and challenge
  * (enroll-certs.ts), token enrollment with an external JWT (enroll-token.ts).
  * Keys are `<api>:<operationId>` for one API or a bare operationId for both; a handler here wins
- * over the standard resource handlers and over a PENDING mark (src/api/operations.ts).
+ * over the standard resource handlers (src/api/operations.ts).
  */
 import type { Ctx } from '../context.js';
 import type { Reply } from '../operation.js';

@@ -3,7 +3,7 @@
  * effective) and identity tracing. The router control channel itself is not an operation: it is a
  * WebSocket (src/control/, served by src/http/uws.ts).
  * Keys are `<api>:<operationId>` for one API or a bare operationId for both; a handler here wins
- * over the standard resource handlers and over a PENDING mark (src/api/operations.ts).
+ * over the standard resource handlers (src/api/operations.ts).
  */
 import crypto from 'node:crypto';
 import type { Ctx } from '../context.js';

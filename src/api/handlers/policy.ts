@@ -1,7 +1,7 @@
 /**
  * Policy engine views, client services and sessions, service configs, posture responses (issue #4).
  * Keys are `<api>:<operationId>` for one API or a bare operationId for both; a handler here wins
- * over the standard resource handlers and over a PENDING mark (src/api/operations.ts).
+ * over the standard resource handlers (src/api/operations.ts).
  */
 import type { Ctx } from '../context.js';
 import type { Reply } from '../operation.js';

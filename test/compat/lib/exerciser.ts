@@ -7,12 +7,10 @@
  *
  * A row's `params` are the operation's path/query parameters; `body` goes to its one body parameter
  * (whatever the spec names it). The status expected is `status`, else the first 2xx the spec
- * declares. Rows of operations still pending (src/api/operations.ts PENDING) are skipped and
- * reported as pending: they turn on by themselves when their issue removes them from PENDING.
+ * declares.
  */
 import type { Test } from 'tap';
 import SwaggerClient from 'swagger-client';
-import { PENDING } from '../../../src/api/operations.js';
 import crypto from 'node:crypto';
 import { ExchangeLog } from './exchanges.js';
 import { CLIENT_CERT_HEADER } from './cert-relay.js';
@@ -32,8 +30,6 @@ export interface Row {
   status?: number;
   /** Runs with the response body (`data` unwrapped when there is one) after a call with the expected status. */
   save?: (data: any, s: State, body: any) => void;
-  /** Operations (`api:operationId`) this row needs besides its own: while one is pending, the row is skipped. */
-  dependsOn?: string[];
   /** Set-up outside the checked exchanges (e.g. a session created on the other API), run before the call. */
   before?: (s: State) => Promise<void>;
   /** The response media type to ask for (swagger-client `responseContentType` → `accept`). */
@@ -67,24 +63,15 @@ export class State {
   }
 }
 
-export const isPending = (api: Api, op: string): number | undefined => PENDING[`${api}:${op}`] ?? PENDING[op];
-
-const dependencyPending = (row: Row) =>
-  (row.dependsOn ?? []).find((k) => {
-    const [a, op] = k.split(':') as [Api, string];
-    return isPending(a, op) !== undefined;
-  });
-
-/** The rows' operations that are not pending: what the suite must have exercised cleanly. */
+/** The rows' operations: what the suite must have exercised cleanly. */
 export function liveOps(api: Api, rows: Row[]): Set<string> {
-  return new Set(rows.filter((r) => isPending(r.api ?? api, r.op) === undefined && !dependencyPending(r)).map((r) => `${r.api ?? api}:${r.op}`));
+  return new Set(rows.map((r) => `${r.api ?? api}:${r.op}`));
 }
 
 export interface Exerciser {
   log: ExchangeLog;
   /** Runs one row; returns the status and body (undefined when skipped). */
   run(t: Test, row: Row): Promise<{ status: number; body: any } | undefined>;
-  pendingSkipped: Set<string>;
 }
 
 export async function exerciser(proxy: Proxy, state: State, log = new ExchangeLog(proxy)): Promise<Exerciser> {
@@ -104,23 +91,11 @@ export async function exerciser(proxy: Proxy, state: State, log = new ExchangeLo
       if (b) bodyParam.set(op.operationId, b.name);
     }
   }
-  const pendingSkipped = new Set<string>();
   return {
     log,
-    pendingSkipped,
     async run(t, row) {
       const api = row.api ?? proxy.api;
       if (api !== proxy.api) throw new Error(`row ${row.op} is for ${api}, exerciser is ${proxy.api}`);
-      const pending = isPending(api, row.op);
-      if (pending !== undefined) {
-        pendingSkipped.add(`${api}:${row.op}`);
-        return undefined;
-      }
-      const waitsFor = dependencyPending(row);
-      if (waitsFor) {
-        pendingSkipped.add(`${api}:${row.op} (needs ${waitsFor})`);
-        return undefined;
-      }
       const label = `${api}:${row.op}${row.note ? ` (${row.note})` : ''}`;
       let parameters: Record<string, unknown>;
       let certName: string | undefined;
