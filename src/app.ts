@@ -76,6 +76,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   const presence = new Presence();
   bindPresence(reg, presence);
   const store = new Store(path.join(dataDir, 'db'), reg.collectionSpecs());
+  reg.renders.attach(store);
   const pki = await loadOrCreatePki(path.join(dataDir, 'pki'), { advertisedHost, logger: log });
   const pool = new WorkerPool({ threads: settings.workers, maxQueue: settings.workerQueue });
   const sessions = new ApiSessions(store, { timeoutMinutes: settings.sessionTimeoutMinutes, flushMs: settings.activityFlushMs });

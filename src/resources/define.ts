@@ -5,17 +5,18 @@
  * role lists and role attributes, and what a delete does to everything that points at the entity.
  */
 import { errors, ApiError } from '../api/errors.js';
-import { created, empty, ok, list as listEnvelope, shortId } from '../api/envelope.js';
+import { created, empty, ok, list as listEnvelope, timeOrderedId } from '../api/envelope.js';
 import { parseListParams, runList, type ListSource } from '../api/query.js';
 import type { SymbolTable } from '../api/filter/index.js';
 import type { Ctx } from '../api/context.js';
 import type { Reply } from '../api/operation.js';
 import { UniqueViolation, type CollectionSpec, type Rec, type Store, type Tx } from '../store/store.js';
 import type { FieldDef, Mode, ResourceDef, View, WriteCtx } from './types.js';
+import { RenderCache } from './render-cache.js';
 
-/** Entity ids: 10 characters of upstream's shortid alphabet (60 bits). */
+/** Entity ids: opaque strings like upstream's shortids, growing with creation time (envelope.ts). */
 export function newId(): string {
-  return shortId(10);
+  return timeOrderedId();
 }
 
 export const iso = (ms: number | undefined | null): string | null =>
@@ -29,8 +30,11 @@ export class Registry {
   /** collection → policy role fields that select it. */
   private readonly rolesTo = new Map<string, [ResourceDef, string][]>();
   readonly symbols = new Map<string, SymbolTable>();
+  /** Rendered list entries of the families that allow it; follows the store once attached (app.ts). */
+  readonly renders: RenderCache;
 
   constructor(readonly defs: ResourceDef[]) {
+    this.renders = new RenderCache(defs);
     for (const def of defs) {
       this.byCollection.set(def.collection, def);
       for (const [name, f] of Object.entries(def.fields)) {
@@ -333,6 +337,12 @@ export function listRecords(reg: Registry, def: ResourceDef, ctx: Ctx, extra?: P
   const p = parseListParams(ctx.req.query, src.symbols);
   const { records, pagination } = runList(ctx.app.store, src, p);
   const view: View = { store: ctx.app.store, ctx, refs: new Map() };
+  if (!render && def.renderCache) {
+    // Entries kept as JSON: the page is spliced from them (same bytes as listEnvelope's JSON).
+    const data = records.map((rec) => reg.renders.json(def, rec, () => renderRecord(reg, def, rec, view)));
+    const meta = JSON.stringify({ pagination, filterableFields: src.filterableFields });
+    return { status: 200, contentType: 'application/json', body: `{"data":[${data.join(',')}],"meta":${meta}}` };
+  }
   const r = render ?? ((rec: Rec) => renderRecord(reg, def, rec, view));
   return listEnvelope(records.map(r), pagination, src.filterableFields);
 }

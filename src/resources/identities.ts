@@ -91,6 +91,12 @@ export const identities: ResourceDef = {
   render(rec, view) {
     return renderIdentityExtras(rec, view);
   },
+  // What renderIdentityExtras reads besides the record; `disabled` turns false when disabledUntil passes.
+  renderCache: {
+    byField: [['authenticators', 'identityId'], ['enrollments', 'identityId'], ['apiSessions', 'identityId']],
+    any: ['authPolicies', 'cas'],
+    cacheable: (rec) => rec.disabledUntil === undefined || rec.disabledUntil === null,
+  },
 };
 
 /**

@@ -105,6 +105,14 @@ export interface ResourceDef {
   beforeDelete?(rec: Rec, ctx: WriteCtx): void;
   /** Extra or overriding wire fields. */
   render?(rec: Rec, view: View): Record<string, unknown>;
+  /**
+   * List entries of this family may be kept as rendered JSON (render-cache.ts). Only for renders
+   * that read no calling context: declare every other record they read. `byField`: a change to a
+   * record of `collection` invalidates the entity whose id it holds in `field`; `any`: a change to
+   * these collections invalidates the whole family; `cacheable`: false for records whose render
+   * changes with the clock.
+   */
+  renderCache?: { byField?: [collection: string, field: string][]; any?: string[]; cacheable?(rec: Rec): boolean };
   /** Entity that may be listed but not created/changed through the standard set (e.g. system records). */
   protect?(rec: Rec, mode: Mode | 'delete'): void;
 }

@@ -322,6 +322,8 @@ export class Store extends EventEmitter {
         setImmediate(() => this.flush());
       }
     });
+    // Index entries changed without record events: whatever was derived from them is stale.
+    this.emit('repaired');
   }
 
   async close(): Promise<void> {
