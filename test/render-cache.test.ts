@@ -6,7 +6,7 @@
  */
 import t from 'tap';
 import { startServer, type Client, type Server } from './helpers/server.js';
-import { created } from './helpers/assert.js';
+import { created, type Tap } from './helpers/assert.js';
 
 let srv: Server;
 let admin: Client;
@@ -27,7 +27,6 @@ async function entry(t: Tap, id: string, name: string) {
   t.same(Object.keys(l.body.meta), ['pagination', 'filterableFields'], 'meta shape');
   return l.body.data[0];
 }
-type Tap = Parameters<Parameters<typeof t.test>[1]>[0];
 
 t.test('list entries follow every change they depend on', async (t) => {
   const id = created(t, await admin.post('/identities', { name: 'rc-1', type: 'User', isAdmin: false, roleAttributes: ['a'] }), 'identities');
