@@ -28,7 +28,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { createClient, type ClientKind, type HttpClient, type RequestSpec } from './lib/http.js';
-import { spawnController, login, MGMT, ROOT, type ControllerProcess } from './lib/controller.js';
+import { spawnController, login, MGMT, ROOT, readCommitCounters, commitDelta, type ControllerProcess } from './lib/controller.js';
 import { runLoad, mergeErrors, type LoadResult } from './lib/load.js';
 import { machineInfo, table, fmt, writeResults, printUsage } from './lib/report.js';
 import { summarizeProfile, formatProfile, latestProfile, type ProfileSummary } from './lib/cpuprofile.js';
@@ -174,6 +174,7 @@ async function main() {
     const idRe = /"id":"([^"]+)"/;
     log(`seeding ${identities} identities ...`);
     const createWindowStart = monoUs();
+    const commits0 = await readCommitCounters(client);
     const cpu0 = { server: ctl.cpuMs(), loadgen: process.cpuUsage() };
     const create = await runLoad({
       client,
@@ -206,7 +207,10 @@ async function main() {
     };
     creates.length = 0;
     const rssAfterSeed = ctl.memory();
+    // Transactions: with C closed-loop clients the rate is about writesPerCommit / meanCommitMs.
+    const commits = commitDelta(commits0, await readCommitCounters(client));
     log(`CPU during seeding: controller ${createCpu.serverPctOfCore}% of a core, load generator ${createCpu.loadgenPctOfCore}%`);
+    if (commits) log(`store: ${commits.commits} transactions, ${commits.writesPerCommit} writes each, ${commits.meanCommitMs} ms from start to durable`);
     log(`created ${create.ok} in ${(create.elapsedMs / 1000).toFixed(1)} s: ${create.okPerSec}/s, p50 ${create.latency.p50} ms, p99 ${create.latency.p99} ms; RSS ${rssAfterSeed ? Math.round(rssAfterSeed.rssKiB / 1024) : '?'} MiB`);
     if (create.aborted) throw new Error(`seeding aborted: ${create.aborted}`);
 
@@ -276,6 +280,7 @@ async function main() {
         elapsedMs: create.elapsedMs,
         latencyMs: create.latency,
         cpu: createCpu,
+        store: commits,
         timeline,
         errors: create.errors,
         meetsTarget: create.okPerSec >= TARGET_CREATES_PER_SEC,
@@ -326,6 +331,7 @@ async function main() {
     );
     if (timeline.length > 1) out.push(`creates/s per ${Math.round(timeline[0].atSec)} s interval: ${timeline.map((t) => t.perSec).join(' ')}`);
     out.push(`CPU while seeding: controller ${createCpu.serverPctOfCore}% of one core, load generator ${createCpu.loadgenPctOfCore}%`);
+    if (commits) out.push(`store while seeding: ${commits.writesPerCommit} writes per transaction, ${commits.meanCommitMs} ms each from start to durable`);
     out.push('');
     const rows: string[][] = [];
     for (const o of outcomes) {

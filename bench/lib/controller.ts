@@ -189,3 +189,25 @@ export async function login(client: HttpClient, username: string, password: stri
   if (r.status !== 200 || typeof token !== 'string') throw new Error(`login failed: ${r.status} ${JSON.stringify(r.body)}`);
   return token;
 }
+
+/** The controller's group-commit counters (`mesh_store_commit*` of /metrics). */
+export interface CommitCounters {
+  commits: number;
+  writes: number;
+  seconds: number;
+}
+
+export async function readCommitCounters(client: HttpClient): Promise<CommitCounters | undefined> {
+  const r = await client.request({ method: 'GET', path: '/metrics', headers: {}, wantBody: true });
+  if (r.status !== 200 || !r.body) return undefined;
+  const text = r.body.toString('utf8');
+  const value = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+  return { commits: value('mesh_store_commits_total'), writes: value('mesh_store_committed_writes_total'), seconds: value('mesh_store_commit_seconds_total') };
+}
+
+/** Writes per transaction and mean time to durable over a window of two readings. */
+export function commitDelta(a: CommitCounters | undefined, b: CommitCounters | undefined): { commits: number; writesPerCommit: number; meanCommitMs: number } | undefined {
+  if (!a || !b || !(b.commits > a.commits)) return undefined;
+  const commits = b.commits - a.commits;
+  return { commits, writesPerCommit: Math.round(((b.writes - a.writes) / commits) * 10) / 10, meanCommitMs: Math.round(((b.seconds - a.seconds) / commits) * 1e5) / 100 };
+}

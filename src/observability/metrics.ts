@@ -99,6 +99,10 @@ export class Metrics {
     monotonic(registers, 'mesh_control_dropped_total', 'Router sessions closed by the controller, by reason', () => stats.dropped, 'reason');
     monotonic(registers, 'mesh_control_frames_total', 'Control channel frames, by direction', () => ({ in: stats.framesIn, out: stats.framesOut }), 'direction');
 
+    const commits = app.store.commitStats;
+    monotonic(registers, 'mesh_store_commits_total', 'LMDB transactions committed (group commit: each carries every write issued while the previous one committed)', () => ({ '': commits.commits }));
+    monotonic(registers, 'mesh_store_committed_writes_total', 'Atomic writes carried by those transactions', () => ({ '': commits.writes }));
+    monotonic(registers, 'mesh_store_commit_seconds_total', 'Time from starting each transaction to its being durable on disk', () => ({ '': commits.seconds }));
     new Gauge({
       name: 'mesh_store_size_bytes',
       help: 'Bytes of the LMDB map in use (last page written x page size)',

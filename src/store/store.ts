@@ -247,6 +247,8 @@ export class Store extends EventEmitter {
   private queue: { ops: Op[]; raw?: () => void; resolve: () => void; reject: (e: unknown) => void }[] = [];
   private flushScheduled = false;
   private committing = false;
+  /** Group-commit statistics (metrics): transactions, writes they carried, time from start to durable. */
+  readonly commitStats = { commits: 0, writes: 0, seconds: 0 };
 
   private scheduleFlush() {
     if (this.flushScheduled || this.committing) return;
@@ -259,7 +261,11 @@ export class Store extends EventEmitter {
     const items = this.queue.splice(0);
     if (items.length === 0) return;
     this.committing = true;
+    const started = performance.now();
     const next = () => {
+      this.commitStats.commits++;
+      this.commitStats.writes += items.length;
+      this.commitStats.seconds += (performance.now() - started) / 1000;
       this.committing = false;
       if (this.queue.length > 0) this.scheduleFlush();
     };
