@@ -199,7 +199,9 @@ async function main() {
       await ctl.stop();
       const prof = latestProfile(profDir);
       if (prof) for (const [name, w] of Object.entries(windows)) log(`\n== ${name} ==\n${formatProfile(summarizeProfile(prof, { root: ROOT, window: w }), 20)}`);
-      fs.rmSync(profDir, { recursive: true, force: true });
+      // With --keep-data the whole-run profile stays too (e.g. for what the alert scans cost).
+      if (!argv['keep-data']) fs.rmSync(profDir, { recursive: true, force: true });
+      else log(`profile kept in ${prof}`);
     }
   } finally {
     await client?.close();

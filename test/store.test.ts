@@ -75,3 +75,26 @@ t.test('change events carry before and after, once per write, after the commit',
   t.equal(seen[2][0].after?.name, 'a2');
   t.equal(s.get('things', 'a')?.name, 'a2', 'committed when the event fires');
 });
+
+t.test('an index added to an existing collection is built when the store opens', async (t) => {
+  // An older data directory (src/resources/enrollments.ts added the expiresAt index): the new
+  // index database does not exist yet, and must not start out empty.
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-store-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const before = new Store(dir, [{ name: 'things', unique: ['name'], indexes: ['tags'] }]);
+  await before.write((tx) => {
+    tx.put('things', { ...rec('a', 'alpha', ['x']), expiresAt: 30 });
+    tx.put('things', { ...rec('b', 'beta'), expiresAt: 10 });
+    tx.put('things', rec('c', 'gamma'));
+  });
+  await before.close();
+  const after = new Store(dir, [{ name: 'things', unique: ['name'], indexes: ['tags', 'expiresAt'] }]);
+  t.same([...after.idsByRange('things', 'expiresAt', { end: 31 })], ['b', 'a'], 'existing records are in the new index, in key order');
+  t.same(after.idsByIndex('things', 'tags', 'x'), ['a'], 'the other indexes are untouched');
+  await after.write((tx) => tx.put('things', { ...rec('d', 'delta'), expiresAt: 20 }));
+  t.same([...after.idsByRange('things', 'expiresAt', {})], ['b', 'd', 'a'], 'and it follows writes');
+  await after.close();
+  const again = new Store(dir, [{ name: 'things', unique: ['name'], indexes: ['tags', 'expiresAt'] }]);
+  t.same([...again.idsByRange('things', 'expiresAt', {})], ['b', 'd', 'a'], 'reopened: the index is kept, not rebuilt');
+  await again.close();
+});

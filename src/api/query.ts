@@ -110,7 +110,9 @@ export function runList(store: Store, src: ListSource, p: ListParams): ListResul
   if (src.candidates) {
     ids = [...new Set(src.candidates)];
   } else if (p.filter.where) {
-    const indexed = new Set(Object.keys(src.symbols).filter((f) => store.isIndexed(src.collection, f)));
+    // Datetime fields are indexed by their stored epoch ms while the planner keys datetimes as ISO
+    // strings: such an index (enrollments' expiresAt) must not answer filters, the predicate does.
+    const indexed = new Set(Object.keys(src.symbols).filter((f) => src.symbols[f].type !== 'datetime' && store.isIndexed(src.collection, f)));
     const plan = planIndex(p.filter.where, indexed);
     if (plan) {
       // A range read is widened for `>` and `<=` (the predicate trims it), so only `>=`/`<` ranges are exact.

@@ -123,6 +123,11 @@ export class RoleIndex {
     return this.policies.get(id);
   }
 
+  /** The policies of one collection (read-only; the alert checks walk them). */
+  *policiesIn(coll: PolicyColl): Iterable<PolicyState> {
+    for (const p of this.policies.values()) if (p.coll === coll) yield p;
+  }
+
   policyCount(coll?: PolicyColl): number {
     if (!coll) return this.policies.size;
     let n = 0;

@@ -108,8 +108,29 @@ export class Store extends EventEmitter {
       pending: new Map(),
     };
     for (const f of spec.unique ?? []) coll.unique.set(f, this.env.openDB({ name: `u:${spec.name}:${f}` }));
-    for (const f of spec.indexes ?? []) coll.indexes.set(f, this.env.openDB({ name: `i:${spec.name}:${f}`, dupSort: true }));
+    for (const f of spec.indexes ?? []) coll.indexes.set(f, this.openIndex(coll, f));
     this.colls.set(spec.name, coll);
+  }
+
+  /**
+   * A secondary index added to an existing collection (a new `index` field in src/resources) has
+   * no database in a data directory written by an older version: it is created and filled from
+   * the collection's records in one transaction, here at open, so it never starts out missing
+   * entries, and a crash midway leaves no half-built index (it is built again at the next open).
+   * (Not done for unique indexes: adding one to existing data would first need a duplicate check.)
+   */
+  private openIndex(coll: Coll, field: string): Database<string, IndexKey> {
+    const name = `i:${coll.spec.name}:${field}`;
+    // `create: false` (an lmdb-js option its types omit): undefined when the database does not exist.
+    const existing = this.env.openDB<string, IndexKey>({ name, dupSort: true, create: false } as { name: string; dupSort: boolean }) as Database<string, IndexKey> | undefined;
+    if (existing) return existing;
+    if ((coll.db.getStats() as { entryCount: number }).entryCount === 0) return this.env.openDB({ name, dupSort: true });
+    let db!: Database<string, IndexKey>;
+    this.env.transactionSync(() => {
+      db = this.env.openDB({ name, dupSort: true });
+      for (const { key: id, value: rec } of coll.db.getRange({})) for (const k of indexKeys(rec[field])) db.putSync(k, id);
+    });
+    return db;
   }
 
   collections(): CollectionSpec[] {
