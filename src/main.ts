@@ -5,6 +5,10 @@
 import { pino } from 'pino';
 import { ConfigError, loadConfig } from './config.js';
 import { startController } from './app.js';
+import { LogStream } from './observability/log-stream.js';
+
+/** Log lines that may wait for a stuck stdout reader before later ones are dropped. */
+const LOG_BUFFER_BYTES = 64 * 1024 * 1024;
 
 async function main() {
   let settings;
@@ -17,7 +21,8 @@ async function main() {
     }
     throw e;
   }
-  const log = pino({ level: settings.logLevel, base: { service: 'mesh-controller' } });
+  // Batched asynchronous stdout: one write per batch, never one per access-log line (log-stream.ts).
+  const log = pino({ level: settings.logLevel, base: { service: 'mesh-controller' } }, new LogStream(1, LOG_BUFFER_BYTES));
   const controller = await startController(settings, log);
   log.info({ address: controller.address, certAddress: controller.certAddress, advertised: controller.app.config.advertisedAddress, dataDir: settings.dataDir }, 'listening');
   // Plain lines for people and scripts: the addresses actually bound (port 0 picks one). The

@@ -6,15 +6,18 @@
  *  - `undici` (when the package can be imported; it is not a declared dependency, so it is
  *    optional): a Pool with `connections` sockets driven through `dispatch` with a plain handler
  *    object, the cheapest path undici offers;
- *  - `https`: node:https with a keep-alive Agent, maxSockets = connections.
+ *  - `https`: node:https with a keep-alive Agent, maxSockets = connections;
+ *  - `raw`: pre-encoded requests over raw node:tls keep-alive sockets (raw-http.ts), the cheapest
+ *    per request; for load loops that must outrun the controller.
  *
  *   const c = await createClient({ origin: 'https://127.0.0.1:1280', ca, connections: 16 });
  *   const r = await c.request({ method: 'GET', path: '/version', headers: {} });
  *   await c.close();
  */
 import https from 'node:https';
+import { RawHttpClient } from './raw-http.js';
 
-export type ClientKind = 'undici' | 'https';
+export type ClientKind = 'undici' | 'https' | 'raw';
 
 /** A pre-built request. Build these once, outside the timed loop. */
 export interface RequestSpec {
@@ -73,6 +76,7 @@ async function loadUndici(): Promise<any | undefined> {
 
 export async function createClient(opts: ClientOptions): Promise<HttpClient> {
   const kind = opts.kind ?? ((await undiciAvailable()) ? 'undici' : 'https');
+  if (kind === 'raw') return new RawHttpClient(opts);
   if (kind === 'undici') {
     const undici = await loadUndici();
     if (!undici) throw new Error('undici is not installed; use --client https');

@@ -6,19 +6,18 @@ export type Handle = (req: Req) => Promise<Reply>;
 
 export const STATUS_TEXT: Record<number, string> = http.STATUS_CODES as Record<number, string>;
 
-/** Turn a Reply into status, headers and bytes: JSON unless the body is already a string or Buffer. */
+/** A Reply's body bytes and media type: JSON unless the body is already a string or Buffer (no type when there is no body). */
+export function replyBody(reply: Reply): { body: Buffer | string; contentType?: string } {
+  if (reply.body === undefined) return { body: '' };
+  if (typeof reply.body === 'string' || Buffer.isBuffer(reply.body)) return { body: reply.body, contentType: reply.contentType ?? 'text/plain; charset=utf-8' };
+  return { body: JSON.stringify(reply.body), contentType: reply.contentType ?? 'application/json' };
+}
+
+/** Turn a Reply into status, headers and bytes (a fresh headers object the caller may extend). */
 export function encodeReply(reply: Reply): { status: number; headers: Record<string, string>; body: Buffer | string } {
+  const { body, contentType } = replyBody(reply);
   const headers: Record<string, string> = { ...reply.headers };
-  let body: Buffer | string;
-  if (reply.body === undefined) {
-    body = '';
-  } else if (typeof reply.body === 'string' || Buffer.isBuffer(reply.body)) {
-    body = reply.body;
-    headers['content-type'] = reply.contentType ?? 'text/plain; charset=utf-8';
-  } else {
-    body = JSON.stringify(reply.body);
-    headers['content-type'] = reply.contentType ?? 'application/json';
-  }
+  if (contentType) headers['content-type'] = contentType;
   return { status: reply.status, headers, body };
 }
 

@@ -14,6 +14,7 @@ import type { Rec } from '../../store/store.js';
 import { PolicyEngine, type PolicyType } from '../../policy/engine.js';
 import { commonEdgeRouter, routerLive, routersOnlineFirst } from '../../policy/router-view.js';
 import type { PostureReport } from '../../policy/posture.js';
+import { callerServiceList } from './service-list.js';
 
 type Handler = (ctx: Ctx) => Reply | Promise<Reply>;
 
@@ -26,8 +27,18 @@ const isAdmin = (ctx: Ctx) => ctx.identity?.isAdmin === true;
 function visibleService(ctx: Ctx, id: string): Rec {
   const svc = ctx.app.store.get('services', id);
   if (!svc) throw errors.notFound();
-  if (!isAdmin(ctx) && !ctx.app.policy.hasAccess(ctx.identity!.id, id)) throw errors.notFound();
+  mayAccess(ctx, id);
   return svc;
+}
+
+/** visibleService without decoding the record (session creates need only the id). */
+function assertVisible(ctx: Ctx, id: string): void {
+  if (!ctx.app.store.has('services', id)) throw errors.notFound();
+  mayAccess(ctx, id);
+}
+
+function mayAccess(ctx: Ctx, id: string): void {
+  if (!isAdmin(ctx) && !ctx.app.policy.hasAccess(ctx.identity!.id, id)) throw errors.notFound();
 }
 
 /** A session the caller may see: its own (admins: any), not being removed. */
@@ -56,30 +67,33 @@ async function createSession(reg: Registry, ctx: Ctx): Promise<Reply> {
   const type: PolicyType = body.type === undefined || body.type === null || body.type === '' ? 'Dial' : (body.type as PolicyType);
   if (type !== 'Dial' && type !== 'Bind') throw errors.field('type', 'must be one of Dial, Bind', body.type);
   // 1. The service must be visible to the caller.
-  const service = visibleService(ctx, body.serviceId);
+  const serviceId = body.serviceId;
+  assertVisible(ctx, serviceId);
   // 2. The caller must hold the requested permission.
-  if (!engine.hasAccess(identity.id, service.id, type)) throw errors.field('ServiceId', 'service not found', service.id);
+  if (!engine.hasAccess(identity.id, serviceId, type)) throw errors.field('ServiceId', 'service not found', serviceId);
   // 3. At least one granting policy must have all its posture checks passing.
-  const decision = engine.postureDecision(identity.id, apiSession.id, service.id, type);
+  const decision = engine.postureDecision(identity.id, apiSession.id, serviceId, type);
   if (!decision.passing) {
-    const failure = { apiSessionId: apiSession.id, serviceId: service.id, serviceName: service.name, sessionType: type, when: Date.now(), policyFailures: decision.failures };
+    // The record is read only here, to name the service.
+    const serviceName = ctx.app.store.get('services', serviceId)?.name;
+    const failure = { apiSessionId: apiSession.id, serviceId, serviceName, sessionType: type, when: Date.now(), policyFailures: decision.failures };
     engine.recordFailure(identity.id, failure);
     const detail = { ...failure, when: new Date(failure.when).toISOString() };
     // The failure is both the cause's `data` and, as upstream renders it, its top-level fields.
     throw new ApiError('INVALID_POSTURE', undefined, {
       ...detail,
       code: 'INVALID_POSTURE',
-      message: `posture checks failed for service ${service.name}`,
+      message: `posture checks failed for service ${serviceName}`,
       data: detail,
     } as { code: string; message: string; data: unknown });
   }
   // 4. The identity's and the service's edge router policies must share a router.
-  if (!engine.hasCommonRouter(identity.id, service.id)) throw new ApiError('NO_EDGE_ROUTERS_AVAILABLE');
+  if (!engine.hasCommonRouter(identity.id, serviceId)) throw new ApiError('NO_EDGE_ROUTERS_AVAILABLE');
   // Idempotent per (API session, service, type).
-  const key = `${apiSession.id}\u0000${service.id}\u0000${type}`;
+  const key = `${apiSession.id}\u0000${serviceId}\u0000${type}`;
   let pending = inFlight.get(key);
   if (!pending) {
-    const existing = engine.findSession(apiSession.id, service.id, type);
+    const existing = engine.findSession(apiSession.id, serviceId, type);
     const found = existing ? ctx.app.store.get('sessions', existing) : undefined;
     if (found) return ok(renderRecord(reg, reg.def('sessions'), found, { store: ctx.app.store, ctx }), 201);
     const now = Date.now();
@@ -91,14 +105,14 @@ async function createSession(reg: Registry, ctx: Ctx): Promise<Reply> {
       token: crypto.randomUUID(),
       type,
       apiSessionId: apiSession.id,
-      serviceId: service.id,
+      serviceId: serviceId,
       identityId: identity.id,
       servicePolicyIds: decision.policies.map((p) => p.id),
     };
     pending = write(ctx.app.store, (tx) => {
       // The API session or the service may have gone meanwhile.
       if (!tx.exists('apiSessions', apiSession.id)) throw errors.unauthorized();
-      if (!tx.exists('services', service.id)) throw errors.notFound();
+      if (!tx.exists('services', serviceId)) throw errors.notFound();
       tx.put('sessions', rec);
       return rec;
     });
@@ -107,6 +121,17 @@ async function createSession(reg: Registry, ctx: Ctx): Promise<Reply> {
   }
   const rec = await pending;
   return ok(renderRecord(reg, reg.def('sessions'), rec, { store: ctx.app.store, ctx }), 201);
+}
+
+/** ISO strings of recent `lastChangeAt` values: clients poll the same few values over and over, and toISOString costs ~1 µs. */
+const isoCache = new Map<number, string>();
+function isoTime(ms: number): string {
+  let s = isoCache.get(ms);
+  if (s === undefined) {
+    if (isoCache.size >= 4096) isoCache.clear();
+    isoCache.set(ms, (s = new Date(ms).toISOString()));
+  }
+  return s;
 }
 
 /** Services whose MFA checks a wake/unlock affects, with the grace time left (semantics §5). */
@@ -159,7 +184,11 @@ export function policyClientHandlers(reg: Registry): Record<string, Handler> {
     return h(ctx);
   };
   return {
-    'client:listServices': (ctx) => listRecords(reg, svcDef, ctx, isAdmin(ctx) ? {} : { candidates: ctx.app.policy.accessibleServices(ctx.identity!.id) }),
+    'client:listServices': (ctx) => {
+      if (isAdmin(ctx)) return listRecords(reg, svcDef, ctx, {});
+      const candidates = ctx.app.policy.accessibleServices(ctx.identity!.id);
+      return callerServiceList(reg, svcDef, ctx, candidates) ?? listRecords(reg, svcDef, ctx, { candidates });
+    },
     'client:detailService': (ctx) => ok(renderRecord(reg, svcDef, visibleService(ctx, ctx.params.id), { store: ctx.app.store, ctx })),
     'client:deleteService': adminOnly(adminServiceOps.deleteService),
     'client:patchService': adminOnly(adminServiceOps.patchService),
@@ -228,7 +257,7 @@ export function policyClientHandlers(reg: Registry): Record<string, Handler> {
       return empty();
     },
 
-    listServiceUpdates: (ctx) => ok({ lastChangeAt: new Date(ctx.app.policy.lastChangeAt(ctx.session!, ctx.app.startedAt)).toISOString() }),
+    listServiceUpdates: (ctx) => ok({ lastChangeAt: isoTime(ctx.app.policy.lastChangeAt(ctx.session!, ctx.app.startedAt)) }),
 
     createPostureResponse: (ctx) => ok({ services: postureResponses(ctx, [ctx.body as PostureReport]) }, 201),
     createPostureResponseBulk: (ctx) => {
