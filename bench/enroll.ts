@@ -2,14 +2,17 @@
  * Enrollment and certificate-login benchmark (issue #5).
  *
  *   npm run build && node dist/bench/enroll.js [--enrollments 6000] [--concurrency 64] [--logins-ms 8000]
+ *                                              [--env MESH_X=value]… [--cpu-prof <dir>]
  *
+ * Keys and CSRs are made first, before the controller starts: none is made while timed.
  * Phases, all against the real controller (`dist/src/main.js`, spawned) on this machine:
  *  0. issuing path: certificates/s single-threaded in this process, @peculiar/x509 vs the DER
  *     template + node:crypto issuer the controller uses (src/pki/issuer.ts) — the numbers the
  *     choice rests on;
  *  1. OTT enrollments/s: `POST /enroll/ott {token, clientCsr}` over keep-alive HTTPS, each with a
  *     distinct key and CSR (CSR → verified → certificate signed in the pool → enrollment deleted
- *     and authenticator created in one write);
+ *     and authenticator created in one write), with the CPU time per enrollment of the controller
+ *     (per thread, from /proc: on 2 shared cores the honest figure) and of this load generator;
  *  2. raw node:tls mutual-TLS handshakes/s against a bare node:tls server in its own process with
  *     the same server certificate: new connection, client certificate, one tiny reply, close;
  *  3. certificate logins/s: new TLS connection to the controller's certificate listener + `POST
@@ -26,7 +29,7 @@ import path from 'node:path';
 import tls from 'node:tls';
 import { performance } from 'node:perf_hooks';
 import { spawnController, login, MGMT, ROOT } from './lib/controller.js';
-import { formatProfile, latestProfile, summarizeProfile } from './lib/cpuprofile.js';
+import { formatProfile, summarizeProfile } from './lib/cpuprofile.js';
 import { createClient, requestJson, type RequestSpec } from './lib/http.js';
 import { runLoad } from './lib/load.js';
 import { Recorder, round } from './lib/stats.js';
@@ -45,7 +48,11 @@ const CONCURRENCY = arg('concurrency', 64);
 const LOGIN_MS = arg('logins-ms', 8000);
 const TLS_CONCURRENCY = arg('tls-concurrency', 16);
 const PASSWORD = 'bench-admin-password';
-/** `--cpu-prof <dir>`: profile the controller's main thread and print where the time went. */
+/** `--env KEY=VALUE` (repeatable): extra controller settings, e.g. `--env MESH_HEAVY_CONCURRENCY=64`. */
+const EXTRA_ENV: Record<string, string> = Object.fromEntries(
+  args.flatMap((a, i) => (a === '--env' && args[i + 1]?.includes('=') ? [[args[i + 1].slice(0, args[i + 1].indexOf('=')), args[i + 1].slice(args[i + 1].indexOf('=') + 1)]] : [])),
+);
+/** `--cpu-prof <dir>`: profile the controller (every thread) and print where the enrollment phase's time went. */
 const PROF_DIR = args.includes('--cpu-prof') ? args[args.indexOf('--cpu-prof') + 1] : undefined;
 
 /** A PKCS#10 CSR for a new P-256 key, built with node:crypto (openssl per CSR would dominate setup). */
@@ -162,21 +169,51 @@ s.on('tlsClientError', () => {});
 s.listen(0, '127.0.0.1', () => process.stdout.write('port ' + s.address().port + '\\n'));
 `;
 
+/** CPU ms (user + system) of each thread of a process, by thread id (all of node's threads are
+ *  named `node`; the main thread's id is the process id). */
+function threadCpuMs(pid: number): Map<string, number> {
+  const out = new Map<string, number>();
+  try {
+    for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
+      const s = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
+      out.set(tid === String(pid) ? 'main' : tid, (Number(f[11]) + Number(f[12])) * 10);
+    }
+  } catch {
+    // the process is gone: report nothing
+  }
+  return out;
+}
+
+const monoUs = () => Number(process.hrtime.bigint() / 1000n);
+let enrollWindow: [number, number] = [0, 0];
+let ctlPid = 0;
+
 async function main() {
   const machine = machineInfo();
   console.log(`enroll benchmark: ${ENROLLMENTS} enrollments, concurrency ${CONCURRENCY}; cert logins ${LOGIN_MS} ms at ${TLS_CONCURRENCY} connections; load ${machine.loadavg.join(' ')}`);
+  // Keys and CSRs first: the load generator does no key generation while it is timed, and the
+  // controller's kept-alive connections do not sit idle (and time out) while they are made.
+  console.log('setup: generating keys and CSRs…');
+  const devices = Array.from({ length: ENROLLMENTS }, (_, i) => makeCsr(`bench-dev-${i}`));
   const certPort = await freePort();
   const ctl = await spawnController({
     password: PASSWORD,
-    env: { MESH_CERT_ADDRESS: `127.0.0.1:${certPort}`, MESH_WORKER_QUEUE: '100000' },
+    env: { MESH_CERT_ADDRESS: `127.0.0.1:${certPort}`, MESH_WORKER_QUEUE: '100000', ...EXTRA_ENV },
     nodeArgs: PROF_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROF_DIR}`] : [],
   });
+  ctlPid = ctl.pid;
   try {
+    // Phase 0 (before any connection is open, so none idles through it).
+    const pkiDir = path.join(ctl.dataDir, 'pki');
+    const paths = await issuingPaths(fs.readFileSync(path.join(pkiDir, 'intermediate.cert.pem'), 'utf8'), crypto.createPrivateKey(fs.readFileSync(path.join(pkiDir, 'intermediate.key.pem'))), devices.slice(0, 200).map((d) => d.csr));
+    console.log(`issuing path, 1 thread: template ${paths.templatePerSec}/s, @peculiar/x509 ${paths.peculiarPerSec}/s (CSR parse+verify alone ${paths.csrParseVerifyPerSec}/s)`);
+
     const client = await createClient({ origin: ctl.origin, ca: ctl.ca, connections: CONCURRENCY });
     const token = await login(client, 'admin', PASSWORD);
     const auth = { 'zt-session': token, 'content-type': 'application/json', accept: 'application/json' };
 
-    // Setup: identities with ott enrollments, and a distinct key + CSR for each.
+    // Setup: identities with ott enrollments.
     console.log('setup: identities with ott enrollments…');
     const creates: RequestSpec[] = Array.from({ length: ENROLLMENTS }, (_, i) => ({
       method: 'POST', path: `${MGMT}/identities`, headers: auth,
@@ -190,13 +227,7 @@ async function main() {
       if (!page.body?.data?.length) break;
       for (const e of page.body.data) tokens.push(e.token);
     }
-    console.log(`setup: ${tokens.length} tokens; generating keys and CSRs…`);
-    const devices = tokens.map((_, i) => makeCsr(`bench-dev-${i}`));
-
-    // Phase 0.
-    const pkiDir = path.join(ctl.dataDir, 'pki');
-    const paths = await issuingPaths(fs.readFileSync(path.join(pkiDir, 'intermediate.cert.pem'), 'utf8'), crypto.createPrivateKey(fs.readFileSync(path.join(pkiDir, 'intermediate.key.pem'))), devices.slice(0, 200).map((d) => d.csr));
-    console.log(`issuing path, 1 thread: template ${paths.templatePerSec}/s, @peculiar/x509 ${paths.peculiarPerSec}/s (CSR parse+verify alone ${paths.csrParseVerifyPerSec}/s)`);
+    if (tokens.length !== ENROLLMENTS) throw new Error(`expected ${ENROLLMENTS} ott enrollments, found ${tokens.length}`);
 
     // Phase 1: enrollments.
     const certs: string[] = new Array(tokens.length);
@@ -204,15 +235,34 @@ async function main() {
       method: 'POST', path: '/edge/client/v1/enroll/ott', headers: { 'content-type': 'application/json', accept: 'application/json' },
       body: Buffer.from(JSON.stringify({ token: tok, clientCsr: devices[i].csr })), wantBody: true,
     }));
+    const threads0 = threadCpuMs(ctl.pid);
     const cpu0 = ctl.cpuMs();
+    const own0 = process.cpuUsage();
+    const w0 = monoUs();
     const enr = await runLoad({
       client, concurrency: CONCURRENCY, requests: enrolls, count: enrolls.length,
       onResult: (i, r) => {
         if (r.status === 200 && r.body) certs[i] = JSON.parse(r.body.toString()).data.cert;
       },
     });
+    enrollWindow = [w0, monoUs()];
     const cpu1 = ctl.cpuMs();
-    console.log(`enrollments: ${enr.ok} ok, ${fmt(enr.okPerSec, 0)}/s, p50 ${fmt(enr.latency.p50)} ms, p99 ${fmt(enr.latency.p99)} ms, errors ${JSON.stringify(enr.errors)}`);
+    const own = process.cpuUsage(own0);
+    // Main thread; the two busiest others (the pool workers); everything else (V8's compiler and
+    // GC helpers, libuv's threads where LMDB commits and syncs).
+    const per = (ms: number) => round(ms / Math.max(1, enr.ok), 3);
+    const threads1 = threadCpuMs(ctl.pid);
+    const others = [...threads1].filter(([t]) => t !== 'main').map(([t, ms]) => ms - (threads0.get(t) ?? 0)).sort((a, b) => b - a);
+    const threadsPer = {
+      main: per((threads1.get('main') ?? 0) - (threads0.get('main') ?? 0)),
+      busiest: others.slice(0, 2).map(per),
+      rest: per(others.slice(2).reduce((a, b) => a + b, 0)),
+    };
+    // CPU per enrollment: the controller's (every thread) is the honest cost; the load generator's
+    // own share shows how much of these 2 cores the client took from the controller.
+    const ctlCpuPer = cpu0 !== undefined && cpu1 !== undefined ? (cpu1 - cpu0) / Math.max(1, enr.ok) : undefined;
+    const genCpuPer = (own.user + own.system) / 1000 / Math.max(1, enr.ok);
+    console.log(`enrollments: ${enr.ok} ok, ${fmt(enr.okPerSec, 0)}/s, p50 ${fmt(enr.latency.p50)} ms, p99 ${fmt(enr.latency.p99)} ms, errors ${JSON.stringify(enr.errors)}; CPU per enrollment: controller ${fmt(ctlCpuPer ?? NaN, 3)} ms (main thread ${threadsPer.main}, two busiest others ${threadsPer.busiest.join(' + ')}, rest ${threadsPer.rest}), load generator ${fmt(genCpuPer, 3)} ms`);
     await client.close();
 
     // Phase 2: raw node:tls mutual-TLS handshakes (own process, same certificate and key).
@@ -254,7 +304,13 @@ async function main() {
       machine,
       params: { enrollments: ENROLLMENTS, concurrency: CONCURRENCY, loginMs: LOGIN_MS, tlsConcurrency: TLS_CONCURRENCY },
       issuingPaths: paths,
-      enrollments: { ok: enr.ok, perSec: round(enr.okPerSec, 1), latency: enr.latency, errors: enr.errors, controllerCpuMs: cpu0 !== undefined && cpu1 !== undefined ? cpu1 - cpu0 : undefined },
+      enrollments: {
+        ok: enr.ok, perSec: round(enr.okPerSec, 1), latency: enr.latency, errors: enr.errors,
+        controllerCpuMs: cpu0 !== undefined && cpu1 !== undefined ? cpu1 - cpu0 : undefined,
+        controllerCpuMsPerEnrollment: ctlCpuPer === undefined ? undefined : round(ctlCpuPer, 3),
+        loadGeneratorCpuMsPerEnrollment: round(genCpuPer, 3),
+        controllerThreadCpuMsPerEnrollment: threadsPer,
+      },
       rawMtlsHandshakes: rawRes,
       certLogins: logins,
       certLoginRatio: round(ratio, 3),
@@ -264,8 +320,12 @@ async function main() {
     await ctl.stop();
   }
   if (PROF_DIR) {
-    const file = latestProfile(PROF_DIR);
-    if (file) console.log('\n' + formatProfile(summarizeProfile(file, { root: ROOT }), 30));
+    // One profile per thread (CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile; thread 0 = main),
+    // each cut to the enrollment phase.
+    const pid = String(ctlPid);
+    for (const f of fs.readdirSync(PROF_DIR).filter((f) => f.endsWith('.cpuprofile') && f.split('.')[3] === pid).sort()) {
+      console.log(`\n== enrollment phase, thread ${f.split('.')[4]} ==\n` + formatProfile(summarizeProfile(path.join(PROF_DIR, f), { root: ROOT, window: enrollWindow }), 30));
+    }
   }
 }
 

@@ -48,8 +48,11 @@ export const ConfigSchema = Type.Object({
   /** Logins and MFA checks running at once, and waiting beyond those; past both: 429 RATE_LIMITED. */
   authConcurrency: Type.Integer({ default: 32, minimum: 1, maximum: 100_000 }),
   authQueue: Type.Integer({ default: 512, minimum: 0, maximum: 1_000_000 }),
-  /** Other expensive operations (certificate signing, password changes, QR codes): same scheme. */
-  heavyConcurrency: Type.Integer({ default: 16, minimum: 1, maximum: 100_000 }),
+  /** Other expensive operations (certificate signing, password changes, QR codes): same scheme.
+   *  64 running: an enrollment holds its slot through its durable commit, and with 16 the CSR
+   *  signing of one group waited for the previous group's commit (docs/pki.md); the CPU work
+   *  itself is bounded by the worker pool's threads and queue. */
+  heavyConcurrency: Type.Integer({ default: 64, minimum: 1, maximum: 100_000 }),
   heavyQueue: Type.Integer({ default: 256, minimum: 0, maximum: 1_000_000 }),
   /** Least time between two fetches of one external JWT signer's JWKS (unknown kids refetch). */
   extJwtJwksCooldownMs: Type.Integer({ default: 5000, minimum: 0, maximum: 3_600_000 }),

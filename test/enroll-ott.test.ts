@@ -181,3 +181,50 @@ t.test('a token enrolls once, also under concurrent use', async (t) => {
   t.equal(auths[0].fingerprint, fingerprint(winner.body.data.cert), 'for the certificate that was returned');
 });
 
+
+t.test('concurrent enrollments signed together each get their own answer', async (t) => {
+  // CSRs that reach the pool in the same turn of the event loop are signed in one task
+  // (src/pki/sign-csr.ts): good and bad CSRs, and a router's two CSRs, must not mix up.
+  const srv = await startServer(t);
+  const admin = await srv.login();
+  const N = 12;
+  const tokens: string[] = [];
+  for (let i = 0; i < N; i++) {
+    const iid = created(t, await admin.post('/identities', { name: `burst-${i}`, type: 'Device', isAdmin: false, enrollment: { ott: true } }), 'identities');
+    tokens.push((await admin.get(`/identities/${iid}`)).body.data.enrollment.ott.token);
+  }
+  const rid = created(t, await admin.post('/edge-routers', { name: 'burst-er' }), 'edge-routers');
+  const erToken = (await admin.get(`/edge-routers/${rid}`)).body.data.enrollmentToken;
+  const keys = tokens.map((_, i) => newCsr(`burst-${i}`));
+  // Every third CSR is unusable (garbage, a broken signature, two CSRs), the others good.
+  const broken = (i: number) => [
+    'not a csr',
+    keys[i].csr.replace(/[A-Za-z](?=[A-Za-z0-9+/=]*\n-----END)/, (c) => (c === 'A' ? 'B' : 'A')),
+    keys[i].csr + keys[i].csr, // two CSRs in one PEM text
+  ][(i / 3) % 3];
+  const bad = (i: number) => i % 3 === 0;
+  const erClient = newCsr(rid);
+  const erServer = newCsr(rid, { sans: 'DNS:burst-er.example' });
+  const [erReply, ...replies] = await Promise.all([
+    srv.client.post('/enroll/erott', { token: erToken, clientCsr: erClient.csr, serverCsr: erServer.csr }),
+    ...tokens.map((token, i) => srv.client.post('/enroll/ott', { token, clientCsr: bad(i) ? broken(i) : keys[i].csr })),
+  ]);
+  for (let i = 0; i < N; i++) {
+    const r = replies[i];
+    if (bad(i)) {
+      t.ok(isError(r, 400, 'COULD_NOT_PROCESS_CSR'), `#${i} bad CSR → 400 COULD_NOT_PROCESS_CSR (${r.status} ${r.text.slice(0, 120)})`);
+    } else {
+      t.equal(r.status, 200, `#${i} → 200 (${r.text.slice(0, 120)})`);
+      const leaf = new crypto.X509Certificate(r.body.data.cert);
+      t.ok(leaf.checkPrivateKey(crypto.createPrivateKey(keys[i].key)), `#${i} certificate is for its own key`);
+      t.match(leaf.subject, new RegExp(`CN=burst-${i}$`), `#${i} subject`);
+    }
+  }
+  t.equal(erReply.status, 200, `router enrollment in the same burst → 200 (${erReply.text.slice(0, 120)})`);
+  const firstCert = (chain: string) => new crypto.X509Certificate(chain.slice(0, chain.indexOf('-----END CERTIFICATE-----') + 26));
+  t.ok(firstCert(erReply.body.data.cert).checkPrivateKey(crypto.createPrivateKey(erClient.key)), 'router client certificate for its client key');
+  t.ok(firstCert(erReply.body.data.serverCert).checkPrivateKey(crypto.createPrivateKey(erServer.key)), 'router server certificate for its server key');
+  // The enrollments of the bad CSRs are still there and work with a good CSR.
+  const retries = await Promise.all(tokens.map((token, i) => (bad(i) ? srv.client.post('/enroll/ott', { token, clientCsr: keys[i].csr }) : undefined)));
+  for (let i = 0; i < N; i++) if (bad(i)) t.equal(retries[i]?.status, 200, `#${i} enrolls after its bad CSR (${retries[i]?.text.slice(0, 120)})`);
+});

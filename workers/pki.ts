@@ -4,8 +4,10 @@
  *   pool.run('signCsrs', { caCertPem, caKeyPem, items: [{ csr, profile: 'client', validityMs }] })
  *     → [{ ok: true, pem, fingerprint, notBefore, notAfter, commonName } | { ok: false, reason }]
  *
- * The CA key crosses to the worker as PEM text and is parsed into a KeyObject once per worker
- * thread (cached by its text), never per task.
+ * `items` holds the CSRs of every request that reached the pool in one turn of the main thread's
+ * event loop (src/pki/sign-csr.ts): one task per group, not per CSR. Each item gets its own result;
+ * a bad CSR fails only its own item. The CA key crosses to the worker as PEM text and is parsed
+ * into a KeyObject once per worker thread (cached by its text), never per task.
  */
 import { createPrivateKey } from 'node:crypto';
 import { CertIssuer, type CertProfile } from '../src/pki/issuer.js';

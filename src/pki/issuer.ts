@@ -130,7 +130,7 @@ export class CertIssuer {
       BC_LEAF,
       csr.keyType === 'rsa' ? KU_SIGN_ENCIPHER : KU_SIGN,
       EKU[profile],
-      ext(OID_SKI, false, octetString(crypto.createHash('sha1').update(csr.publicKeyBits).digest())),
+      ext(OID_SKI, false, octetString(crypto.hash('sha1', csr.publicKeyBits, 'buffer'))),
       this.aki,
     ];
     if (csr.san) extensions.push(ext(OID_SAN, false, csr.san));
@@ -149,7 +149,7 @@ export class CertIssuer {
     return {
       der,
       pem: toPem(der, 'CERTIFICATE'),
-      fingerprint: crypto.createHash('sha1').update(der).digest('hex'),
+      fingerprint: crypto.hash('sha1', der, 'hex'),
       notBefore,
       notAfter,
       commonName: csr.commonName,
