@@ -91,7 +91,11 @@ export interface ListSource {
 }
 
 export interface ListResult {
-  records: Rec[];
+  /**
+   * The page. Paths that find the page from ids alone (indexes, id order) give ids and leave the
+   * records to the caller, which may not need them (list entries kept as JSON, render-cache.ts).
+   */
+  page: (Rec | string)[];
   pagination: Pagination;
 }
 
@@ -144,12 +148,7 @@ export function runList(store: Store, src: ListSource, p: ListParams): ListResul
       }
       if (sort.length === 0) matched.sort();
       else if (sort[0].desc) matched.reverse();
-      const records: Rec[] = [];
-      for (const id of matched.slice(offset, end)) {
-        const rec = store.get(src.collection, id);
-        if (rec) records.push(rec);
-      }
-      return { records, pagination: pagination(matched.length) };
+      return { page: matched.slice(offset, end), pagination: pagination(matched.length) };
     }
   }
 
@@ -157,33 +156,21 @@ export function runList(store: Store, src: ListSource, p: ListParams): ListResul
   // and load only the page.
   if (ids && (exactPlan || (!p.filter.where && !src.candidatesNeedFilter)) && !extra && sort.length === 0) {
     ids.sort();
-    const page = ids.slice(offset, end);
-    const records: Rec[] = [];
-    for (const id of page) {
-      const rec = store.get(src.collection, id);
-      if (rec) records.push(rec);
-    }
-    return { records, pagination: pagination(ids.length) };
+    return { page: ids.slice(offset, end), pagination: pagination(ids.length) };
   }
 
   // Fast path: no filter, no sort, whole collection: page straight from the id order.
   if (!ids && !p.filter.where && !extra && sort.length === 0) {
     const total = store.count(src.collection);
-    const records = limit === -1 && offset === 0 ? [...store.scan(src.collection)] : [...store.scan(src.collection, { offset, limit: limit === -1 ? undefined : limit })];
-    return { records, pagination: pagination(total) };
+    return { page: [...store.ids(src.collection, { offset, limit: limit === -1 ? undefined : limit })], pagination: pagination(total) };
   }
 
   // Only `name` is both unique and present on every record, so its index lists every record.
   const byUnique = !ids && sort.length >= 1 && sort[0].field === 'name' && store.isUnique(src.collection, 'name') && (sort.length === 1 || (sort.length === 2 && sort[1].field === 'id'));
   // Sorted by a unique field and nothing to filter: page the index itself.
   if (byUnique && !p.filter.where && !extra) {
-    const records: Rec[] = [];
     const range = { reverse: sort[0].desc, offset, limit: limit === -1 ? undefined : limit };
-    for (const id of store.idsByRange(src.collection, sort[0].field, range)) {
-      const rec = store.get(src.collection, id);
-      if (rec) records.push(rec);
-    }
-    return { records, pagination: pagination(store.count(src.collection)) };
+    return { page: [...store.idsByRange(src.collection, sort[0].field, range)], pagination: pagination(store.count(src.collection)) };
   }
 
   // Sorted by a unique field (always present, e.g. `name`): walk its index in order.
@@ -196,7 +183,7 @@ export function runList(store: Store, src: ListSource, p: ListParams): ListResul
       if (total >= offset && total < end) records.push(rec);
       total++;
     }
-    return { records, pagination: pagination(total) };
+    return { page: records, pagination: pagination(total) };
   }
 
   let source: Iterable<Rec>;
@@ -220,13 +207,13 @@ export function runList(store: Store, src: ListSource, p: ListParams): ListResul
       if (total >= offset && total < end) records.push(rec);
       total++;
     }
-    return { records, pagination: pagination(total) };
+    return { page: records, pagination: pagination(total) };
   }
 
   const all: Rec[] = [];
   for (const rec of source) if (match(rec)) all.push(rec);
   sortRecords(all, src.symbols, sort);
-  return { records: all.slice(offset, end), pagination: pagination(all.length) };
+  return { page: all.slice(offset, end), pagination: pagination(all.length) };
 }
 
 /** Plain fields an expression reads; undefined when it uses set functions or sub-queries. */

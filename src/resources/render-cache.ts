@@ -4,7 +4,9 @@
  * A page of 100 identities is ~160 KB of JSON: rendering the records (entity refs, enrollments,
  * authenticators) and stringifying them took ~2.5 ms of the ~3.3 ms a `?limit=100` list cost
  * (bench/crud at 100k identities), and their garbage showed in p99. With the JSON of each entry
- * kept, a page is the concatenation of strings already made.
+ * kept, a page is the concatenation of strings already made. (Kept as bytes and joined with
+ * Buffer.concat instead, each page became a ~160 KB native allocation: V8 counts those as external
+ * memory and ran a mark-compact every ~80 ms, a worse p99 than the strings' scavenges.)
  *
  * Correctness rests on invalidation from the store's change events, which fire synchronously
  * after each commit and before the write's response (store.ts): a record's own change drops its
@@ -43,6 +45,11 @@ export class RenderCache {
       for (const e of events) this.changed(e);
     });
     store.on('repaired', () => this.clear());
+  }
+
+  /** The kept JSON of entity `id` of `def`, if any. */
+  get(def: ResourceDef, id: string): string | undefined {
+    return this.entries.get(def.collection)?.get(id);
   }
 
   /** The kept JSON of `rec` in `def`, or render, keep (when allowed) and return it. */

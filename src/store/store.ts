@@ -170,6 +170,11 @@ export class Store extends EventEmitter {
     return (this.coll(collection).db.getStats() as { entryCount: number }).entryCount;
   }
 
+  /** Ids in order, optionally starting after `offset` records; no record is decoded. */
+  *ids(collection: string, opts: { offset?: number; limit?: number } = {}): Iterable<string> {
+    for (const key of this.coll(collection).db.getKeys({ offset: opts.offset, limit: opts.limit })) yield key;
+  }
+
   /** Records in id order, optionally starting after `offset` records. */
   *scan(collection: string, opts: { offset?: number; limit?: number } = {}): Iterable<Rec> {
     for (const { value } of this.coll(collection).db.getRange({ offset: opts.offset, limit: opts.limit })) yield value;
