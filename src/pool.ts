@@ -19,7 +19,10 @@ export class WorkerPool {
     const threads = opts.threads > 0 ? opts.threads : Math.max(1, os.availableParallelism());
     this.piscina = new Piscina({
       filename: new URL('../workers/tasks.js', import.meta.url).href,
-      minThreads: 1,
+      // Every worker from the start: a worker started on demand (piscina's default is one, more
+      // as the queue grows) spends its first ~100 ms loading code while the burst that asked for
+      // it waits (~3% of an enrollment benchmark run).
+      minThreads: threads,
       maxThreads: threads,
       maxQueue: opts.maxQueue,
       idleTimeout: 60_000,
