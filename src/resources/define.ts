@@ -230,9 +230,14 @@ export function checkAttributes(field: string, attrs: unknown): string[] {
 }
 
 /** Apply a request body to a record according to the field definitions. */
+const TAGS_FIELD: FieldDef = { default: () => ({}) };
+/** Per family, `tags` and its declared fields as entries, made once (applyBody runs for every write). */
+const bodyFields = new WeakMap<ResourceDef, [string, FieldDef][]>();
+
 export function applyBody(reg: Registry, def: ResourceDef, wctx: WriteCtx, rec: Rec) {
   const { mode, body, before, tx } = wctx;
-  const fields: [string, FieldDef][] = [['tags', { default: () => ({}) }], ...Object.entries(def.fields)];
+  let fields = bodyFields.get(def);
+  if (!fields) bodyFields.set(def, (fields = [['tags', TAGS_FIELD], ...Object.entries(def.fields)]));
   for (const [name, f] of fields) {
     if (f.readOnly) continue;
     const wire = f.bodyName ?? name;
