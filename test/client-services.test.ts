@@ -95,6 +95,15 @@ t.test('configs, config types and per-identity overrides', async (t) => {
   t.same((await c.get(`/services/${S}`)).body.data.config, { 'cfg-ct1': { port: 1 } }, 'session config types');
   t.same((await c.get(`/services/${S}?configTypes=cfg-ct2`)).body.data.config, {}, 'query overrides the session');
   t.same((await c.get(`/services?filter=id="${S}"`)).body.data[0].config, { 'cfg-ct1': { port: 1 } }, 'in lists too');
+  // Configs are kept decoded between requests: a changed config or a renamed type shows at once.
+  t.equal((await admin.patch(`/configs/${c1}`, { data: { port: 3 } })).status, 200);
+  t.same((await c.get(`/services/${S}`)).body.data.config, { 'cfg-ct1': { port: 3 } }, 'updated config data');
+  t.same((await c.get('/services')).body.data.find((x: { id: string }) => x.id === S)?.config, { 'cfg-ct1': { port: 3 } }, 'updated config data in the plain list');
+  t.equal((await admin.patch(`/config-types/${ct1}`, { name: 'cfg-ct1-renamed' })).status, 200);
+  t.same((await c.get(`/services/${S}`)).body.data.config, { 'cfg-ct1-renamed': { port: 3 } }, 'renamed config type');
+  t.equal((await admin.patch(`/config-types/${ct1}`, { name: 'cfg-ct1' })).status, 200);
+  t.equal((await admin.patch(`/configs/${c1}`, { data: { port: 1 } })).status, 200);
+  t.same((await c.get(`/services/${S}`)).body.data.config, { 'cfg-ct1': { port: 1 } }, 'changed back');
 
   // Overrides.
   const assign = await admin.post(`/identities/${u.id}/service-configs`, [{ serviceId: S, configId: c1b }, { serviceId: S, configId: c2 }]);
