@@ -83,6 +83,8 @@ t.test('session create: check order, errors, idempotence', async (t) => {
   t.ok(ids(await ac.get('/sessions?limit=-1')).includes(s.id), 'admin sees all sessions');
   t.equal((await u.client.delete(`/sessions/${b.body.data.id}`)).status, 200, 'delete own');
   t.ok(isError(await u.client.get(`/sessions/${b.body.data.id}`), 404, 'NOT_FOUND'), 'deleted');
+  t.ok(isError(await u.client.get(`/services/${S}/edge-routers`, { headers: { 'session-token': b.body.data.token } }), 401, 'UNAUTHORIZED'), "a deleted session's token → 401");
+  t.equal((await u.client.get(`/services/${S}/edge-routers`, { headers: { 'session-token': s.token } })).status, 200, 'the remaining session token still works');
   // Logout removes the API session's sessions.
   const o = many[0].body.data.id;
   t.equal((await other.delete('/current-api-session')).status, 200, 'logout');

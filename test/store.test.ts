@@ -98,3 +98,39 @@ t.test('an index added to an existing collection is built when the store opens',
   t.same([...again.idsByRange('things', 'expiresAt', {})], ['b', 'd', 'a'], 'reopened: the index is kept, not rebuilt');
   await again.close();
 });
+
+t.test('index databases no collection declares any more are dropped when the store opens', async (t) => {
+  // An older data directory (API-session and session tokens were LMDB-indexed before they were
+  // looked up in memory): its index databases go; records and the declared indexes stay.
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-store-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const before = new Store(dir, [{ name: 'things', unique: ['name', 'token'], indexes: ['tags', 'color'] }]);
+  await before.write((tx) => tx.put('things', { ...rec('a', 'alpha', ['x']), token: 't1', color: 'red' }));
+  await before.close();
+  const after = new Store(dir, [{ name: 'things', unique: ['name'], indexes: ['tags'] }]);
+  const names = [...after.env.getKeys({})];
+  t.notOk(names.includes('u:things:token'), 'undeclared unique index dropped');
+  t.notOk(names.includes('i:things:color'), 'undeclared secondary index dropped');
+  t.ok(names.includes('c:things') && names.includes('u:things:name') && names.includes('i:things:tags'), 'declared databases kept');
+  t.equal(after.get('things', 'a')?.token, 't1', 'records untouched');
+  t.same(after.idsByIndex('things', 'tags', 'x'), ['a']);
+  await after.close();
+});
+
+t.test('names of records are served from memory until a commit changes the record', async (t) => {
+  const s = open(t);
+  await s.write((tx) => tx.put('things', rec('a', 'alpha')));
+  t.equal(s.nameOf('things', 'a'), 'alpha');
+  t.equal(s.nameOf('things', 'missing'), undefined, 'no record, no name');
+  const renamed = s.write((tx) => {
+    tx.put('things', rec('a', 'alpha-2'));
+    t.equal(tx.nameOf('things', 'a'), 'alpha-2', 'a write sees its own rename');
+  });
+  await s.write((tx) => t.equal(tx.nameOf('things', 'a'), 'alpha-2', 'a later write sees the rename still committing'));
+  await renamed;
+  t.equal(s.nameOf('things', 'a'), 'alpha-2', 'the committed rename replaces the kept name');
+  await s.write((tx) => tx.put('things', { id: 'b', createdAt: 1, updatedAt: 1 }));
+  t.equal(s.nameOf('things', 'b'), null, 'a record without a name has null');
+  await s.write((tx) => tx.delete('things', 'a'));
+  t.equal(s.nameOf('things', 'a'), undefined, 'a deleted record has no name');
+});

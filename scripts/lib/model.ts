@@ -109,7 +109,7 @@ function pick(r: () => number, n: number, k: number): number[] {
   return [...out].sort((a, b) => a - b);
 }
 
-/** Same alphabet and length as the controller's entity ids (src/api/envelope.ts shortId). */
+/** Same alphabet and length as the controller's entity ids (src/store/ids.ts shortId). */
 const ID_ALPHABET = '0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-';
 function idSource(seed: number): () => string {
   const r = rng(seed, 'ids');

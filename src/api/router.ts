@@ -5,7 +5,8 @@
  * node:https adapters call `handle`.
  */
 import { ApiError, errors } from './errors.js';
-import { renderError, shortId } from './envelope.js';
+import { renderError } from './envelope.js';
+import { shortId } from '../store/ids.js';
 import type { App, Ctx, Op } from './context.js';
 import type { ApiName, Reply, Req } from './operation.js';
 import type { Rec } from '../store/store.js';

@@ -8,6 +8,7 @@
  */
 import crypto from 'node:crypto';
 import type { ChangeEvent, Rec, Store, Tx } from '../store/store.js';
+import { timeOrderedId } from '../store/ids.js';
 
 export interface ApiSession extends Rec {
   token: string;
@@ -122,7 +123,7 @@ export class ApiSessions {
     const { extra, ...own } = fields;
     const now = Date.now();
     const rec: ApiSession = {
-      id: crypto.randomUUID(),
+      id: timeOrderedId(),
       createdAt: now,
       updatedAt: now,
       tags: {},

@@ -14,7 +14,7 @@ import crypto from 'node:crypto';
 import { generateSecret, generateSync, verifySync } from 'otplib';
 import QRCode from 'qrcode';
 import { ApiError } from '../api/errors.js';
-import { shortId } from '../api/envelope.js';
+import { shortId } from '../store/ids.js';
 import type { Rec, Tx } from '../store/store.js';
 
 export const RECOVERY_CODE_COUNT = 20;

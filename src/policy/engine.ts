@@ -14,7 +14,6 @@
  *   tracked: a new API session starts from its own creation time anyway.
  * - Service sessions: tracked per identity; removed when access or posture is lost.
  */
-import crypto from 'node:crypto';
 import type { ChangeEvent, Rec, Store } from '../store/store.js';
 import { RoleIndex, POLICY_COLLS, type Delta, type Kind, type PolicyColl, type PolicyState, type Side } from './role-index.js';
 import { PostureStore, type CheckResult } from './posture.js';
@@ -38,6 +37,8 @@ export interface IdentityView {
 
 interface SessionInfo {
   id: string;
+  token: string;
+  identityId: string;
   apiSessionId: string;
   serviceId: string;
   type: PolicyType;
@@ -71,6 +72,8 @@ export class PolicyEngine {
   private readonly sessionsByIdentity = new Map<string, Map<string, SessionInfo>>();
   /** `<apiSessionId>\0<serviceId>\0<type>` → session id (idempotent creates). */
   private readonly sessionByKey = new Map<string, string>();
+  /** Session token → session (routers and the `session-token` header look sessions up by token). */
+  private readonly sessionByToken = new Map<string, SessionInfo>();
   /** Sessions whose removal is committing: hidden from reads until the delete lands. */
   readonly doomed = new Set<string>();
   private readonly views = new Map<string, IdentityView>();
@@ -244,14 +247,16 @@ export class PolicyEngine {
   private trackSession(rec: Rec) {
     let m = this.sessionsByIdentity.get(rec.identityId);
     if (!m) this.sessionsByIdentity.set(rec.identityId, (m = new Map()));
-    const info: SessionInfo = { id: rec.id, apiSessionId: rec.apiSessionId, serviceId: rec.serviceId, type: rec.type === 'Bind' ? 'Bind' : 'Dial' };
+    const info: SessionInfo = { id: rec.id, token: rec.token, identityId: rec.identityId, apiSessionId: rec.apiSessionId, serviceId: rec.serviceId, type: rec.type === 'Bind' ? 'Bind' : 'Dial' };
     m.set(rec.id, info);
     this.sessionByKey.set(sessionKey(info.apiSessionId, info.serviceId, info.type), rec.id);
+    if (typeof rec.token === 'string') this.sessionByToken.set(rec.token, info);
   }
 
   private untrackSession(rec: Rec) {
     const key = sessionKey(rec.apiSessionId, rec.serviceId, rec.type === 'Bind' ? 'Bind' : 'Dial');
     if (this.sessionByKey.get(key) === rec.id) this.sessionByKey.delete(key);
+    if (this.sessionByToken.get(rec.token)?.id === rec.id) this.sessionByToken.delete(rec.token);
     const m = this.sessionsByIdentity.get(rec.identityId);
     if (!m) return;
     m.delete(rec.id);
@@ -448,6 +453,14 @@ export class PolicyEngine {
     return routers;
   }
 
+  /** Whether a service may be reached through a router, without building the service's router set. */
+  serviceReaches(serviceId: string, routerId: string): boolean {
+    const cached = this.serviceRouters.get(serviceId);
+    if (cached && cached.version === this.index.version) return cached.routers.has(routerId);
+    for (const p of this.index.policiesOf('services', serviceId, 'serviceEdgeRouterPolicies')) if (this.index.isMember(p.sides.get('edgeRouters')!, routerId)) return true;
+    return false;
+  }
+
   /** Routers both the identity's and the service's policies allow (optionally only those passing `keep`), sorted. */
   commonRouters(identityId: string, serviceId: string, keep?: (routerId: string) => boolean): string[] {
     const a = this.identityRouters(identityId);
@@ -458,12 +471,25 @@ export class PolicyEngine {
     return out.sort();
   }
 
-  /** Whether the identity's and the service's router policies share at least one router. */
+  /**
+   * Whether the identity's and the service's router policies share at least one router. Asked at
+   * every session create: when the service's router set is not cached, its policies are tried one
+   * by one against the identity's routers, which usually answers at the first policy instead of
+   * building the union of every policy's routers (~170 µs for a service in 50 policies of 500).
+   */
   hasCommonRouter(identityId: string, serviceId: string): boolean {
-    const a = this.identityRouters(identityId);
-    const b = this.serviceRoutersOf(serviceId);
-    const [small, big] = a.size <= b.size ? [a, b] : [b, a];
-    for (const r of small) if (big.has(r)) return true;
+    const mine = this.identityRouters(identityId);
+    if (mine.size === 0) return false;
+    const cached = this.serviceRouters.get(serviceId);
+    if (cached && cached.version === this.index.version) return intersects(mine, cached.routers);
+    for (const p of this.index.policiesOf('services', serviceId, 'serviceEdgeRouterPolicies')) {
+      const side = p.sides.get('edgeRouters')!;
+      if (this.index.memberCount(side) <= mine.size) {
+        for (const r of this.index.members(side)) if (mine.has(r)) return true;
+      } else {
+        for (const r of mine) if (this.index.isMember(side, r)) return true;
+      }
+    }
     return false;
   }
 
@@ -521,7 +547,7 @@ export class PolicyEngine {
         failing.push({ postureCheckId: cid, postureCheckName: r.check.name, postureCheckType: r.check.typeId, actualValue: r.result.actual ?? null, expectedValue: r.result.expected ?? null });
       }
       if (failing.length === 0) return { passing: true, failures: [], policies };
-      failures.push({ policyId: p.id, policyName: this.store.get('servicePolicies', p.id)?.name ?? '', checks: failing });
+      failures.push({ policyId: p.id, policyName: this.store.nameOf('servicePolicies', p.id) ?? '', checks: failing });
     }
     return { passing: false, failures, policies };
   }
@@ -554,6 +580,12 @@ export class PolicyEngine {
   findSession(apiSessionId: string, serviceId: string, type: PolicyType): string | undefined {
     const id = this.sessionByKey.get(sessionKey(apiSessionId, serviceId, type));
     return id === undefined || this.doomed.has(id) ? undefined : id;
+  }
+
+  /** The live session holding a token (none while its removal commits). */
+  sessionOfToken(token: string): SessionInfo | undefined {
+    const s = this.sessionByToken.get(token);
+    return s === undefined || this.doomed.has(s.id) ? undefined : s;
   }
 
   /** Remove the identity's sessions that lost access or posture. */
@@ -611,14 +643,15 @@ export class PolicyEngine {
       if ([...before].some((id) => this.doomed.has(id))) this.bump(iid);
     }
   }
-
-  /** A fresh session id: collision-resistant and random. */
-  static newSessionId(): string {
-    return crypto.randomUUID();
-  }
 }
 
 const EMPTY: ReadonlySet<string> = new Set();
+
+function intersects(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {
+  const [small, big] = a.size <= b.size ? [a, b] : [b, a];
+  for (const x of small) if (big.has(x)) return true;
+  return false;
+}
 
 function sameSet(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {
   if (a.size !== b.size) return false;

@@ -56,11 +56,11 @@ export function sessionEdgeRouters(app: App, identityId: string, serviceId: stri
   // Usually far fewer routers are connected than the policies allow (shape large: 500 allowed to
   // the worst-case identity, ~10 µs per session create to intersect): start from the connected ones.
   const { policy, presence } = app;
+  if (presence.size === 0) return [];
   const mine = policy.identityRouters(identityId);
-  const theirs = policy.serviceRoutersOf(serviceId);
   const ids =
-    presence.size <= Math.min(mine.size, theirs.size)
-      ? [...presence.ids()].filter((id) => mine.has(id) && theirs.has(id)).sort()
+    presence.size <= mine.size
+      ? [...presence.ids()].filter((id) => mine.has(id) && policy.serviceReaches(serviceId, id)).sort()
       : policy.commonRouters(identityId, serviceId, (id) => presence.isOnline(id));
   return ids
     .map((id) => app.store.get('edgeRouters', id))

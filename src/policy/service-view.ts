@@ -63,7 +63,7 @@ function configEntry(store: Store, id: string): ConfigEntry | undefined {
   let e = cache.get(id);
   if (e === undefined) {
     const cfg = store.get('configs', id);
-    e = cfg ? { configTypeId: cfg.configTypeId, typeName: store.get('configTypes', cfg.configTypeId)?.name ?? cfg.configTypeId, data: cfg.data } : null;
+    e = cfg ? { configTypeId: cfg.configTypeId, typeName: store.nameOf('configTypes', cfg.configTypeId) ?? cfg.configTypeId, data: cfg.data } : null;
     cache.set(id, e);
   }
   return e ?? undefined;

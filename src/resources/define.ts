@@ -5,7 +5,8 @@
  * role lists and role attributes, and what a delete does to everything that points at the entity.
  */
 import { errors, ApiError } from '../api/errors.js';
-import { created, empty, ok, list as listEnvelope, timeOrderedId } from '../api/envelope.js';
+import { created, empty, ok, list as listEnvelope } from '../api/envelope.js';
+import { timeOrderedId } from '../store/ids.js';
 import { parseListParams, runList, type ListSource } from '../api/query.js';
 import type { SymbolTable } from '../api/filter/index.js';
 import type { Ctx } from '../api/context.js';
@@ -14,7 +15,7 @@ import { UniqueViolation, type CollectionSpec, type Rec, type Store, type Tx } f
 import type { FieldDef, Mode, ResourceDef, View, WriteCtx } from './types.js';
 import { RenderCache } from './render-cache.js';
 
-/** Entity ids: opaque strings like upstream's shortids, growing with creation time (envelope.ts). */
+/** Entity ids: opaque strings like upstream's shortids, growing with creation time (src/store/ids.ts). */
 export function newId(): string {
   return timeOrderedId();
 }
@@ -131,12 +132,11 @@ function buildSymbols(def: ResourceDef): SymbolTable {
 
 export function entityRef(store: Store | Tx, def: ResourceDef | undefined, id: string | undefined | null) {
   if (!def || !id) return null;
-  const rec = store.get(def.collection, id);
   return {
     _links: { self: { href: `./${def.path}/${id}` } },
     entity: def.path,
     id,
-    name: rec?.name ?? null,
+    name: store.nameOf(def.collection, id) ?? null,
   };
 }
 
@@ -185,8 +185,7 @@ export function renderRecord(reg: Registry, def: ResourceDef, rec: Rec, view: Vi
       const target = reg.byCollection.get(f.roles);
       out[name + 'Display'] = ((v as string[]) ?? []).map((role) => {
         if (!role.startsWith('@') || !target) return { role, name: role };
-        const t = view.store.get(target.collection, role.slice(1));
-        return { role, name: '@' + (t?.name ?? role.slice(1)) };
+        return { role, name: '@' + (view.store.nameOf(target.collection, role.slice(1)) ?? role.slice(1)) };
       });
     }
   }

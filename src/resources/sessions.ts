@@ -11,7 +11,9 @@ export const apiSessions: ResourceDef = {
   operations: { list: 'listAPISessions', detail: 'detailAPISessions', delete: 'deleteAPISessions' },
   links: ['sessions'],
   fields: {
-    token: { readOnly: true, unique: true, filter: 'string' },
+    // Tokens are random secrets: an LMDB index of them would put every write on a random page.
+    // They are looked up in memory (ApiSessions.byToken, PolicyEngine.sessionOfToken) instead.
+    token: { readOnly: true, filter: 'string' },
     identityId: { readOnly: true, filter: 'string', ref: { collection: 'identities', onDelete: 'cascade', entityRef: 'identity' } },
     authenticatorId: { readOnly: true, filter: 'string' },
     ipAddress: { readOnly: true, filter: 'string' },
@@ -50,7 +52,7 @@ export const sessions: ResourceDef = {
   operations: { list: 'listSessions', detail: 'detailSession', delete: 'deleteSession' },
   links: ['route-path'],
   fields: {
-    token: { readOnly: true, unique: true, filter: 'string' },
+    token: { readOnly: true, filter: 'string' },
     type: { readOnly: true, filter: 'string' },
     apiSessionId: { readOnly: true, filter: 'string', ref: { collection: 'apiSessions', onDelete: 'cascade', entityRef: 'apiSession' } },
     serviceId: { readOnly: true, filter: 'string', ref: { collection: 'services', onDelete: 'cascade', entityRef: 'service' } },
@@ -75,7 +77,7 @@ export const sessions: ResourceDef = {
         _links: { self: { href: `./service-policies/${id}` } },
         entity: 'service-policies',
         id,
-        name: store.get('servicePolicies', id)?.name ?? null,
+        name: store.nameOf('servicePolicies', id) ?? null,
       })),
     };
   },

@@ -57,7 +57,12 @@ export interface Coll {
   indexes: Map<string, Database<string, IndexKey>>;
   /** Writes issued but not yet committed: id → record, or null for a delete. */
   pending: Map<string, Rec | null>;
+  /** Committed names by id (nameOf); an entry goes when its record's write commits. */
+  names: Map<string, string | null>;
 }
+
+/** Names kept per collection (nameOf); past this the collection's names are dropped and refilled. */
+const MAX_NAMES = 100_000;
 
 interface Op {
   coll: Coll;
@@ -97,6 +102,22 @@ export class Store extends EventEmitter {
     // acknowledged can be lost by a crash. Measured: no throughput cost here (bench/crud, README).
     this.env = open({ path: dir, maxDbs: 256, mapSize: 2 * 1024 ** 3, compression: false, overlappingSync: false });
     for (const spec of specs) this.addCollection(spec);
+    this.dropUndeclaredIndexes();
+  }
+
+  /**
+   * Index databases no collection declares any more (an index removed from src/resources, e.g.
+   * the token indexes of API sessions and sessions) are dropped at open: they would only take
+   * space and be copied into every snapshot. Record databases are never dropped.
+   */
+  private dropUndeclaredIndexes() {
+    const declared = new Set<string>();
+    for (const c of this.colls.values()) {
+      for (const f of c.unique.keys()) declared.add(`u:${c.spec.name}:${f}`);
+      for (const f of c.indexes.keys()) declared.add(`i:${c.spec.name}:${f}`);
+    }
+    const stale = [...this.env.getKeys({})].filter((k): k is string => typeof k === 'string' && /^[ui]:/.test(k) && !declared.has(k));
+    for (const name of stale) (this.env.openDB({ name, dupSort: name.startsWith('i:'), create: false } as { name: string }) as Database | undefined)?.dropSync();
   }
 
   private addCollection(spec: CollectionSpec) {
@@ -106,6 +127,7 @@ export class Store extends EventEmitter {
       unique: new Map(),
       indexes: new Map(),
       pending: new Map(),
+      names: new Map(),
     };
     for (const f of spec.unique ?? []) coll.unique.set(f, this.env.openDB({ name: `u:${spec.name}:${f}` }));
     for (const f of spec.indexes ?? []) coll.indexes.set(f, this.openIndex(coll, f));
@@ -164,6 +186,23 @@ export class Store extends EventEmitter {
   has(collection: string, id: string): boolean {
     if (typeof id !== 'string' || id.length === 0 || id.length > 480) return false;
     return this.coll(collection).db.doesExist(id);
+  }
+
+  /**
+   * The `name` of a record (null without one), for entity references: a page or a session renders
+   * the names of what it points at, and decoding a whole service or identity for its name cost more
+   * than the rest of the render. Kept per record until a commit changes that record (flush).
+   */
+  nameOf(collection: string, id: string): string | null | undefined {
+    const c = this.coll(collection);
+    let name = c.names.get(id);
+    if (name !== undefined) return name;
+    const rec = this.get(collection, id);
+    if (!rec) return undefined;
+    name = typeof rec.name === 'string' ? rec.name : null;
+    if (c.names.size >= MAX_NAMES) c.names.clear();
+    c.names.set(id, name);
+    return name;
   }
 
   count(collection: string): number {
@@ -317,6 +356,7 @@ export class Store extends EventEmitter {
     committed.then(
       () => {
         clearPending();
+        for (const { ops } of items) for (const op of ops) op.coll.names.delete(op.id);
         try {
           for (const { ops, resolve } of items) {
             const events: ChangeEvent[] = ops.map((op) => ({
@@ -428,6 +468,14 @@ export class Tx {
     const c = this.store._coll(collection);
     if (c.pending.has(id)) return c.pending.get(id) != null;
     return this.store.has(collection, id);
+  }
+
+  /** Store.nameOf as this tx sees the record. */
+  nameOf(collection: string, id: string): string | null | undefined {
+    const c = this.store._coll(collection);
+    if (!this.ops.has(this.key(collection, id)) && !c.pending.has(id)) return this.store.nameOf(collection, id);
+    const rec = this.get(collection, id);
+    return rec ? (typeof rec.name === 'string' ? rec.name : null) : undefined;
   }
 
   /** Ids with `field` = value (arrays: containing it), including uncommitted writes. */
