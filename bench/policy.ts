@@ -48,7 +48,7 @@ const { values: argv } = parseArgs({
     shape: { type: 'string', default: 'large' },
     duration: { type: 'string', default: '5' },
     concurrency: { type: 'string', default: '32' },
-    sessions: { type: 'string', default: '16' },
+    sessions: { type: 'string', default: '32' },
     'session-clients': { type: 'string', default: '64,256' },
     seed: { type: 'string', default: '1' },
     client: { type: 'string' },
@@ -134,6 +134,8 @@ async function main() {
     const listC = await runLoad({ client, concurrency: Math.min(concurrency, 8), requests: [listSpec], durationMs });
     log(`service list p50 ${fmt(list1.latency.p50)} ms p99 ${fmt(list1.latency.p99)} ms (c=1); ${fmt(listC.rps, 0)}/s at c=${Math.min(concurrency, 8)}; controller CPU ${fmt(listCpu, 3)} ms/request`);
 
+    const pollSpecs = tokens.map((tok) => ({ method: 'GET', path: `${CLIENT}/current-api-session/service-updates`, headers: { accept: 'application/json', 'zt-session': tok } }));
+
     // 2. Session creates: each (API session, dialable service) pair once.
     const sessionSpecs: RequestSpec[] = [];
     for (const sid of dialable) for (const tok of tokens) sessionSpecs.push({ method: 'POST', path: `${CLIENT}/sessions`, headers: { accept: 'application/json', 'content-type': 'application/json', 'zt-session': tok }, body: Buffer.from(JSON.stringify({ serviceId: sid, type: 'Dial' })) });
@@ -148,6 +150,8 @@ async function main() {
       if (perLevel === 0) break;
       const c = await createClient({ origin: ctl.origin, ca: ctl.ca, connections: clients, kind: clientKind });
       try {
+        // Connections opened (TLS handshakes) before the clock starts: a poll on each.
+        await runLoad({ client: c, concurrency: clients, requests: pollSpecs, count: clients * 4 });
         const { r, cpuMsPerRequest } = await cpuPer(`session create c=${clients}`, () => runLoad({ client: c, concurrency: clients, requests: sessionSpecs.slice(i * perLevel, (i + 1) * perLevel), count: perLevel }));
         sessionLevels.push({ clients, result: r, cpuMsPerRequest });
         log(`session creates, ${clients} clients: ${fmt(r.okPerSec, 0)}/s p50 ${fmt(r.latency.p50)} ms p99 ${fmt(r.latency.p99)} ms (${r.ok} created, errors ${JSON.stringify(r.errors)}); controller CPU ${fmt(cpuMsPerRequest, 3)} ms/request`);
@@ -159,7 +163,6 @@ async function main() {
     const sessions: LoadResult | undefined = best?.result;
 
     // 3. Service-update polls.
-    const pollSpecs = tokens.map((tok) => ({ method: 'GET', path: `${CLIENT}/current-api-session/service-updates`, headers: { accept: 'application/json', 'zt-session': tok } }));
     await runLoad({ client, concurrency, requests: pollSpecs, durationMs: 500 });
     const { r: polls, cpuMsPerRequest: pollCpu } = await cpuPer('service-update polls', () => runLoad({ client: client!, concurrency, requests: pollSpecs, durationMs }));
     log(`service-update polls: ${fmt(polls.okPerSec, 0)}/s p99 ${fmt(polls.latency.p99)} ms; controller CPU ${fmt(pollCpu, 3)} ms/request`);
