@@ -240,11 +240,13 @@ t.test('engine access through a real store equals a from-scratch evaluation', as
     if (n % 20 !== 19) continue;
     const want = expectedAccess(m);
     for (const [iid] of m.entities.identities) {
-      const v = engine.view(iid);
-      const dial = [...v.services].filter(([, e]) => e.dial.length).map(([s]) => s);
-      const bind = [...v.services].filter(([, e]) => e.bind.length).map(([s]) => s);
+      // Per service (the service's policies) and per identity (its sorted list) must both agree.
+      const services = [...m.entities.services.keys()];
+      const dial = services.filter((s) => engine.hasAccess(iid, s, 'Dial'));
+      const bind = services.filter((s) => engine.hasAccess(iid, s, 'Bind'));
       t.same(sorted(dial), sorted(want.dial.get(iid)), `step ${n}: dial of ${iid}`);
       t.same(sorted(bind), sorted(want.bind.get(iid)), `step ${n}: bind of ${iid}`);
+      t.same(engine.accessibleServices(iid), sorted(new Set([...dial, ...bind])), `step ${n}: services of ${iid}`);
       t.same(sorted(engine.identityRouters(iid)), sorted(want.idRouters.get(iid)), `step ${n}: routers of ${iid}`);
       compared++;
     }

@@ -27,12 +27,17 @@ const ENTITY_KINDS: Record<string, Kind> = {
 
 export type PolicyType = 'Dial' | 'Bind';
 
-/** An identity's access: service → granting Dial / Bind policies; usable edge routers. */
+/**
+ * What is kept per identity (until the index changes): the services it may Dial or Bind, sorted,
+ * and the edge routers it may use — each built on first use. Whether a given service is granted,
+ * and by which policies, is answered from the service's own (short, shared) policy list instead:
+ * a per-identity map of every visible service to its granting policies was ~300 KB for an identity
+ * that sees 2,000 services, and a fleet of 1,000 devices rebuilt all of them after every policy change.
+ */
 export interface IdentityView {
   version: number;
-  services: Map<string, { dial: PolicyState[]; bind: PolicyState[] }>;
-  routers: Set<string>;
   sortedServices?: string[];
+  routers?: Set<string>;
 }
 
 interface SessionInfo {
@@ -78,6 +83,7 @@ export class PolicyEngine {
   readonly doomed = new Set<string>();
   private readonly views = new Map<string, IdentityView>();
   private readonly serviceRouters = new Map<string, { version: number; routers: Set<string> }>();
+  private readonly servicePolicies = new Map<string, { version: number; policies: PolicyState[] }>();
   private readonly failures = new Map<string, FailedServiceRequest[]>();
   private sweepTimer?: NodeJS.Timeout;
   /** Time the index build took at start-up (ms). */
@@ -390,17 +396,7 @@ export class PolicyEngine {
   view(identityId: string): IdentityView {
     const cached = this.views.get(identityId);
     if (cached && cached.version === this.index.version) return cached;
-    const services = new Map<string, { dial: PolicyState[]; bind: PolicyState[] }>();
-    for (const p of this.index.policiesOf('identities', identityId, 'servicePolicies')) {
-      for (const sid of this.index.members(p.sides.get('services')!)) {
-        let e = services.get(sid);
-        if (!e) services.set(sid, (e = { dial: [], bind: [] }));
-        (p.type === 'Bind' ? e.bind : e.dial).push(p);
-      }
-    }
-    const routers = new Set<string>();
-    for (const p of this.index.policiesOf('identities', identityId, 'edgeRouterPolicies')) for (const rid of this.index.members(p.sides.get('edgeRouters')!)) routers.add(rid);
-    const view: IdentityView = { version: this.index.version, services, routers };
+    const view: IdentityView = { version: this.index.version };
     // Bounded: the least recently computed view goes first.
     this.views.delete(identityId);
     if (this.views.size >= MAX_VIEWS) this.views.delete(this.views.keys().next().value!);
@@ -411,34 +407,63 @@ export class PolicyEngine {
   /** Sorted ids of the services the identity may Dial or Bind. */
   accessibleServices(identityId: string): string[] {
     const v = this.view(identityId);
-    return (v.sortedServices ??= [...v.services.keys()].sort());
+    if (!v.sortedServices) {
+      const ids = new Set<string>();
+      for (const p of this.index.policiesOf('identities', identityId, 'servicePolicies')) for (const sid of this.index.members(p.sides.get('services')!)) ids.add(sid);
+      v.sortedServices = [...ids].sort();
+    }
+    return v.sortedServices;
+  }
+
+  /** The service policies whose service side holds the service (cached until the index changes). */
+  private servicePoliciesOf(serviceId: string): PolicyState[] {
+    const cached = this.servicePolicies.get(serviceId);
+    if (cached && cached.version === this.index.version) return cached.policies;
+    const policies = [...this.index.policiesOf('services', serviceId, 'servicePolicies')];
+    this.servicePolicies.delete(serviceId);
+    if (this.servicePolicies.size >= MAX_VIEWS) this.servicePolicies.delete(this.servicePolicies.keys().next().value!);
+    this.servicePolicies.set(serviceId, { version: this.index.version, policies });
+    return policies;
   }
 
   /** `["Bind", "Dial"]`, `["Dial"]`, … or `["Invalid"]`. */
   permissions(identityId: string, serviceId: string): string[] {
-    const e = this.view(identityId).services.get(serviceId);
+    let dial = false;
+    let bind = false;
+    for (const p of this.servicePoliciesOf(serviceId)) {
+      if ((p.type === 'Bind' ? bind : dial) || !this.index.isMember(p.sides.get('identities')!, identityId)) continue;
+      if (p.type === 'Bind') bind = true;
+      else dial = true;
+    }
     const out: string[] = [];
-    if (e?.bind.length) out.push('Bind');
-    if (e?.dial.length) out.push('Dial');
+    if (bind) out.push('Bind');
+    if (dial) out.push('Dial');
     return out.length ? out : ['Invalid'];
   }
 
+  /** The policies granting the identity `type` access to the service. */
   grantingPolicies(identityId: string, serviceId: string, type: PolicyType): PolicyState[] {
-    const e = this.view(identityId).services.get(serviceId);
-    return (type === 'Bind' ? e?.bind : e?.dial) ?? [];
+    const out: PolicyState[] = [];
+    for (const p of this.servicePoliciesOf(serviceId)) if ((p.type === 'Bind') === (type === 'Bind') && this.index.isMember(p.sides.get('identities')!, identityId)) out.push(p);
+    return out;
   }
 
   hasAccess(identityId: string, serviceId: string, type?: PolicyType): boolean {
-    const e = this.view(identityId).services.get(serviceId);
-    if (!e) return false;
-    if (type === 'Dial') return e.dial.length > 0;
-    if (type === 'Bind') return e.bind.length > 0;
-    return e.dial.length + e.bind.length > 0;
+    for (const p of this.servicePoliciesOf(serviceId)) {
+      if (type && (p.type === 'Bind') !== (type === 'Bind')) continue;
+      if (this.index.isMember(p.sides.get('identities')!, identityId)) return true;
+    }
+    return false;
   }
 
   /** Edge routers an identity may use (edge router policies). */
   identityRouters(identityId: string): Set<string> {
-    return this.view(identityId).routers;
+    const v = this.view(identityId);
+    if (!v.routers) {
+      v.routers = new Set();
+      for (const p of this.index.policiesOf('identities', identityId, 'edgeRouterPolicies')) for (const rid of this.index.members(p.sides.get('edgeRouters')!)) v.routers.add(rid);
+    }
+    return v.routers;
   }
 
   /** Edge routers a service may be reached through (service edge router policies). */

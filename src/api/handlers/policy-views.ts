@@ -144,8 +144,9 @@ export function policyViewHandlers(reg: Registry): Record<string, Handler> {
     listIdentityServices: (ctx) => {
       must(ctx, 'identities', ctx.params.id);
       const type = policyType(ctx);
-      const view = ctx.app.policy.view(ctx.params.id);
-      const ids = [...view.services].filter(([, e]) => (type === 'Dial' ? e.dial.length : type === 'Bind' ? e.bind.length : 1) > 0).map(([id]) => id);
+      const engine = ctx.app.policy;
+      const all = engine.accessibleServices(ctx.params.id);
+      const ids = type ? all.filter((sid) => engine.hasAccess(ctx.params.id, sid, type)) : all;
       return listAmong(reg, ctx, 'services', ids);
     },
     listIdentityEdgeRouters: (ctx) => {
