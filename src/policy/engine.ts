@@ -35,7 +35,6 @@ export type PolicyType = 'Dial' | 'Bind';
  * that sees 2,000 services, and a fleet of 1,000 devices rebuilt all of them after every policy change.
  */
 export interface IdentityView {
-  version: number;
   sortedServices?: string[];
   routers?: Set<string>;
 }
@@ -81,9 +80,9 @@ export class PolicyEngine {
   private readonly sessionByToken = new Map<string, SessionInfo>();
   /** Sessions whose removal is committing: hidden from reads until the delete lands. */
   readonly doomed = new Set<string>();
-  private readonly views = new Map<string, IdentityView>();
-  private readonly serviceRouters = new Map<string, { version: number; routers: Set<string> }>();
-  private readonly servicePolicies = new Map<string, { version: number; policies: PolicyState[] }>();
+  private readonly views = new Versioned<IdentityView>(this.index);
+  private readonly serviceRouters = new Versioned<Set<string>>(this.index);
+  private readonly servicePolicies = new Versioned<PolicyState[]>(this.index);
   private readonly failures = new Map<string, FailedServiceRequest[]>();
   private sweepTimer?: NodeJS.Timeout;
   /** Time the index build took at start-up (ms). */
@@ -394,14 +393,7 @@ export class PolicyEngine {
 
   /** The identity's access view (cached until the index changes). */
   view(identityId: string): IdentityView {
-    const cached = this.views.get(identityId);
-    if (cached && cached.version === this.index.version) return cached;
-    const view: IdentityView = { version: this.index.version };
-    // Bounded: the least recently computed view goes first.
-    this.views.delete(identityId);
-    if (this.views.size >= MAX_VIEWS) this.views.delete(this.views.keys().next().value!);
-    this.views.set(identityId, view);
-    return view;
+    return this.views.get(identityId, () => ({}));
   }
 
   /** Sorted ids of the services the identity may Dial or Bind. */
@@ -417,13 +409,7 @@ export class PolicyEngine {
 
   /** The service policies whose service side holds the service (cached until the index changes). */
   private servicePoliciesOf(serviceId: string): PolicyState[] {
-    const cached = this.servicePolicies.get(serviceId);
-    if (cached && cached.version === this.index.version) return cached.policies;
-    const policies = [...this.index.policiesOf('services', serviceId, 'servicePolicies')];
-    this.servicePolicies.delete(serviceId);
-    if (this.servicePolicies.size >= MAX_VIEWS) this.servicePolicies.delete(this.servicePolicies.keys().next().value!);
-    this.servicePolicies.set(serviceId, { version: this.index.version, policies });
-    return policies;
+    return this.servicePolicies.get(serviceId, () => [...this.index.policiesOf('services', serviceId, 'servicePolicies')]);
   }
 
   /** `["Bind", "Dial"]`, `["Dial"]`, … or `["Invalid"]`. */
@@ -468,20 +454,17 @@ export class PolicyEngine {
 
   /** Edge routers a service may be reached through (service edge router policies). */
   serviceRoutersOf(serviceId: string): Set<string> {
-    const cached = this.serviceRouters.get(serviceId);
-    if (cached && cached.version === this.index.version) return cached.routers;
-    const routers = new Set<string>();
-    for (const p of this.index.policiesOf('services', serviceId, 'serviceEdgeRouterPolicies')) for (const rid of this.index.members(p.sides.get('edgeRouters')!)) routers.add(rid);
-    this.serviceRouters.delete(serviceId);
-    if (this.serviceRouters.size >= MAX_VIEWS) this.serviceRouters.delete(this.serviceRouters.keys().next().value!);
-    this.serviceRouters.set(serviceId, { version: this.index.version, routers });
-    return routers;
+    return this.serviceRouters.get(serviceId, () => {
+      const routers = new Set<string>();
+      for (const p of this.index.policiesOf('services', serviceId, 'serviceEdgeRouterPolicies')) for (const rid of this.index.members(p.sides.get('edgeRouters')!)) routers.add(rid);
+      return routers;
+    });
   }
 
   /** Whether a service may be reached through a router, without building the service's router set. */
   serviceReaches(serviceId: string, routerId: string): boolean {
-    const cached = this.serviceRouters.get(serviceId);
-    if (cached && cached.version === this.index.version) return cached.routers.has(routerId);
+    const cached = this.serviceRouters.fresh(serviceId);
+    if (cached) return cached.has(routerId);
     for (const p of this.index.policiesOf('services', serviceId, 'serviceEdgeRouterPolicies')) if (this.index.isMember(p.sides.get('edgeRouters')!, routerId)) return true;
     return false;
   }
@@ -505,8 +488,8 @@ export class PolicyEngine {
   hasCommonRouter(identityId: string, serviceId: string): boolean {
     const mine = this.identityRouters(identityId);
     if (mine.size === 0) return false;
-    const cached = this.serviceRouters.get(serviceId);
-    if (cached && cached.version === this.index.version) return intersects(mine, cached.routers);
+    const cached = this.serviceRouters.fresh(serviceId);
+    if (cached) return intersects(mine, cached);
     for (const p of this.index.policiesOf('services', serviceId, 'serviceEdgeRouterPolicies')) {
       const side = p.sides.get('edgeRouters')!;
       if (this.index.memberCount(side) <= mine.size) {
@@ -671,6 +654,33 @@ export class PolicyEngine {
 }
 
 const EMPTY: ReadonlySet<string> = new Set();
+
+/** Values per key, kept until the role index's version moves; at most MAX_VIEWS keys (the oldest computed go first). */
+class Versioned<T> {
+  private readonly entries = new Map<string, { version: number; value: T }>();
+
+  constructor(private readonly index: RoleIndex) {}
+
+  /** The kept value if it is current, without computing one. */
+  fresh(key: string): T | undefined {
+    const e = this.entries.get(key);
+    return e && e.version === this.index.version ? e.value : undefined;
+  }
+
+  get(key: string, build: () => T): T {
+    const hit = this.fresh(key);
+    if (hit !== undefined) return hit;
+    const value = build();
+    this.entries.delete(key);
+    if (this.entries.size >= MAX_VIEWS) this.entries.delete(this.entries.keys().next().value!);
+    this.entries.set(key, { version: this.index.version, value });
+    return value;
+  }
+
+  delete(key: string) {
+    this.entries.delete(key);
+  }
+}
 
 function intersects(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {
   const [small, big] = a.size <= b.size ? [a, b] : [b, a];
