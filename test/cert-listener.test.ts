@@ -31,3 +31,25 @@ t.test('every operation on the certificate listener', async (t) => {
   t.equal(head.text, '', 'HEAD has no body');
   t.ok(isError(await c.get('/current-identity'), 401, 'UNAUTHORIZED'), 'no session → 401');
 });
+
+t.test('large answers on the certificate listener arrive whole (written in pieces)', async (t) => {
+  const srv = await startServer(t);
+  const m = srv.tlsClient('management');
+  const login = await m.post('/authenticate?method=password', { username: 'admin', password: 'admin-test-password' });
+  m.token = login.body.data.token;
+  // Well over the 16 KiB piece size: the served spec, and a page of identities.
+  for (let i = 0; i < 60; i++) created(t, await m.post('/identities', { name: `big-answer-${String(i).padStart(2, '0')}`, type: 'User', isAdmin: false, roleAttributes: ['x'.repeat(200)] }), 'identities');
+  for (const path of ['/specs/edge-management/spec', '/identities?limit=-1&sort=name']) {
+    const viaTls = await m.get(path);
+    const viaUws = await srv.mgmt.get(path, { headers: { 'zt-session': m.token! } });
+    t.equal(viaTls.status, 200, `${path}: 200`);
+    t.ok(viaTls.text.length > 64 * 1024 || path !== '/specs/edge-management/spec', `${path}: ${viaTls.text.length} bytes`);
+    t.equal(Number(viaTls.headers['content-length']), Buffer.byteLength(viaTls.text), `${path}: content-length matches the bytes received`);
+    t.equal(viaTls.text.replace(/"requestId":"[^"]*"/g, ''), viaUws.text.replace(/"requestId":"[^"]*"/g, ''), `${path}: same bytes as the API listener`);
+  }
+  const head = await m.request('HEAD', '/specs/edge-management/spec');
+  t.equal(head.status, 200, 'HEAD of a large document');
+  t.equal(head.text, '', 'HEAD has no body');
+  // The connection stays usable after large answers.
+  t.equal((await m.get('/version')).status, 200, 'kept-alive connection still serves');
+});
