@@ -332,7 +332,10 @@ export class Store extends EventEmitter {
       this.commitStats.writes += items.length;
       this.commitStats.seconds += (performance.now() - started) / 1000;
       this.committing = false;
-      if (this.queue.length > 0) this.scheduleFlush();
+      // The writes that queued meanwhile start committing now, before the answers of this commit
+      // (its writers' continuations run as microtasks after this callback) are rendered and sent:
+      // LMDB's writer thread then works while the main thread answers.
+      if (this.queue.length > 0) this.flush();
     };
     const clearPending = () => {
       for (const { ops } of items) {
