@@ -135,9 +135,10 @@ export function startTls(opts: TlsOptions): Promise<TlsServer> {
         if (req.aborted || hres.destroyed) return done();
         const { status, headers: h, body } = encodeReply(reply);
         if (closing) h.connection = 'close';
-        h['content-length'] = String(Buffer.byteLength(body));
+        const length = Buffer.byteLength(body);
+        h['content-length'] = String(length);
         hres.writeHead(status, h);
-        if (req.method === 'head' || Buffer.byteLength(body) <= PIECE) {
+        if (req.method === 'head' || length <= PIECE) {
           hres.end(req.method === 'head' ? undefined : body);
           return done();
         }

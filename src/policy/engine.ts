@@ -34,7 +34,7 @@ export type PolicyType = 'Dial' | 'Bind';
  * a per-identity map of every visible service to its granting policies was ~300 KB for an identity
  * that sees 2,000 services, and a fleet of 1,000 devices rebuilt all of them after every policy change.
  */
-export interface IdentityView {
+interface IdentityView {
   sortedServices?: string[];
   routers?: Set<string>;
 }
@@ -392,7 +392,7 @@ export class PolicyEngine {
   // ---- access ---------------------------------------------------------------------------------
 
   /** The identity's access view (cached until the index changes). */
-  view(identityId: string): IdentityView {
+  private view(identityId: string): IdentityView {
     return this.views.get(identityId, () => ({}));
   }
 
@@ -412,14 +412,22 @@ export class PolicyEngine {
     return this.servicePolicies.get(serviceId, () => [...this.index.policiesOf('services', serviceId, 'servicePolicies')]);
   }
 
+  /** The policies granting the identity access to the service (of one type, or either). */
+  private *grants(identityId: string, serviceId: string, type?: PolicyType): Iterable<PolicyState> {
+    for (const p of this.servicePoliciesOf(serviceId)) {
+      if (type && (p.type === 'Bind') !== (type === 'Bind')) continue;
+      if (this.index.isMember(p.sides.get('identities')!, identityId)) yield p;
+    }
+  }
+
   /** `["Bind", "Dial"]`, `["Dial"]`, … or `["Invalid"]`. */
   permissions(identityId: string, serviceId: string): string[] {
     let dial = false;
     let bind = false;
-    for (const p of this.servicePoliciesOf(serviceId)) {
-      if ((p.type === 'Bind' ? bind : dial) || !this.index.isMember(p.sides.get('identities')!, identityId)) continue;
+    for (const p of this.grants(identityId, serviceId)) {
       if (p.type === 'Bind') bind = true;
       else dial = true;
+      if (dial && bind) break;
     }
     const out: string[] = [];
     if (bind) out.push('Bind');
@@ -427,18 +435,12 @@ export class PolicyEngine {
     return out.length ? out : ['Invalid'];
   }
 
-  /** The policies granting the identity `type` access to the service. */
   grantingPolicies(identityId: string, serviceId: string, type: PolicyType): PolicyState[] {
-    const out: PolicyState[] = [];
-    for (const p of this.servicePoliciesOf(serviceId)) if ((p.type === 'Bind') === (type === 'Bind') && this.index.isMember(p.sides.get('identities')!, identityId)) out.push(p);
-    return out;
+    return [...this.grants(identityId, serviceId, type)];
   }
 
   hasAccess(identityId: string, serviceId: string, type?: PolicyType): boolean {
-    for (const p of this.servicePoliciesOf(serviceId)) {
-      if (type && (p.type === 'Bind') !== (type === 'Bind')) continue;
-      if (this.index.isMember(p.sides.get('identities')!, identityId)) return true;
-    }
+    for (const _ of this.grants(identityId, serviceId, type)) return true;
     return false;
   }
 
