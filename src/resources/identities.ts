@@ -33,7 +33,8 @@ export const identities: ResourceDef = {
     defaultHostingPrecedence: { default: () => 'default' },
     serviceHostingCosts: { default: () => ({}) },
     serviceHostingPrecedences: { default: () => ({}) },
-    appData: {},
+    // Upstream renders an unset appData as `{}`; strict clients refuse `null`.
+    appData: { default: () => ({}) },
     permissions: {},
     envInfo: { readOnly: true },
     sdkInfo: { readOnly: true },
@@ -89,7 +90,8 @@ export const identities: ResourceDef = {
     if (rec.edgeRouterId) throw errors.cannotDelete('a router identity is deleted with its edge router');
   },
   render(rec, view) {
-    return renderIdentityExtras(rec, view);
+    // Records written without it (older data, the identities of tunneler-enabled routers).
+    return { appData: rec.appData ?? {}, ...renderIdentityExtras(rec, view) };
   },
   // What renderIdentityExtras reads besides the record; `disabled` turns false when disabledUntil passes.
   renderCache: {

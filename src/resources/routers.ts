@@ -120,7 +120,8 @@ export const edgeRouters: ResourceDef = {
     ...common,
     roleAttributes: { attributes: true, filter: 'set' },
     isTunnelerEnabled: { filter: 'bool', default: () => false },
-    appData: {},
+    // Upstream renders an unset appData as `{}`; strict clients refuse `null`.
+    appData: { default: () => ({}) },
     versionInfo: { readOnly: true, optional: true },
   },
   symbols: {
@@ -140,7 +141,7 @@ export const edgeRouters: ResourceDef = {
     deleteRouterTerminators(tx, rec.id);
   },
   render(rec, view) {
-    return { ...liveState(rec, view), ...enrollmentView(view.store, 'edgeRouterId', rec.id) };
+    return { appData: rec.appData ?? {}, ...liveState(rec, view), ...enrollmentView(view.store, 'edgeRouterId', rec.id) };
   },
 };
 
