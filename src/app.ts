@@ -16,6 +16,7 @@ import { AuthServices } from './auth/services.js';
 import { WorkerPool } from './pool.js';
 import { Router } from './api/router.js';
 import { buildOperations } from './api/operations.js';
+import { docsRoutes } from './api/docs.js';
 import { BodyValidator } from './api/validate.js';
 import { startUws, type UwsServer } from './http/uws.js';
 import { startTls, type TlsServer } from './http/tls.js';
@@ -123,6 +124,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   // Alerts, usage ingest and the embedded search store at /search (issue #7, docs/events.md).
   const events = startEvents(app);
   router.addRawRoute(events.route);
+  for (const r of docsRoutes()) router.addRawRoute(r);
   // The mutual-TLS listener: by default the API host and the next port (0 when the API port is 0).
   const certListen = settings.certAddress ? splitHostPort(settings.certAddress) : { host: listen.host, port: listen.port === 0 ? 0 : listen.port + 1 };
   let tls: TlsServer | undefined;
