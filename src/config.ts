@@ -92,6 +92,22 @@ export const ConfigSchema = Type.Object({
   requestLog: Type.Boolean({ default: true }),
   /** When set, `GET /metrics` requires `Authorization: Bearer <this>`. */
   metricsToken: Type.Optional(Type.String({ minLength: 16, maxLength: 256 })),
+  /**
+   * Cluster mode (docs/cluster.md): etcd v3 client endpoints, comma-separated
+   * (`http://10.0.0.1:2379,http://10.0.0.2:2379`). Unset: a single node with its own store.
+   */
+  clusterEtcd: Type.Optional(Type.String({ pattern: '^https?://[^\\s,]+(,https?://[^\\s,]+)*$' })),
+  /** Key prefix of this cluster's model in etcd (several clusters can share one etcd). */
+  clusterPrefix: Type.String({ default: '/mesh', pattern: '^/[A-Za-z0-9_./-]*$', maxLength: 200 }),
+  /** TLS to etcd: CA bundle, and a client certificate and key when etcd asks for one. */
+  clusterEtcdCa: Type.Optional(Type.String({ minLength: 1 })),
+  clusterEtcdCert: Type.Optional(Type.String({ minLength: 1 })),
+  clusterEtcdKey: Type.Optional(Type.String({ minLength: 1 })),
+  /** etcd user and password, when etcd has authentication enabled. */
+  clusterEtcdUsername: Type.Optional(Type.String({ minLength: 1 })),
+  clusterEtcdPassword: Type.Optional(Type.String({ minLength: 1 })),
+  /** host:port other controllers and routers reach this one at; defaults to the advertised address. */
+  clusterAdvertisedAddress: Type.Optional(Type.String({ pattern: HOST_PORT })),
 });
 
 export type Config = Static<typeof ConfigSchema> & { advertisedAddress: string; certAdvertisedAddress: string };
@@ -138,6 +154,14 @@ export const ENV: Record<string, keyof Static<typeof ConfigSchema>> = {
   MESH_ROUTER_MAX_PENDING_HANDSHAKES: 'routerMaxPendingHandshakes',
   MESH_REQUEST_LOG: 'requestLog',
   MESH_METRICS_TOKEN: 'metricsToken',
+  MESH_CLUSTER_ETCD: 'clusterEtcd',
+  MESH_CLUSTER_PREFIX: 'clusterPrefix',
+  MESH_CLUSTER_ETCD_CA: 'clusterEtcdCa',
+  MESH_CLUSTER_ETCD_CERT: 'clusterEtcdCert',
+  MESH_CLUSTER_ETCD_KEY: 'clusterEtcdKey',
+  MESH_CLUSTER_ETCD_USERNAME: 'clusterEtcdUsername',
+  MESH_CLUSTER_ETCD_PASSWORD: 'clusterEtcdPassword',
+  MESH_CLUSTER_ADVERTISED_ADDRESS: 'clusterAdvertisedAddress',
 };
 
 export class ConfigError extends Error {}
