@@ -36,7 +36,8 @@ import { bindPresence } from './resources/routers.js';
 import { createRegistry } from './resources/index.js';
 import { defaultAuthPolicy, DEFAULT_AUTH_POLICY_ID } from './resources/auth.js';
 import { newId } from './resources/define.js';
-import { BUILTIN_CONFIG_TYPES } from './resources/builtin-config-types.js';
+import { BUILTIN_CONFIG_TYPES, builtinConfigTypeRecord } from './resources/builtin-config-types.js';
+import { migrateBuiltinConfigTypeIds } from './resources/config-type-ids-migration.js';
 import { hashPassword } from './auth/passwords.js';
 import type { App } from './api/context.js';
 import type { Static } from 'typebox';
@@ -221,12 +222,16 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
 export async function bootstrap(app: App) {
   const { store, config, log } = app;
   const now = Date.now();
+  // Until data directories carry a format version with a list of migrations, this one runs at
+  // every start and does nothing once a directory has been migrated.
+  const moved = await migrateBuiltinConfigTypeIds(store);
+  if (moved > 0) log.info({ moved }, 'built-in config types moved to their upstream ids');
   await store.write((tx) => {
     if (!tx.exists('authPolicies', DEFAULT_AUTH_POLICY_ID)) tx.put('authPolicies', defaultAuthPolicy(now));
     // The global controller settings always exist (per-controller settings override them).
     if (!tx.exists('controllerSettings', GLOBAL_SETTINGS_ID)) tx.put('controllerSettings', { id: GLOBAL_SETTINGS_ID, createdAt: now, updatedAt: now, tags: {}, oidc: {} });
-    for (const { name, schema } of BUILTIN_CONFIG_TYPES) {
-      if (!tx.findUnique('configTypes', 'name', name)) tx.put('configTypes', { id: name, createdAt: now, updatedAt: now, tags: {}, name, schema });
+    for (const t of BUILTIN_CONFIG_TYPES) {
+      if (!tx.findUnique('configTypes', 'name', t.name) && !tx.exists('configTypes', t.id)) tx.put('configTypes', builtinConfigTypeRecord(t, now));
     }
   });
   if (store.count('identities') > 0) {
