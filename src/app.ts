@@ -37,6 +37,8 @@ import { newId } from './resources/define.js';
 import { BUILTIN_CONFIG_TYPES } from './resources/builtin-config-types.js';
 import { hashPassword } from './auth/passwords.js';
 import type { App } from './api/context.js';
+import { lockDataDir, ownerOnlyFromNowOn, tightenModes } from './store/data-dir.js';
+import { removePartialSnapshots } from './store/snapshot.js';
 import type { Static } from 'typebox';
 import type { ConfigSchema } from './config.js';
 
@@ -68,7 +70,14 @@ function buildInfo(): { revision: string; buildDate: string } {
 
 export async function startController(settings: Static<typeof ConfigSchema>, log: Logger = pino({ level: settings.logLevel })): Promise<Controller> {
   const dataDir = path.resolve(settings.dataDir);
+  ownerOnlyFromNowOn();
   fs.mkdirSync(dataDir, { recursive: true });
+  // Before anything reads or writes the directory: a second controller on it would interleave
+  // writes the unique indexes of one process cannot see (duplicate names).
+  const dirLock = lockDataDir(dataDir);
+  tightenModes(dataDir);
+  const partial = removePartialSnapshots(path.join(dataDir, 'snapshots'));
+  if (partial.length) log.warn({ removed: partial }, 'removed snapshots left incomplete by an earlier process');
   const listen = splitHostPort(settings.address);
   const advertisedHost = settings.advertisedAddress ? splitHostPort(settings.advertisedAddress).host : listen.host === '0.0.0.0' || listen.host === '::' ? 'localhost' : listen.host;
 
@@ -160,6 +169,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     policy.close();
     await pool.close();
     await store.close();
+    dirLock.release();
     throw e;
   }
   const bracket = (h: string) => (h.includes(':') ? `[${h}]` : h);
@@ -191,6 +201,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
         policy.close();
         await pool.close();
         await store.close();
+        dirLock.release();
       })()),
   };
 }

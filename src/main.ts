@@ -5,6 +5,7 @@
 import { pino } from 'pino';
 import { ConfigError, loadConfig } from './config.js';
 import { startController } from './app.js';
+import { DataDirInUse } from './store/data-dir.js';
 import { LogStream } from './observability/log-stream.js';
 
 /** Log lines that may wait for a stuck stdout reader before later ones are dropped. */
@@ -23,7 +24,16 @@ async function main() {
   }
   // Batched asynchronous stdout: one write per batch, never one per access-log line (log-stream.ts).
   const log = pino({ level: settings.logLevel, base: { service: 'mesh-controller' } }, new LogStream(1, LOG_BUFFER_BYTES));
-  const controller = await startController(settings, log);
+  let controller;
+  try {
+    controller = await startController(settings, log);
+  } catch (e) {
+    if (e instanceof DataDirInUse) {
+      process.stderr.write(`mesh-controller: ${e.message}\n`);
+      process.exit(3);
+    }
+    throw e;
+  }
   log.info({ address: controller.address, certAddress: controller.certAddress, advertised: controller.app.config.advertisedAddress, dataDir: settings.dataDir }, 'listening');
   // Plain lines for people and scripts: the addresses actually bound (port 0 picks one). The
   // second is the mutual-TLS listener (certificate login, enrollment with certificates).
