@@ -149,6 +149,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
       maxBodyBytes: settings.maxBodyBytes,
       handle: (req) => router.handle(req),
       tooLarge: () => router.tooLarge(),
+      shuttingDown: () => router.shuttingDown(),
       websockets: [{ path: CONTROL_PATH, maxPayloadLength: MAX_FRAME_BYTES, accept: (t) => channel.accept(t) }],
     });
     tls = await startTls({
@@ -159,6 +160,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
       maxBodyBytes: settings.maxBodyBytes,
       handle: (req) => router.handle(req),
       tooLarge: () => router.tooLarge(),
+      shuttingDown: () => router.shuttingDown(),
     });
   } catch (e) {
     await server?.close(0);
