@@ -40,6 +40,8 @@ import { BUILTIN_CONFIG_TYPES, builtinConfigTypeRecord } from './resources/built
 import { migrateBuiltinConfigTypeIds } from './resources/config-type-ids-migration.js';
 import { hashPassword } from './auth/passwords.js';
 import type { App } from './api/context.js';
+import { lockDataDir, ownerOnlyFromNowOn, tightenModes } from './store/data-dir.js';
+import { removePartialSnapshots } from './store/snapshot.js';
 import type { Static } from 'typebox';
 import type { ConfigSchema } from './config.js';
 
@@ -73,7 +75,14 @@ function buildInfo(): { revision: string; buildDate: string } {
 
 export async function startController(settings: Static<typeof ConfigSchema>, log: Logger = pino({ level: settings.logLevel })): Promise<Controller> {
   const dataDir = path.resolve(settings.dataDir);
+  ownerOnlyFromNowOn();
   fs.mkdirSync(dataDir, { recursive: true });
+  // Before anything reads or writes the directory: a second controller on it would interleave
+  // writes the unique indexes of one process cannot see (duplicate names).
+  const dirLock = lockDataDir(dataDir);
+  tightenModes(dataDir);
+  const partial = removePartialSnapshots(path.join(dataDir, 'snapshots'));
+  if (partial.length) log.warn({ removed: partial }, 'removed snapshots left incomplete by an earlier process');
   const format = checkDataFormat(dataDir, `v${pkg.version}`);
   const listen = splitHostPort(settings.address);
   const advertisedHost = settings.advertisedAddress ? splitHostPort(settings.advertisedAddress).host : listen.host === '0.0.0.0' || listen.host === '::' ? 'localhost' : listen.host;
@@ -160,6 +169,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
       maxBodyBytes: settings.maxBodyBytes,
       handle: (req) => router.handle(req),
       tooLarge: () => router.tooLarge(),
+      shuttingDown: () => router.shuttingDown(),
       websockets: [{ path: CONTROL_PATH, maxPayloadLength: MAX_FRAME_BYTES, accept: (t) => channel.accept(t) }],
     });
     tls = await startTls({
@@ -170,6 +180,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
       maxBodyBytes: settings.maxBodyBytes,
       handle: (req) => router.handle(req),
       tooLarge: () => router.tooLarge(),
+      shuttingDown: () => router.shuttingDown(),
     });
   } catch (e) {
     await server?.close(0);
@@ -180,6 +191,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     policy.close();
     await pool.close();
     await store.close();
+    dirLock.release();
     throw e;
   }
   const bracket = (h: string) => (h.includes(':') ? `[${h}]` : h);
@@ -211,6 +223,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
         policy.close();
         await pool.close();
         await store.close();
+        dirLock.release();
       })()),
   };
 }

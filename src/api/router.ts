@@ -325,6 +325,13 @@ export class Router {
     return v.validateSchema(op.bodySchema!, value, op.bodyRequired ?? false);
   }
 
+  /** The answer to a request still running when the shutdown grace ends. */
+  shuttingDown(): Reply {
+    const reply = renderError(errors.shuttingDown(), shortId());
+    reply.headers = { ...reply.headers, server: this.serverHeader, connection: 'close' };
+    return reply;
+  }
+
   tooLarge(): Reply {
     const reply = renderError(errors.tooLarge(this.app.config.maxBodyBytes), shortId());
     reply.headers = { ...reply.headers, server: this.serverHeader, connection: 'close' };
