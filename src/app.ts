@@ -11,6 +11,8 @@ import { splitHostPort } from './config.js';
 import { Store } from './store/store.js';
 import { loadOrCreatePki } from './pki/bootstrap.js';
 import { ApiSessions } from './auth/api-sessions.js';
+import { SigningKeys } from './auth/tokens.js';
+import { jwksRoute } from './oidc/routes.js';
 import { AuthServices } from './auth/services.js';
 import { WorkerPool } from './pool.js';
 import { Router } from './api/router.js';
@@ -80,6 +82,17 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   const pki = await loadOrCreatePki(path.join(dataDir, 'pki'), { advertisedHost, logger: log });
   const pool = new WorkerPool({ threads: settings.workers, maxQueue: settings.workerQueue });
   const sessions = new ApiSessions(store, { timeoutMinutes: settings.sessionTimeoutMinutes, flushMs: settings.activityFlushMs });
+  const controllerId = loadOrCreateControllerId(dataDir);
+  const keys = new SigningKeys(store, dataDir, {
+    controllerId,
+    rotationMs: settings.signingKeyRotationHours * 3_600_000,
+    stillNeeded: (kid) => sessions.usesKey(kid),
+    onError: (err) => log.error({ err }, 'signing key rotation failed'),
+  });
+  await keys.start();
+  sessions.keys = keys;
+  const ended = await sessions.endPlainTokenSessions();
+  if (ended) log.info({ ended }, 'ended API sessions stored with a plain token');
   // Built on the main thread: it reads only index keys and policies (no entity records); the
   // policy benchmark measures it at 100k identities (docs/policy.md).
   const policy = new PolicyEngine(store, { onError: (err) => log.error({ err }, 'policy index update failed') });
@@ -98,7 +111,8 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     presence,
     policy,
     traces: new Traces(store),
-    controllerId: loadOrCreateControllerId(dataDir),
+    controllerId,
+    keys,
     startedAt: Date.now(),
     version: `v${pkg.version}`,
     ...buildInfo(),
@@ -109,7 +123,9 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
 
   await bootstrap(app);
 
+  sessions.issuer = () => app.baseUrl;
   const router = new Router(app, buildOperations(reg));
+  router.addRawRoute(jwksRoute(keys));
   // Alerts, usage ingest and the embedded search store at /search (issue #7, docs/events.md).
   const events = startEvents(app);
   router.addRawRoute(events.route);
@@ -157,6 +173,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     app.traces.close();
     await events.close();
     await sessions.close();
+    keys.close();
     policy.close();
     await pool.close();
     await store.close();
@@ -188,6 +205,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
         app.traces.close();
         await events.close();
         await sessions.close();
+        keys.close();
         policy.close();
         await pool.close();
         await store.close();
