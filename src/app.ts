@@ -12,6 +12,8 @@ import { Store } from './store/store.js';
 import { checkDataFormat, migrate } from './store/data-format.js';
 import { loadOrCreatePki } from './pki/bootstrap.js';
 import { ApiSessions } from './auth/api-sessions.js';
+import { SigningKeys } from './auth/tokens.js';
+import { jwksRoute } from './oidc/routes.js';
 import { AuthServices } from './auth/services.js';
 import { WorkerPool } from './pool.js';
 import { Router } from './api/router.js';
@@ -108,6 +110,16 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   } else pki = await loadPki();
   const pool = new WorkerPool({ threads: settings.workers, maxQueue: settings.workerQueue });
   const sessions = new ApiSessions(store, { timeoutMinutes: settings.sessionTimeoutMinutes, flushMs: settings.activityFlushMs });
+  const keys = new SigningKeys(store, dataDir, {
+    controllerId,
+    rotationMs: settings.signingKeyRotationHours * 3_600_000,
+    stillNeeded: (kid) => sessions.usesKey(kid),
+    onError: (err) => log.error({ err }, 'signing key rotation failed'),
+  });
+  await keys.start();
+  sessions.keys = keys;
+  const ended = await sessions.endPlainTokenSessions();
+  if (ended) log.info({ ended }, 'ended API sessions stored with a plain token');
   // Built on the main thread: it reads only index keys and policies (no entity records); the
   // policy benchmark measures it at 100k identities (docs/policy.md).
   const policy = new PolicyEngine(store, { onError: (err) => log.error({ err }, 'policy index update failed') });
@@ -127,6 +139,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     policy,
     traces: new Traces(store),
     controllerId,
+    keys,
     startedAt: Date.now(),
     version: `v${pkg.version}`,
     ...buildInfo(),
@@ -137,7 +150,9 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
 
   await bootstrap(app);
 
+  sessions.issuer = () => app.baseUrl;
   const router = new Router(app, buildOperations(reg));
+  router.addRawRoute(jwksRoute(keys));
   // Alerts, usage ingest and the embedded search store at /search (issue #7, docs/events.md).
   const events = startEvents(app);
   router.addRawRoute(events.route);
@@ -188,6 +203,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     app.traces.close();
     await events.close();
     await sessions.close();
+    keys.close();
     policy.close();
     await pool.close();
     await store.close();
@@ -220,6 +236,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
         app.traces.close();
         await events.close();
         await sessions.close();
+        keys.close();
         policy.close();
         await pool.close();
         await store.close();

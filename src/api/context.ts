@@ -11,6 +11,7 @@ import type { Presence } from '../control/presence.js';
 import type { AuthServices } from '../auth/services.js';
 import type { PolicyEngine } from '../policy/engine.js';
 import type { Traces } from '../control/traces.js';
+import type { SigningKeys } from '../auth/tokens.js';
 
 export interface App {
   config: Config;
@@ -30,6 +31,8 @@ export interface App {
   traces: Traces;
   /** This controller's stable id (`GET /controllers`, per-controller settings); kept in the data directory. */
   controllerId: string;
+  /** Token signing keys of every controller (API sessions, sessions); the JWKS. */
+  keys: SigningKeys;
   /** Epoch ms of this process's start (service-update floor). */
   startedAt: number;
   /** Controller build version, e.g. `v0.1.0`, with its git revision and build date. */
@@ -53,6 +56,8 @@ export interface Ctx {
   body: any;
   requestId: string;
   session?: ApiSession;
+  /** The API-session token the request presented (zt-session or Bearer). */
+  token?: string;
   /** The session's identity record. */
   identity?: Rec;
 }

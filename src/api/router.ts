@@ -13,6 +13,7 @@ import type { ApiName, Reply, Req } from './operation.js';
 import type { Rec } from '../store/store.js';
 import { isPermitted } from '../auth/permissions.js';
 import { isDisabledAt } from '../auth/disable.js';
+import { bearerTokens } from '../auth/ext-jwt.js';
 
 export const BASE_PATHS: Record<ApiName, string> = {
   client: '/edge/client/v1',
@@ -274,10 +275,13 @@ export class Router {
   /** Throws when the request may not proceed; a promise only when a secondary token must be verified. */
   private authenticate(ctx: Ctx): Promise<void> | undefined {
     const { op, req } = ctx;
-    const token = req.headers['zt-session']?.trim();
+    // `zt-session` (apiSession scheme) or, without it, `Authorization: Bearer` (oauth2 scheme).
+    // With both, the Bearer tokens are the secondary ext-JWT factor's.
+    const token = req.headers['zt-session']?.trim() || sessionBearer(req.headers['authorization']);
     if (!token) throw errors.unauthorized({ 'www-authenticate': WWW_MISSING });
     const session = this.app.sessions.resolve(token);
     if (!session) throw errors.unauthorized({ 'www-authenticate': WWW_INVALID });
+    ctx.token = token;
     const identity = this.app.sessions.identityOf(session);
     // A disabled identity's sessions end at disable time; any still in flight are refused too.
     if (!identity || isDisabledAt(identity)) throw errors.unauthorized({ 'www-authenticate': WWW_INVALID });
@@ -342,6 +346,13 @@ export class Router {
 /** Permission before any lookup (semantics §14): the answer never depends on whether the entity exists. */
 function permit(op: Op, identity: Rec) {
   if (op.auth === 'admin' && !isPermitted(identity, op.permission)) throw errors.unauthorized();
+}
+
+/** The first Bearer token of an Authorization header, when it has the shape of a JWS. */
+function sessionBearer(authorization: string | undefined): string | undefined {
+  if (!authorization) return undefined;
+  for (const t of bearerTokens(authorization)) if (t.split('.').length === 3) return t;
+  return undefined;
 }
 
 /** A request on its way through `handle`. */

@@ -59,7 +59,9 @@ export class Registry {
   }
 
   collectionSpecs(): CollectionSpec[] {
-    return this.defs.map((def) => {
+    // Kept in the store without an API: the token signing keys' public halves (src/auth/tokens.ts).
+    const internal: CollectionSpec[] = [{ name: 'signingKeys' }];
+    return internal.concat(this.defs.map((def) => {
       const unique: string[] = [];
       const indexes: string[] = [];
       for (const [name, f] of Object.entries(def.fields)) {
@@ -67,7 +69,7 @@ export class Registry {
         else if (f.index || f.ref || f.roles || f.attributes) indexes.push(name);
       }
       return { name: def.collection, unique, indexes };
-    });
+    }));
   }
 
   /**
