@@ -332,11 +332,25 @@ export class Cluster implements WriteLog {
     this.logId = `${head.header.cluster_id}:${this.keys.prefix}`;
     const meta = this.store.metaDb();
     const stored = Number(meta.get('revision') ?? 0);
-    if (stored > 0 && meta.get('log') === this.logId) {
+    if (stored > 0 && meta.get('log') === this.logId && (await this.readableAt(stored))) {
       this.applied = stored;
       this.log.info({ revision: stored }, 'cluster: resuming the replica');
     } else await this.fullLoad();
     await this.follow();
+  }
+
+  /** Whether etcd still has `revision` (not compacted away, not beyond its own history). */
+  private async readableAt(revision: number): Promise<boolean> {
+    try {
+      await this.client.kv.range({ key: Buffer.from(this.keys.records), range_end: Buffer.from(prefixEnd(this.keys.records)), limit: 1, count_only: true, revision });
+      return true;
+    } catch (e) {
+      if (/compacted|future revision/i.test(String((e as Error).message))) {
+        this.log.info({ revision, reason: (e as Error).message }, 'cluster: the stored revision is gone from etcd');
+        return false;
+      }
+      throw e;
+    }
   }
 
   private async retry<T>(f: () => Promise<T>, tries = 20): Promise<T> {
@@ -423,8 +437,10 @@ export class Cluster implements WriteLog {
       // A watch from a compacted revision is cancelled: load everything again, then follow.
       this.log.warn({ err: String(err.message ?? err) }, 'cluster: watch cancelled; loading the model again');
       this.ready = false;
+      // (etcd already cancelled it; cancel() here only detaches it from the client.)
+      watcher.removeAllListeners();
+      watcher.cancel().catch(() => undefined);
       this.applying = this.applying.then(async () => {
-        await watcher.cancel().catch(() => undefined);
         await this.fullLoad();
         await this.follow();
       });
