@@ -89,6 +89,22 @@ t.test('a login on A works on B and C', async (t) => {
   }
 });
 
+t.test('GET /controllers lists every live controller; enrollment JWTs name all of them', async (t) => {
+  for (const x of admins) await within(3000, async () => ((await x.get('/controllers')).body.data as { id: string }[]).length === 3);
+  const selves = ((await admins[0].get('/controllers')).body.data as { id: string }[]).map((c) => c.id);
+  t.equal(new Set(selves).size, 3, 'three distinct controllers');
+  for (const x of admins) {
+    const list = (await x.get('/controllers')).body.data as { id: string; isOnline: boolean; apiAddresses: Record<string, { url: string }[]> }[];
+    t.same(list.map((c) => c.id).sort(), [...selves].sort());
+    t.ok(list.every((c) => c.isOnline && c.apiAddresses['edge-client'][0].url.startsWith('https://')));
+  }
+  const iid = (await admins[1].post('/identities', { name: 'jwt-ctrls', type: 'Device', isAdmin: false, enrollment: { ott: true } })).body.data.id;
+  const jwt = (await admins[1].get(`/identities/${iid}`)).body.data.enrollment.ott.jwt as string;
+  const claims = JSON.parse(Buffer.from(jwt.split('.')[1], 'base64url').toString());
+  t.equal(claims.ctrls.length, 3, 'ctrls names the three controllers');
+  t.ok(claims.ctrls.includes(`https://127.0.0.1:${ctrls[2].certPort}`), 'including C');
+});
+
 t.test('a delete on B cascades everywhere', async (t) => {
   const [a, b, c] = admins;
   const id = (await a.post('/identities', { name: 'doomed', type: 'User', isAdmin: false })).body.data.id;
@@ -197,4 +213,78 @@ t.test('a wiped data directory is rebuilt from etcd', async (t) => {
   t.same(await names(admin), await names(admins[2]));
   t.equal(fresh.ca, ctrls[2].ca, 'it took the shared CA');
   await fresh.stop();
+});
+
+t.test('kill -9 of the etcd leader during writes: no acknowledged write lost, writes resume', async (t) => {
+  const leader = await etcd.leader();
+  t.ok(leader >= 0, `leader is m${leader}`);
+  const acked: string[] = [];
+  const statuses = new Map<number, number>();
+  let killedAt = 0;
+  let firstAfter = 0;
+  let stop = false;
+  const writer = async (admin: Client, w: number) => {
+    for (let i = 0; !stop; i++) {
+      const issued = Date.now();
+      const r = await admin.post('/identities', { name: `failover-${w}-${i}`, type: 'User', isAdmin: false });
+      statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
+      if (r.status === 201) {
+        acked.push(r.body.data.id);
+        // The first write issued after the kill that succeeded.
+        if (killedAt && issued > killedAt && !firstAfter) firstAfter = Date.now();
+      } else {
+        t.ok(isError(r, 503, 'CLUSTER_HAS_NO_LEADER') && r.headers['retry-after'], `a failed write is a 503 with Retry-After, not ${r.status} ${r.text.slice(0, 200)}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+  };
+  const writers = admins.flatMap((a, i) => [writer(a, i * 2), writer(a, i * 2 + 1)]);
+  await new Promise((r) => setTimeout(r, 500));
+  const before = acked.length;
+  killedAt = Date.now();
+  await etcd.kill(leader);
+  const deadline = Date.now() + 15_000;
+  while (!firstAfter && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  await new Promise((r) => setTimeout(r, 500));
+  stop = true;
+  await Promise.all(writers);
+  t.ok(before > 0, `${before} writes before the kill`);
+  t.ok(firstAfter > 0 && firstAfter - killedAt <= 10_000, `writes back ${firstAfter - killedAt} ms after the leader died`);
+  t.ok(!statuses.has(500), `no 500 (${JSON.stringify([...statuses])})`);
+  // Reads keep working, and every acknowledged write is on every controller.
+  for (const x of admins) {
+    await within(5000, async () => {
+      const r = await x.get(`/identities?filter=name contains "failover-"&limit=-1`);
+      return r.status === 200 && acked.every((id) => (r.body.data as { id: string }[]).some((d) => d.id === id));
+    });
+  }
+  t.pass(`${acked.length} acknowledged writes on every controller`);
+  etcd.start(leader);
+  await etcd.waitHealthy();
+});
+
+t.test('etcd without a leader: reads work, writes answer 503 CLUSTER_HAS_NO_LEADER with Retry-After, and succeed again afterwards', async (t) => {
+  const [a] = admins;
+  await Promise.all([etcd.kill(1), etcd.kill(2)]);
+  const read = await a.get('/identities?limit=5');
+  t.equal(read.status, 200, 'reads come from the replica');
+  const started = Date.now();
+  const w = await a.post('/identities', { name: 'no-quorum', type: 'User', isAdmin: false });
+  t.ok(isError(w, 503, 'CLUSTER_HAS_NO_LEADER'), `503 CLUSTER_HAS_NO_LEADER (${w.status} ${w.text.slice(0, 200)})`);
+  t.ok(Number(w.headers['retry-after']) > 0, 'Retry-After');
+  t.ok(Date.now() - started < 8000, `answered in ${Date.now() - started} ms`);
+  t.equal((await admins[1].get('/identities?limit=5')).status, 200, 'B reads too');
+  etcd.start(1);
+  etcd.start(2);
+  await etcd.waitHealthy();
+  let ok = 0;
+  await within(15_000, async () => {
+    const r = await a.post('/identities', { name: 'no-quorum', type: 'User', isAdmin: false });
+    ok = r.status;
+    return r.status === 201 || r.status === 400;
+  });
+  t.ok(ok === 201 || ok === 400, 'writes go through again (400: the 503 write had in fact been made)');
+  await within(3000, async () => (await admins[2].get('/identities?filter=name="no-quorum"')).body.data.length === 1);
+  for (const x of ctrls) await within(10_000, async () => (await x.raw('GET', '/health/ready')).status === 200);
+  t.pass('every controller ready again');
 });

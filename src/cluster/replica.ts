@@ -28,7 +28,7 @@
  */
 import fs from 'node:fs';
 import { Etcd3, type Watcher, type IKeyValue, type IWatchResponse, type ICompare, type IRequestOp, type ITxnResponse } from 'etcd3';
-import { noop } from 'cockatiel';
+import { ExponentialBackoff, noop } from 'cockatiel';
 import { Packr } from 'msgpackr';
 import type { Logger } from 'pino';
 import { Tx, type Coll, type IndexKey, type Op, type ReadTracker, type Rec, type Store, type WriteLog } from '../store/store.js';
@@ -72,7 +72,9 @@ export function connect(s: ClusterSettings): Etcd3 {
     auth: s.username ? { username: s.username, password: s.password ?? '' } : undefined,
     // No automatic retry of a call on another member: a transaction retried after a timeout may
     // already have been applied. Each write decides itself (guards, then a 503).
-    faultHandling: { global: noop },
+    // A watch stream lost with its member comes back on another within a second, not 30 s.
+    // (etcd3 takes the backoff factory and calls next() itself; its type names the backoff.)
+    faultHandling: { global: noop, watchBackoff: new ExponentialBackoff({ initialDelay: 50, maxDelay: 1000 }) as never },
   });
 }
 
@@ -136,6 +138,8 @@ interface Queued {
   /** Resolves with the revision: the write's own when it succeeded, else the one that failed its guards. */
   done: (r: { ok: boolean; revision: number }) => void;
   fail: (e: unknown) => void;
+  /** Times this write was sent again because the first attempt never reached etcd. */
+  resent?: number;
 }
 
 export class Cluster implements WriteLog {
@@ -307,6 +311,12 @@ export class Cluster implements WriteLog {
           batch.forEach((q, i) => q.done({ ok: res.responses[i]?.response_txn?.succeeded === true, revision }));
         },
         (err: unknown) => {
+          // Never sent (no connection to that member): safe to send again, to another member.
+          if (/No connection established|ECONNREFUSED/i.test(String((err as Error)?.message)) && (batch[0].resent ?? 0) < 3) {
+            for (const q of batch) q.resent = (q.resent ?? 0) + 1;
+            this.queue.unshift(...batch);
+            return new Promise((r) => setTimeout(r, 100));
+          }
           this.log.warn({ err: String((err as Error)?.message ?? err), writes: batch.length }, 'cluster write failed');
           const e = isUnavailable(err) ? new ClusterUnavailable(`etcd did not take the write: ${(err as Error)?.message ?? err}`) : err;
           for (const q of batch) q.fail(e);
