@@ -78,10 +78,13 @@ export function connect(s: ClusterSettings): Etcd3 {
   });
 }
 
-/** etcd errors that mean "no leader / not reachable now", as opposed to a bad request. */
+/**
+ * Whether a failed etcd call means "no leader / not reachable now" (503, try again) rather than a
+ * request etcd will never take (too many operations, too large): everything but the latter, since
+ * the requests themselves are built here.
+ */
 export function isUnavailable(e: unknown): boolean {
-  const m = String((e as Error)?.message ?? e);
-  return /no leader|unavailable|deadline|timed out|timeout|ECONNREFUSED|connection|leader changed|not capable|too many requests|Cancelled|UNAVAILABLE|stopped|Broken/i.test(m);
+  return !/too many operations|too large|duplicate key|permission denied|invalid argument/i.test(String((e as Error)?.message ?? e));
 }
 
 const enc = (k: IndexKey) => `${typeof k === 'string' ? 's' : typeof k === 'number' ? 'n' : 'b'}:${String(k)}`;
