@@ -9,12 +9,14 @@ import { pino, type Logger } from 'pino';
 import type { Config } from './config.js';
 import { splitHostPort } from './config.js';
 import { Store } from './store/store.js';
+import { checkDataFormat, migrate } from './store/data-format.js';
 import { loadOrCreatePki } from './pki/bootstrap.js';
 import { ApiSessions } from './auth/api-sessions.js';
 import { AuthServices } from './auth/services.js';
 import { WorkerPool } from './pool.js';
 import { Router } from './api/router.js';
 import { buildOperations } from './api/operations.js';
+import { docsRoutes } from './api/docs.js';
 import { BodyValidator } from './api/validate.js';
 import { startUws, type UwsServer } from './http/uws.js';
 import { startTls, type TlsServer } from './http/tls.js';
@@ -43,6 +45,8 @@ import type { ConfigSchema } from './config.js';
 // dist/src/app.js when built; src/app.ts when a test or script imports the source directly.
 const pkgFile = new URL(import.meta.url.includes('/dist/src/') ? '../../package.json' : '../package.json', import.meta.url);
 const pkg = JSON.parse(fs.readFileSync(pkgFile, 'utf8')) as { version: string };
+/** The controller's version, from package.json (`--version`, `/version`, metrics). */
+export const PACKAGE_VERSION = pkg.version;
 
 export interface Controller {
   app: App;
@@ -69,6 +73,7 @@ function buildInfo(): { revision: string; buildDate: string } {
 export async function startController(settings: Static<typeof ConfigSchema>, log: Logger = pino({ level: settings.logLevel })): Promise<Controller> {
   const dataDir = path.resolve(settings.dataDir);
   fs.mkdirSync(dataDir, { recursive: true });
+  const format = checkDataFormat(dataDir, `v${pkg.version}`);
   const listen = splitHostPort(settings.address);
   const advertisedHost = settings.advertisedAddress ? splitHostPort(settings.advertisedAddress).host : listen.host === '0.0.0.0' || listen.host === '::' ? 'localhost' : listen.host;
 
@@ -77,6 +82,12 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   bindPresence(reg, presence);
   const store = new Store(path.join(dataDir, 'db'), reg.collectionSpecs());
   reg.renders.attach(store);
+  try {
+    await migrate({ dataDir, store, log }, format);
+  } catch (e) {
+    await store.close();
+    throw e;
+  }
   const controllerId = loadOrCreateControllerId(dataDir);
   const loadPki = () => loadOrCreatePki(path.join(dataDir, 'pki'), { advertisedHost, logger: log });
   let pki;
@@ -121,6 +132,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   // Alerts, usage ingest and the embedded search store at /search (issue #7, docs/events.md).
   const events = startEvents(app);
   router.addRawRoute(events.route);
+  for (const r of docsRoutes()) router.addRawRoute(r);
   // The mutual-TLS listener: by default the API host and the next port (0 when the API port is 0).
   const certListen = settings.certAddress ? splitHostPort(settings.certAddress) : { host: listen.host, port: listen.port === 0 ? 0 : listen.port + 1 };
   let tls: TlsServer | undefined;
@@ -238,7 +250,15 @@ export async function bootstrap(app: App) {
       if (!tx.findUnique('configTypes', 'name', name)) tx.put('configTypes', { id: name, createdAt: now, updatedAt: now, tags: {}, name, schema });
     }
   });
-  if (store.count('identities') > 0) return;
+  if (store.count('identities') > 0) {
+    // Said once per start, so an operator who expected the variable to change the password knows it did not.
+    if (config.adminPassword !== undefined)
+      log.warn(
+        { username: config.adminUsername },
+        'MESH_ADMIN_PASSWORD is set but the default admin already exists: it is ignored. To change the password: `mesh admin reset-password --data-dir DIR --username U --password P` while the controller is stopped, or PUT /current-identity/authenticators/{id}',
+      );
+    return;
+  }
   const generated = config.adminPassword === undefined;
   const password = config.adminPassword ?? crypto.randomBytes(18).toString('base64url');
   const passwordHash = await hashPassword(app, password);
