@@ -103,11 +103,12 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   const controllerId = loadOrCreateControllerId(dataDir);
   const loadPki = () => loadOrCreatePki(path.join(dataDir, 'pki'), { advertisedHost, logger: log });
   let pki;
-  if (settings.clusterEtcd) {
-    // Cluster mode (docs/cluster.md): loaded only here, so a single node never loads the etcd client.
-    const { joinCluster } = await import('./cluster/join.js');
-    pki = await joinCluster(store, settings, controllerId, path.join(dataDir, 'pki'), loadPki, log.child({ component: 'cluster' }));
-  } else pki = await loadPki();
+  let cluster: import('./cluster/replica.js').Cluster | undefined;
+  const clusterLog = log.child({ component: 'cluster' });
+  // Cluster mode (docs/cluster.md): loaded only here, so a single node never loads the etcd client.
+  const join = settings.clusterEtcd ? await import('./cluster/join.js') : undefined;
+  if (join) ({ pki, cluster } = await join.joinCluster(store, settings, controllerId, path.join(dataDir, 'pki'), loadPki, clusterLog));
+  else pki = await loadPki();
   const pool = new WorkerPool({ threads: settings.workers, maxQueue: settings.workerQueue });
   const sessions = new ApiSessions(store, { timeoutMinutes: settings.sessionTimeoutMinutes, flushMs: settings.activityFlushMs });
   const keys = new SigningKeys(store, dataDir, {
@@ -219,6 +220,25 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   app.certBaseUrl = `https://${config.certAdvertisedAddress}`;
   const api = server;
   const certServer = tls;
+  let members: import('./cluster/members.js').Members | undefined;
+  if (join && cluster) {
+    const at = Date.now();
+    const self = {
+      id: app.controllerId,
+      name: settings.clusterAdvertisedAddress ?? config.advertisedAddress,
+      certPem: pki.serverCertPem,
+      fingerprint: pki.serverCertSha1Hex,
+      ctrlAddress: `wss://${settings.clusterAdvertisedAddress ?? config.advertisedAddress}${CONTROL_PATH}`,
+      baseUrl: settings.clusterAdvertisedAddress ? `https://${settings.clusterAdvertisedAddress}` : app.baseUrl,
+      certBaseUrl: app.certBaseUrl,
+      startedAt: app.startedAt,
+      joinedAt: at,
+      versionInfo: { version: app.version, revision: app.revision, buildDate: app.buildDate, os: process.platform, arch: process.arch },
+    };
+    members = await join.announce(cluster, self, clusterLog);
+    const live = members;
+    app.cluster = { members: () => live.list() };
+  }
 
   let closing: Promise<void> | undefined;
   return {
@@ -230,6 +250,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     close: () =>
       (closing ??= (async () => {
         health.closing = true;
+        await members?.close();
         // Routers first: they see a clean 1001 and reconnect elsewhere (or later).
         channel.close();
         await Promise.all([api.close(settings.shutdownGraceMs), certServer.close(settings.shutdownGraceMs)]);
