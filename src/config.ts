@@ -90,6 +90,18 @@ export const ConfigSchema = Type.Object({
   routerMaxPendingHandshakes: Type.Integer({ default: 1024, minimum: 1, maximum: 100000 }),
   /** One access-log line per request at info level (no secrets: see src/observability/request-log.ts). */
   requestLog: Type.Boolean({ default: true }),
+  /** Audit trail (src/events/audit.ts): also POST every change to this URL… */
+  auditWebhookUrl: Type.Optional(Type.String({ pattern: '^https?://[^\\s]+$' })),
+  /** …signed with HMAC-SHA256 of the body under this secret (`x-mesh-signature: sha256=<hex>`). */
+  auditWebhookSecret: Type.Optional(Type.String({ minLength: 16, maxLength: 1024 })),
+  /** Events waiting for the webhook at most (the oldest are dropped and counted beyond it). */
+  auditWebhookQueue: Type.Integer({ default: 10000, minimum: 1, maximum: 10_000_000 }),
+  /** Events per webhook request. */
+  auditWebhookBatch: Type.Integer({ default: 100, minimum: 1, maximum: 10000 }),
+  /** Tries per batch before its events are dropped (and counted), waiting auditWebhookRetryMs, doubling, between tries. */
+  auditWebhookAttempts: Type.Integer({ default: 5, minimum: 1, maximum: 100 }),
+  auditWebhookRetryMs: Type.Integer({ default: 1000, minimum: 10, maximum: 600000 }),
+  auditWebhookTimeoutMs: Type.Integer({ default: 10000, minimum: 100, maximum: 600000 }),
   /** When set, `GET /metrics` requires `Authorization: Bearer <this>`. */
   metricsToken: Type.Optional(Type.String({ minLength: 16, maxLength: 256 })),
 });
@@ -138,6 +150,13 @@ export const ENV: Record<string, keyof Static<typeof ConfigSchema>> = {
   MESH_ROUTER_MAX_PENDING_HANDSHAKES: 'routerMaxPendingHandshakes',
   MESH_REQUEST_LOG: 'requestLog',
   MESH_METRICS_TOKEN: 'metricsToken',
+  MESH_AUDIT_WEBHOOK_URL: 'auditWebhookUrl',
+  MESH_AUDIT_WEBHOOK_SECRET: 'auditWebhookSecret',
+  MESH_AUDIT_WEBHOOK_QUEUE: 'auditWebhookQueue',
+  MESH_AUDIT_WEBHOOK_BATCH: 'auditWebhookBatch',
+  MESH_AUDIT_WEBHOOK_ATTEMPTS: 'auditWebhookAttempts',
+  MESH_AUDIT_WEBHOOK_RETRY_MS: 'auditWebhookRetryMs',
+  MESH_AUDIT_WEBHOOK_TIMEOUT_MS: 'auditWebhookTimeoutMs',
 };
 
 export class ConfigError extends Error {}
