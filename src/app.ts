@@ -88,7 +88,14 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     await store.close();
     throw e;
   }
-  const pki = await loadOrCreatePki(path.join(dataDir, 'pki'), { advertisedHost, logger: log });
+  const controllerId = loadOrCreateControllerId(dataDir);
+  const loadPki = () => loadOrCreatePki(path.join(dataDir, 'pki'), { advertisedHost, logger: log });
+  let pki;
+  if (settings.clusterEtcd) {
+    // Cluster mode (docs/cluster.md): loaded only here, so a single node never loads the etcd client.
+    const { joinCluster } = await import('./cluster/join.js');
+    pki = await joinCluster(store, settings, controllerId, path.join(dataDir, 'pki'), loadPki, log.child({ component: 'cluster' }));
+  } else pki = await loadPki();
   const pool = new WorkerPool({ threads: settings.workers, maxQueue: settings.workerQueue });
   const sessions = new ApiSessions(store, { timeoutMinutes: settings.sessionTimeoutMinutes, flushMs: settings.activityFlushMs });
   // Built on the main thread: it reads only index keys and policies (no entity records); the
@@ -109,7 +116,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     presence,
     policy,
     traces: new Traces(store),
-    controllerId: loadOrCreateControllerId(dataDir),
+    controllerId,
     startedAt: Date.now(),
     version: `v${pkg.version}`,
     ...buildInfo(),

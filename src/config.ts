@@ -104,6 +104,22 @@ export const ConfigSchema = Type.Object({
   auditWebhookTimeoutMs: Type.Integer({ default: 10000, minimum: 100, maximum: 600000 }),
   /** When set, `GET /metrics` requires `Authorization: Bearer <this>`. */
   metricsToken: Type.Optional(Type.String({ minLength: 16, maxLength: 256 })),
+  /**
+   * Cluster mode (docs/cluster.md): etcd v3 client endpoints, comma-separated
+   * (`http://10.0.0.1:2379,http://10.0.0.2:2379`). Unset: a single node with its own store.
+   */
+  clusterEtcd: Type.Optional(Type.String({ pattern: '^https?://[^\\s,]+(,https?://[^\\s,]+)*$' })),
+  /** Key prefix of this cluster's model in etcd (several clusters can share one etcd). */
+  clusterPrefix: Type.String({ default: '/mesh', pattern: '^/[A-Za-z0-9_./-]*$', maxLength: 200 }),
+  /** TLS to etcd: CA bundle, and a client certificate and key when etcd asks for one. */
+  clusterEtcdCa: Type.Optional(Type.String({ minLength: 1 })),
+  clusterEtcdCert: Type.Optional(Type.String({ minLength: 1 })),
+  clusterEtcdKey: Type.Optional(Type.String({ minLength: 1 })),
+  /** etcd user and password, when etcd has authentication enabled. */
+  clusterEtcdUsername: Type.Optional(Type.String({ minLength: 1 })),
+  clusterEtcdPassword: Type.Optional(Type.String({ minLength: 1 })),
+  /** host:port other controllers and routers reach this one at; defaults to the advertised address. */
+  clusterAdvertisedAddress: Type.Optional(Type.String({ pattern: HOST_PORT })),
 });
 
 export type Config = Static<typeof ConfigSchema> & { advertisedAddress: string; certAdvertisedAddress: string };
@@ -157,12 +173,20 @@ export const ENV: Record<string, keyof Static<typeof ConfigSchema>> = {
   MESH_AUDIT_WEBHOOK_ATTEMPTS: 'auditWebhookAttempts',
   MESH_AUDIT_WEBHOOK_RETRY_MS: 'auditWebhookRetryMs',
   MESH_AUDIT_WEBHOOK_TIMEOUT_MS: 'auditWebhookTimeoutMs',
+  MESH_CLUSTER_ETCD: 'clusterEtcd',
+  MESH_CLUSTER_PREFIX: 'clusterPrefix',
+  MESH_CLUSTER_ETCD_CA: 'clusterEtcdCa',
+  MESH_CLUSTER_ETCD_CERT: 'clusterEtcdCert',
+  MESH_CLUSTER_ETCD_KEY: 'clusterEtcdKey',
+  MESH_CLUSTER_ETCD_USERNAME: 'clusterEtcdUsername',
+  MESH_CLUSTER_ETCD_PASSWORD: 'clusterEtcdPassword',
+  MESH_CLUSTER_ADVERTISED_ADDRESS: 'clusterAdvertisedAddress',
 };
 
 export class ConfigError extends Error {}
 
 /** Settings whose values are never repeated in messages. */
-const SECRET_SETTINGS = new Set(['adminPassword', 'metricsToken', 'searchExportPassword', 'auditWebhookSecret']);
+const SECRET_SETTINGS = new Set(['adminPassword', 'metricsToken', 'searchExportPassword', 'auditWebhookSecret', 'clusterEtcdPassword']);
 
 /** Config file names looked for in the data directory when `MESH_CONFIG` is not set, in this order. */
 const DATA_DIR_CONFIG_FILES = ['config.yaml', 'config.yml', 'config.json'];
@@ -189,7 +213,9 @@ export function allowedValues(key: string): string {
   if (s.type === 'integer') return `must be a whole number from ${s.minimum} to ${s.maximum}`;
   if (s.type === 'boolean') return 'must be true or false';
   if (s.pattern === HOST_PORT) return 'must be host:port (port 0-65535), e.g. 127.0.0.1:1280';
-  if (typeof s.pattern === 'string') return `must be an http:// or https:// URL`;
+  if (typeof s.pattern === 'string' && s.pattern.startsWith('^https?'))
+    return s.pattern.includes(',') ? 'must be http:// or https:// URLs separated by commas' : 'must be an http:// or https:// URL';
+  if (typeof s.pattern === 'string') return `must match ${s.pattern}${s.maxLength !== undefined ? ` (at most ${s.maxLength} characters)` : ''}`;
   const len = s.maxLength !== undefined ? `${s.minLength ?? 0} to ${s.maxLength} characters` : `at least ${s.minLength ?? 0} character(s)`;
   return `must be a string of ${len}`;
 }

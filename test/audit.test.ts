@@ -18,7 +18,7 @@ const SECRET = 'audit-webhook-secret-0123456789';
 
 interface Received { body: string; signature?: string; answered: number }
 
-async function receiver(t: Tap, failFirst: number) {
+async function receiver(t: { teardown(fn: () => unknown): void }, failFirst: number) {
   const got: Received[] = [];
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -33,7 +33,6 @@ async function receiver(t: Tap, failFirst: number) {
   t.teardown(() => new Promise<void>((r) => server.close(() => r())));
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/audit`, got };
 }
-type Tap = Parameters<Parameters<typeof t.test>[1]>[0];
 
 async function until<T>(what: string, fn: () => T | undefined | Promise<T | undefined>, ms = 15_000): Promise<T> {
   const end = Date.now() + ms;

@@ -4,6 +4,7 @@
  * every failure through the one error catalog. Transport-independent: both the uWS and the
  * node:https adapters call `handle`.
  */
+import { ClusterUnavailable, WriteContention } from '../cluster/errors.js';
 import { ApiError, errors } from './errors.js';
 import { renderError } from './envelope.js';
 import { shortId } from '../store/ids.js';
@@ -249,6 +250,9 @@ export class Router {
 
   private failure(e: unknown, req: Req, requestId: string): Reply {
     if (e instanceof ApiError) return renderError(e, requestId);
+    // Cluster mode: etcd could not take the write (no leader, unreachable), or others kept changing what it read.
+    if (e instanceof ClusterUnavailable) return renderError(new ApiError('CLUSTER_HAS_NO_LEADER', undefined, undefined, { 'retry-after': String(e.retryAfterSeconds) }), requestId);
+    if (e instanceof WriteContention) return renderError(new ApiError('SERVER_TOO_MANY_REQUESTS', undefined, undefined, { 'retry-after': '1' }), requestId);
     this.app.log.error({ requestId, method: req.method, path: req.path, err: e }, 'unhandled error');
     return renderError(errors.unhandled(), requestId);
   }

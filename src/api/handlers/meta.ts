@@ -4,6 +4,9 @@ import type { Ctx } from '../context.js';
 import type { Reply } from '../operation.js';
 import { errors } from '../errors.js';
 import { ok, list } from '../envelope.js';
+import { parseListParams, runList } from '../query.js';
+import type { SymbolTable } from '../filter/index.js';
+import type { Rec } from '../../store/store.js';
 import { BASE_PATHS } from '../router.js';
 import { buildServedSpec, specDetail, specSummaries, SPEC_IDS } from '../openapi.js';
 import { IDENTITY_TYPES } from '../../resources/identities.js';
@@ -42,9 +45,30 @@ function fixed(ctx: Ctx, path: string, id: string, fields: Record<string, unknow
   return { id, createdAt: at, updatedAt: at, tags: {}, _links: { self: { href: `./${path}/${id}` } }, ...fields };
 }
 
-function fixedList(ctx: Ctx, items: Record<string, unknown>[]): Reply {
-  return list(items, { limit: -1, offset: 0, totalCount: items.length }, []);
+const FIXED_SYMBOLS: SymbolTable = {
+  id: { type: 'string' },
+  name: { type: 'string' },
+  createdAt: { type: 'datetime' },
+  updatedAt: { type: 'datetime' },
+};
+
+/** A fixed list through the list engine: paging, filter and sort like any stored collection. */
+function fixedList(ctx: Ctx, path: string, items: { id: string; name: string }[], fields: (id: string) => Record<string, unknown>): Reply {
+  const at = ctx.app.startedAt;
+  const records = items.map((t) => ({ id: t.id, name: t.name, createdAt: at, updatedAt: at }) as Rec);
+  const p = parseListParams(ctx.req.query, FIXED_SYMBOLS);
+  const { page, pagination } = runList(ctx.app.store, { collection: '', symbols: FIXED_SYMBOLS, filterableFields: Object.keys(FIXED_SYMBOLS), records }, p);
+  const data = page.map((r) => {
+    const rec = r as Rec;
+    return fixed(ctx, path, rec.id, { name: rec.name, ...fields(rec.id) });
+  });
+  return list(data, pagination, Object.keys(FIXED_SYMBOLS));
 }
+
+const postureCheckTypeFields = (id: string) => {
+  const t = POSTURE_CHECK_TYPES.find((x) => x.id === id)!;
+  return { name: t.name, operatingSystems: t.operatingSystems, version: '1' };
+};
 
 export function metaHandlers(ops: () => Op[]): Record<string, (ctx: Ctx) => Reply | Promise<Reply>> {
   const specOps = (api: 'client' | 'management') => ops().filter((o) => o.api === api);
@@ -80,18 +104,17 @@ export function metaHandlers(ops: () => Op[]): Record<string, (ctx: Ctx) => Repl
       contentType: 'application/pkcs7-mime',
       headers: { 'content-transfer-encoding': 'base64' },
     }),
-    listIdentityTypes: (ctx) => fixedList(ctx, IDENTITY_TYPES.map((t) => fixed(ctx, 'identity-types', t, { name: t }))),
+    listIdentityTypes: (ctx) => fixedList(ctx, 'identity-types', IDENTITY_TYPES.map((t) => ({ id: t, name: t })), () => ({})),
     detailIdentityType: (ctx) => {
       const t = IDENTITY_TYPES.find((x) => x === ctx.params.id);
       if (!t) throw errors.notFound();
       return ok(fixed(ctx, 'identity-types', t, { name: t }));
     },
-    listPostureCheckTypes: (ctx) =>
-      fixedList(ctx, POSTURE_CHECK_TYPES.map((t) => fixed(ctx, 'posture-check-types', t.id, { name: t.name, operatingSystems: t.operatingSystems, version: '1' }))),
+    listPostureCheckTypes: (ctx) => fixedList(ctx, 'posture-check-types', POSTURE_CHECK_TYPES, postureCheckTypeFields),
     detailPostureCheckType: (ctx) => {
       const t = POSTURE_CHECK_TYPES.find((x) => x.id === ctx.params.id);
       if (!t) throw errors.notFound();
-      return ok(fixed(ctx, 'posture-check-types', t.id, { name: t.name, operatingSystems: t.operatingSystems, version: '1' }));
+      return ok(fixed(ctx, 'posture-check-types', t.id, postureCheckTypeFields(t.id)));
     },
   };
 }

@@ -8,7 +8,8 @@ import type { Ctx } from '../context.js';
 import type { Reply } from '../operation.js';
 import { ApiError, errors } from '../errors.js';
 import { ok, empty } from '../envelope.js';
-import { listRecords, renderRecord, standardHandlers, write, type Registry } from '../../resources/define.js';
+import { listRecords, listSource, renderRecord, standardHandlers, write, type Registry } from '../../resources/define.js';
+import { parseListParams, runList } from '../query.js';
 import crypto from 'node:crypto';
 import type { Rec } from '../../store/store.js';
 import type { PolicyType } from '../../policy/engine.js';
@@ -205,8 +206,13 @@ export function policyClientHandlers(reg: Registry): Record<string, Handler> {
         const s = ctx.app.policy.sessionOfToken(token.trim());
         if (!s || s.apiSessionId !== ctx.session!.id || s.serviceId !== svc.id) throw errors.unauthorized();
       }
-      const routers = routersOnlineFirst(ctx.app, ctx.app.policy.commonRouters(ctx.identity!.id, svc.id)).slice(0, MAX_SERVICE_ROUTERS);
-      return ok({ edgeRouters: routers.map((r) => commonEdgeRouter(ctx.app, r)) });
+      const src = listSource(reg, reg.def('edgeRouters'), { records: routersOnlineFirst(ctx.app, ctx.app.policy.commonRouters(ctx.identity!.id, svc.id)) });
+      const p = parseListParams(ctx.req.query, src.symbols);
+      // Without paging asked for, SDKs get the connected routers first, at most MAX_SERVICE_ROUTERS.
+      if (!ctx.req.query.has('limit') && p.filter.limit === undefined) p.limit = MAX_SERVICE_ROUTERS;
+      const { page, pagination } = runList(ctx.app.store, src, p);
+      const edgeRouters = page.map((r) => commonEdgeRouter(ctx.app, r as Rec));
+      return { status: 200, body: { data: { edgeRouters }, meta: { pagination, filterableFields: src.filterableFields } } };
     },
     'client:listServiceTerminators': (ctx) => {
       const svc = visibleService(ctx, ctx.params.id);

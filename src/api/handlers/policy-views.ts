@@ -9,9 +9,7 @@ import type { Ctx } from '../context.js';
 import type { Reply } from '../operation.js';
 import { errors } from '../errors.js';
 import { ok, empty, list as listEnvelope } from '../envelope.js';
-import { parseListParams } from '../query.js';
-import { compileFilter } from '../filter/index.js';
-import { sortRecords } from '../query.js';
+import { parseListParams, runList } from '../query.js';
 import { listRecords, renderRecord, entityRef, write, type Registry } from '../../resources/define.js';
 import type { Rec } from '../../store/store.js';
 import type { Kind, PolicyColl, Side } from '../../policy/role-index.js';
@@ -61,20 +59,16 @@ function policyType(ctx: Ctx): 'Dial' | 'Bind' | undefined {
   throw errors.field('policyType', 'must be one of dial, bind', v);
 }
 
-/** A list of plain strings (role attributes) with the standard paging and `id` filters. */
-function stringList(ctx: Ctx, values: Iterable<string>): Reply {
+/**
+ * Role attributes in use, through the list engine as records `{id: <attribute>}`: filter (`id`)
+ * and paging apply; `sort` is ignored like upstream, which answers in attribute order.
+ */
+function attributeList(ctx: Ctx, values: Iterable<string>): Reply {
   const symbols = { id: { type: 'string' as const } };
-  const p = parseListParams(ctx.req.query, symbols);
-  const pred = compileFilter(p.filter.where, symbols);
-  const recs = [...values].map((id) => ({ id }) as unknown as Rec).filter((r) => pred(r));
-  if (p.sort.length) sortRecords(recs, symbols, p.sort);
-  else recs.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-  const end = p.limit === -1 ? undefined : p.offset + p.limit;
-  return listEnvelope(
-    recs.slice(p.offset, end).map((r) => r.id),
-    { limit: p.limit, offset: p.offset, totalCount: recs.length },
-    ['id'],
-  );
+  const p = parseListParams(ctx.req.query, symbols, { unsorted: true });
+  const records = Array.from(values, (id) => ({ id }) as Rec).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  const { page, pagination } = runList(ctx.app.store, { collection: '', symbols, filterableFields: ['id'], records }, p);
+  return listEnvelope(page.map((r) => (typeof r === 'string' ? r : r.id)), pagination, ['id']);
 }
 
 /** Counted per collection, only those the caller may read (decisions §3). */
@@ -171,10 +165,10 @@ export function policyViewHandlers(reg: Registry): Record<string, Handler> {
     },
 
     // Role attributes in use.
-    listIdentityRoleAttributes: (ctx) => stringList(ctx, ctx.app.policy.index.attributes('identities')),
-    listServiceRoleAttributes: (ctx) => stringList(ctx, ctx.app.policy.index.attributes('services')),
-    listEdgeRouterRoleAttributes: (ctx) => stringList(ctx, ctx.app.policy.index.attributes('edgeRouters')),
-    listPostureCheckRoleAttributes: (ctx) => stringList(ctx, ctx.app.policy.index.attributes('postureChecks')),
+    listIdentityRoleAttributes: (ctx) => attributeList(ctx, ctx.app.policy.index.attributes('identities')),
+    listServiceRoleAttributes: (ctx) => attributeList(ctx, ctx.app.policy.index.attributes('services')),
+    listEdgeRouterRoleAttributes: (ctx) => attributeList(ctx, ctx.app.policy.index.attributes('edgeRouters')),
+    listPostureCheckRoleAttributes: (ctx) => attributeList(ctx, ctx.app.policy.index.attributes('postureChecks')),
 
     getIdentityPolicyAdvice: (ctx) => {
       const identity = must(ctx, 'identities', ctx.params.id);
