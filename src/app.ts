@@ -167,9 +167,10 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     heartbeatIntervalMs: settings.routerHeartbeatMs, heartbeatTimeoutMs: settings.routerHeartbeatTimeoutMs,
     handshakeTimeoutMs: settings.routerHandshakeTimeoutMs, maxPendingHandshakes: settings.routerMaxPendingHandshakes,
   });
-  const metrics = new Metrics(app, channel);
+  const metrics = new Metrics(app, channel, events.audit);
   const health = new Health(app);
   const logRequest = requestLogger(log, settings.requestLog);
+  router.onChange = (ctx, reply) => events.audit.record(ctx, reply);
   router.onRequest = (r) => {
     metrics.observe(r);
     logRequest(r);
