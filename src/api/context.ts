@@ -1,4 +1,5 @@
 /** What every handler receives: the application's services and the request being served. */
+import type { Member } from '../cluster/members.js';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import type { Store, Rec } from '../store/store.js';
@@ -11,6 +12,7 @@ import type { Presence } from '../control/presence.js';
 import type { AuthServices } from '../auth/services.js';
 import type { PolicyEngine } from '../policy/engine.js';
 import type { Traces } from '../control/traces.js';
+import type { SigningKeys } from '../auth/tokens.js';
 
 export interface App {
   config: Config;
@@ -30,6 +32,8 @@ export interface App {
   traces: Traces;
   /** This controller's stable id (`GET /controllers`, per-controller settings); kept in the data directory. */
   controllerId: string;
+  /** Token signing keys of every controller (API sessions, sessions); the JWKS. */
+  keys: SigningKeys;
   /** Epoch ms of this process's start (service-update floor). */
   startedAt: number;
   /** Controller build version, e.g. `v0.1.0`, with its git revision and build date. */
@@ -42,6 +46,8 @@ export interface App {
   baseUrl: string;
   /** `https://<advertised host:cert port>`: the mutual-TLS listener, the `iss` of enrollment JWTs. */
   certBaseUrl: string;
+  /** Cluster mode: the live controllers (src/cluster/members.ts), this one first. */
+  cluster?: { members(): Member[] };
 }
 
 export interface Ctx {
@@ -53,6 +59,8 @@ export interface Ctx {
   body: any;
   requestId: string;
   session?: ApiSession;
+  /** The API-session token the request presented (zt-session or Bearer). */
+  token?: string;
   /** The session's identity record. */
   identity?: Rec;
 }

@@ -71,8 +71,8 @@ const IDENTITY_UPDATES = new Set([
 
 /** Session-level operations open while a secondary factor is still pending (api-reference §8.2). */
 const PARTIAL = new Set([
-  'getCurrentAPISession', 'deleteCurrentAPISession', 'authenticateMfa', 'getCurrentIdentity',
-  'detailMfa', 'enrollMfa', 'verifyMfa', 'detailMfaQrCode', 'deleteMfa',
+  'getCurrentAPISession', 'deleteCurrentAPISession', 'authenticateMfa',
+  'detailMfa', 'enrollMfa', 'verifyMfa', 'detailMfaQrCode',
 ]);
 
 /**

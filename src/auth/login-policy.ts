@@ -48,6 +48,16 @@ export function checkPrimary(store: Store, facts: PrimaryFacts): void {
   }
 }
 
+/** checkPrimary as a yes/no (an existing API session re-checked after a policy change). */
+export function allowsPrimary(store: Store, facts: PrimaryFacts): boolean {
+  try {
+    checkPrimary(store, facts);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export interface SecondaryFactors {
   /** TOTP must be passed (`POST authenticate/mfa`) before the session is fully authenticated. */
   isMfaRequired: boolean;

@@ -54,6 +54,8 @@ export function renderCurrentApiSession(reg: Registry, ctx: Ctx, s: ApiSession, 
   out.expiresAt = new Date(ctx.app.sessions.expiresAt(s)).toISOString();
   out.expirationSeconds = ctx.app.sessions.timeoutSeconds;
   out.authQueries = authQueries(ctx, s, satisfied);
+  // The caller's own token as it presented it (the record keeps only a digest).
+  if (ctx.token) out.token = ctx.token;
   return out;
 }
 
@@ -122,9 +124,11 @@ export function sessionHandlers(reg: Registry): Record<string, (ctx: Ctx) => Rep
         });
       }
       const secondary = secondaryFactors(ctx.app.store, identity);
-      const s = await ctx.app.sessions.create({
+      const { session: s, token } = await ctx.app.sessions.create({
         identityId: identity.id,
         authenticatorId: result.authenticatorId,
+        method,
+        primarySignerId: result.externalJwtSignerId,
         ipAddress: ctx.req.remoteAddress,
         configTypes: resolveConfigTypes(ctx, body.configTypes),
         isMfaRequired: secondary.isMfaRequired,
@@ -133,8 +137,9 @@ export function sessionHandlers(reg: Registry): Record<string, (ctx: Ctx) => Rep
       });
       ctx.session = s;
       ctx.identity = identity;
+      ctx.token = token;
       const reply = ok(renderCurrentApiSession(reg, ctx, s, await extJwtSatisfied(ctx, s)));
-      reply.headers = { ...result.headers, 'zt-session': s.token };
+      reply.headers = { ...result.headers, 'zt-session': token };
       return reply;
     },
     getCurrentAPISession: async (ctx) => ok(renderCurrentApiSession(reg, ctx, ctx.session!, await extJwtSatisfied(ctx, ctx.session!))),
