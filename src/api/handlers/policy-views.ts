@@ -79,9 +79,9 @@ const coll = (name: string): Count => (store) => store.count(name);
 
 /**
  * Entity counts under upstream's keys (one per upstream store; a store that extends another, like
- * edge routers of routers, counts under `<parent>.edge`), only those the caller may read
- * (decisions §3). Every service is an edge service here; routers are the transit and edge ones.
- * Upstream's internal stores without a counterpart here (eventual events, MFA records) are left out.
+ * edge routers of routers, counts under `<parent>.edge`), only those the caller may read. Every
+ * service is an edge service here; routers are the transit and edge ones. Upstream's internal
+ * stores without a counterpart here (eventual events, MFA records) are left out.
  */
 const SUMMARY: [key: string, count: Count, family: string][] = [
   ['identities', coll('identities'), 'identity'],
