@@ -5,7 +5,7 @@ import type { Store, Rec } from '../store/store.js';
 import type { WorkerPool } from '../pool.js';
 import type { Pki } from '../pki/bootstrap.js';
 import type { ApiSessions, ApiSession } from '../auth/api-sessions.js';
-import type { ApiName, Operation, Req } from './operation.js';
+import type { ApiName, Operation, OperationEntry, Reply, Req } from './operation.js';
 import type { BodyValidator } from './validate.js';
 import type { Presence } from '../control/presence.js';
 import type { AuthServices } from '../auth/services.js';
@@ -58,3 +58,5 @@ export interface Ctx {
 }
 
 export type Op = Operation<Ctx>;
+export type Entry = OperationEntry<Ctx>;
+export type Handler = (ctx: Ctx) => Reply | Promise<Reply>;

@@ -13,6 +13,8 @@ export const identities: ResourceDef = {
   path: 'identities',
   family: 'identity',
   operations: crud('Identity', 'Identities'),
+  // Non-admin identity managers may only PATCH: a PUT could reset `isAdmin` and `permissions`.
+  permissions: { update: null },
   links: [
     'edge-router-policies', 'edge-routers', 'service-policies', 'services', 'posture-data',
     'failed-service-requests', 'authenticators', 'enrollments', 'service-configs',

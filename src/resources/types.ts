@@ -15,6 +15,8 @@ import type { SymbolTable, SymbolType } from '../api/filter/index.js';
 import type { Rec, Tx, Store } from '../store/store.js';
 import type { Ctx } from '../api/context.js';
 import type { Registry } from './define.js';
+import type { Permission } from '../api/operation.js';
+import type { ManagementOperationId } from '../api/spec/operation-ids.js';
 
 export type Mode = 'create' | 'put' | 'patch';
 
@@ -59,17 +61,14 @@ export interface FieldDef {
   };
 }
 
-export interface OperationIds {
-  list?: string;
-  create?: string;
-  detail?: string;
-  update?: string;
-  patch?: string;
-  delete?: string;
-}
+/** The standard operations a family may offer. */
+export type StandardOp = 'list' | 'create' | 'detail' | 'update' | 'patch' | 'delete';
+
+/** Management API operation ids of the standard operations a family offers. */
+export type OperationIds = Partial<Record<StandardOp, ManagementOperationId>>;
 
 /** The standard six operation ids, named as upstream names them: `crud('Service', 'Services')`. */
-export function crud(singular: string, plural: string): OperationIds {
+export function crud<S extends string, P extends string>(singular: S, plural: P) {
   return {
     list: `list${plural}`,
     create: `create${singular}`,
@@ -77,7 +76,7 @@ export function crud(singular: string, plural: string): OperationIds {
     update: `update${singular}`,
     patch: `patch${singular}`,
     delete: `delete${singular}`,
-  };
+  } as const;
 }
 
 export interface ResourceDef {
@@ -89,6 +88,11 @@ export interface ResourceDef {
   family: string;
   /** Management API operation ids of the standard set this family offers. */
   operations: OperationIds;
+  /**
+   * The permission a standard operation needs where it is not `<family>.<action>` (list and
+   * detail read, create creates, update and patch update, delete deletes); null: admins only.
+   */
+  permissions?: Partial<Record<StandardOp, Permission | null>>;
   fields: Record<string, FieldDef>;
   /** Filter symbols beyond the fields' own (computed ones). */
   symbols?: SymbolTable;

@@ -5,11 +5,9 @@
  * - `GET /database/data-integrity-results` reads the current (or last) run, also while it runs.
  * - `POST /database/snapshot` copies the LMDB environment under `<dataDir>/snapshots`; more than
  *   one a minute is 429 RATE_LIMITED.
- * Keys are `<api>:<operationId>` for one API or a bare operationId for both; a handler here wins
- * over the standard resource handlers (src/api/operations.ts).
  */
 import path from 'node:path';
-import type { Ctx } from '../context.js';
+import type { Ctx, Entry } from '../context.js';
 import type { Reply } from '../operation.js';
 import type { Registry } from '../../resources/define.js';
 import { empty } from '../envelope.js';
@@ -33,7 +31,7 @@ export function renderIntegrity(s: IntegrityState) {
   };
 }
 
-export function dataHandlers(reg: Registry): Record<string, (ctx: Ctx) => Reply | Promise<Reply>> {
+export function dataEntries(reg: Registry): Entry[] {
   // One run at a time per controller: the handlers are built once per App.
   const state = emptyState();
   let running: Promise<void> | undefined;
@@ -53,27 +51,31 @@ export function dataHandlers(reg: Registry): Record<string, (ctx: Ctx) => Reply 
     return empty(202);
   };
 
-  return {
-    'management:checkDataIntegrity': (ctx) => start(ctx, false),
-    'management:fixDataIntegrity': (ctx) => start(ctx, true),
-    'management:dataIntegrityResults': () => {
-      const data = renderIntegrity(state);
-      return { status: 200, body: { data, meta: { pagination: { limit: -1, offset: 0, totalCount: data.results.length } } } };
-    },
-    'management:createDatabaseSnapshot': async (ctx) => {
-      const app = ctx.app;
-      snapshots ??= new Snapshots(app.store, path.join(path.resolve(app.config.dataDir), 'snapshots'), {
-        minIntervalMs: 60_000,
-        keep: app.config.snapshotsKeep,
-      });
-      try {
-        const where = await snapshots.create();
-        app.log.info({ path: where }, 'database snapshot created');
-      } catch (e) {
-        if (e instanceof SnapshotTooSoon) throw errors.rateLimited();
-        throw e;
-      }
-      return empty();
-    },
-  };
+  return [
+    { api: 'management', operationId: 'checkDataIntegrity', auth: 'admin', permission: null, limit: null, body: 'spec',
+      handler: (ctx) => start(ctx, false) },
+    { api: 'management', operationId: 'fixDataIntegrity', auth: 'admin', permission: null, limit: null, body: 'spec',
+      handler: (ctx) => start(ctx, true) },
+    { api: 'management', operationId: 'dataIntegrityResults', auth: 'admin', permission: null, limit: null, body: 'spec',
+      handler: () => {
+        const data = renderIntegrity(state);
+        return { status: 200, body: { data, meta: { pagination: { limit: -1, offset: 0, totalCount: data.results.length } } } };
+      } },
+    { api: 'management', operationId: 'createDatabaseSnapshot', auth: 'admin', permission: null, limit: null, body: 'spec',
+      handler: async (ctx) => {
+        const app = ctx.app;
+        snapshots ??= new Snapshots(app.store, path.join(path.resolve(app.config.dataDir), 'snapshots'), {
+          minIntervalMs: 60_000,
+          keep: app.config.snapshotsKeep,
+        });
+        try {
+          const where = await snapshots.create();
+          app.log.info({ path: where }, 'database snapshot created');
+        } catch (e) {
+          if (e instanceof SnapshotTooSoon) throw errors.rateLimited();
+          throw e;
+        }
+        return empty();
+      } },
+  ];
 }

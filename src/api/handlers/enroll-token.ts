@@ -14,7 +14,7 @@
  */
 import crypto from 'node:crypto';
 import * as jose from 'jose';
-import type { Ctx } from '../context.js';
+import type { Ctx, Entry } from '../context.js';
 import type { Reply } from '../operation.js';
 import { ApiError } from '../errors.js';
 import { ok } from '../envelope.js';
@@ -118,4 +118,10 @@ export async function enrollToken(ctx: Ctx): Promise<Reply> {
     if (cert) tx.put('authenticators', certAuthenticator(id, cert.pem, cert.fingerprint, cert.notAfter));
   });
   return cert ? ok({ cert: withChain(ctx.app, cert.pem), ca: ctx.app.pki.caBundlePem }) : ok({});
+}
+
+export function enrollTokenEntries(): Entry[] {
+  return [
+    { api: 'client', operationId: 'enrollToken', auth: 'none', permission: null, limit: 'heavy', body: 'optional', handler: enrollToken },
+  ];
 }
