@@ -1,5 +1,5 @@
 /**
- * Writes src/api/spec/operation-ids.ts: the operationIds of the embedded specs as string-literal
+ * Writes src/core/operation-ids.ts: the operationIds of the embedded specs as string-literal
  * unions, so an operation table entry naming an operation the spec does not have fails to compile.
  *
  *   npm run build && node dist/scripts/generate-operation-ids.js
@@ -31,7 +31,7 @@ export function operationIdsSource(): string {
 export function operationIdsPath(): string {
   const here = fileURLToPath(new URL('.', import.meta.url));
   const root = resolve(here, here.includes('/dist/') ? '../..' : '..');
-  return join(root, 'src', 'api', 'spec', 'operation-ids.ts');
+  return join(root, 'src', 'core', 'operation-ids.ts');
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {

@@ -36,7 +36,7 @@ import { defaultAuthPolicy, DEFAULT_AUTH_POLICY_ID } from './resources/auth.js';
 import { newId } from './resources/define.js';
 import { BUILTIN_CONFIG_TYPES } from './resources/builtin-config-types.js';
 import { hashPassword } from './auth/passwords.js';
-import type { App } from './api/context.js';
+import type { App } from './core/context.js';
 import type { Static } from 'typebox';
 import type { ConfigSchema } from './config.js';
 

@@ -9,20 +9,13 @@
 import crypto from 'node:crypto';
 import type { ChangeEvent, Rec, Store, Tx } from '../store/store.js';
 import { timeOrderedId } from '../store/ids.js';
+import type { ApiSession } from '../core/context.js';
 
-export interface ApiSession extends Rec {
-  token: string;
-  identityId: string;
-  authenticatorId: string;
-  ipAddress: string;
-  configTypes: string[];
-  isMfaRequired: boolean;
-  isMfaComplete: boolean;
-  lastActivityAt: number;
-  /** When this session last passed TOTP (authenticate/mfa or enrollment verify); MFA posture reads it. */
-  mfaPassedAt?: number;
-  /** Auth policy `secondary.requireExtJwtSigner` at login: every full request needs a token of this signer. */
-  extJwtSignerId?: string;
+declare module '../core/context.js' {
+  interface Services {
+    /** The API sessions of every caller. */
+    sessions: ApiSessions;
+  }
 }
 
 export class ApiSessions {

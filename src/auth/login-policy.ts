@@ -7,7 +7,7 @@
  * Example: `checkPrimary(store, { method: 'password', identity })` throws INVALID_AUTH or returns;
  * `secondaryFactors(store, identity)` → `{ isMfaRequired: true, extJwtSignerId: undefined }`.
  */
-import { errors } from '../api/errors.js';
+import { errors } from '../core/errors.js';
 import type { Rec, Store } from '../store/store.js';
 import { isDisabledAt } from './disable.js';
 

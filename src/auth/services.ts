@@ -8,7 +8,14 @@ import type { Store } from '../store/store.js';
 import { ExtJwtVerifier } from './ext-jwt.js';
 import { Limiter } from './limiter.js';
 import { MfaThrottle } from './mfa-throttle.js';
-import type { RateLimit } from '../api/operation.js';
+import type { RateLimit } from '../core/operation.js';
+
+declare module '../core/context.js' {
+  interface Services {
+    /** External JWT verification and the rate-limiting queues. */
+    auth: AuthServices;
+  }
+}
 
 
 export class AuthServices {

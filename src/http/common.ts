@@ -1,6 +1,6 @@
 /** What both transports (uWS and node:https) share: reply encoding and in-flight tracking. */
 import http from 'node:http';
-import type { Reply, Req } from '../api/operation.js';
+import type { Reply, Req } from '../core/operation.js';
 
 export type Handle = (req: Req) => Promise<Reply>;
 

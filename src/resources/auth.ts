@@ -4,7 +4,7 @@
  * src/auth; the enrollment and verification flows are issue #5, MFA and signer logins issue #6.
  */
 import crypto from 'node:crypto';
-import { ApiError, errors } from '../api/errors.js';
+import { ApiError, errors } from '../core/errors.js';
 import { parseCert } from '../pki/certs.js';
 import type { Rec, Tx } from '../store/store.js';
 import { crud, type ResourceDef } from './types.js';

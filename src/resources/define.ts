@@ -4,13 +4,13 @@
  * defaults, PUT vs PATCH, immutable and read-only fields, uniqueness, references checked on write,
  * role lists and role attributes, and what a delete does to everything that points at the entity.
  */
-import { errors, ApiError } from '../api/errors.js';
-import { created, empty, ok, list as listEnvelope } from '../api/envelope.js';
+import { errors, ApiError } from '../core/errors.js';
+import { created, empty, ok, list as listEnvelope } from '../core/envelope.js';
 import { timeOrderedId } from '../store/ids.js';
-import { parseListParams, runList, type ListSource } from '../api/query.js';
-import type { SymbolTable } from '../api/filter/index.js';
-import type { Ctx, Entry, Handler } from '../api/context.js';
-import type { PermissionAction, Reply } from '../api/operation.js';
+import { parseListParams, runList, type ListSource } from '../core/query.js';
+import type { SymbolTable } from '../core/filter/index.js';
+import type { Ctx, Entry, Handler } from '../core/context.js';
+import type { PermissionAction, Reply } from '../core/operation.js';
 import { UniqueViolation, type CollectionSpec, type Rec, type Store, type Tx } from '../store/store.js';
 import type { FieldDef, Mode, ResourceDef, StandardOp, View, WriteCtx } from './types.js';
 import { RenderCache } from './render-cache.js';
@@ -72,7 +72,7 @@ export class Registry {
     const depth = opts.depth ?? 0;
     if (depth > 8) throw new Error('delete cascade too deep');
     if (!tx.exists(def.collection, rec.id)) return;
-    const wctx: WriteCtx = { reg: this, tx, mode: 'delete', body: undefined, before: rec, ctx };
+    const wctx: WriteCtx = { tx, mode: 'delete', body: undefined, before: rec, ctx };
     if (!opts.force) def.protect?.(rec, 'delete');
     def.beforeDelete?.(rec, wctx);
     for (const [refDef, field, f] of this.refsTo.get(def.collection) ?? []) {
@@ -287,7 +287,7 @@ export async function createRecord(reg: Registry, def: ResourceDef, ctx: Ctx, bo
   const now = Date.now();
   return write(ctx.app.store, (tx) => {
     const rec: Rec = { id: newId(), createdAt: now, updatedAt: now };
-    const wctx: WriteCtx = { reg, tx, mode: 'create', body, ctx };
+    const wctx: WriteCtx = { tx, mode: 'create', body, ctx };
     applyBody(reg, def, wctx, rec);
     def.prepare?.(rec, wctx);
     extra?.(rec, tx);
@@ -306,7 +306,7 @@ export async function updateRecord(reg: Registry, def: ResourceDef, ctx: Ctx, id
     // Server-side fields survive untouched.
     for (const [name, f] of Object.entries(def.fields)) if (f.readOnly && before[name] !== undefined) rec[name] = before[name];
     if (before.isSystem) rec.isSystem = true;
-    const wctx: WriteCtx = { reg, tx, mode, body, before, ctx };
+    const wctx: WriteCtx = { tx, mode, body, before, ctx };
     applyBody(reg, def, wctx, rec);
     def.prepare?.(rec, wctx);
     tx.put(def.collection, rec);

@@ -1,5 +1,5 @@
 /** Identities and identity types (api-reference §6.2–§6.3, behaviors §9). */
-import { errors } from '../api/errors.js';
+import { errors } from '../core/errors.js';
 import { ALL_PERMISSIONS } from '../auth/permissions.js';
 import { isDisabledAt } from '../auth/disable.js';
 import type { Rec } from '../store/store.js';

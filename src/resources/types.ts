@@ -11,12 +11,11 @@
  *     fields: { name: { unique: true, filter: 'string', nullKeeps: true }, schema: { default: () => ({}) } },
  *   };
  */
-import type { SymbolTable, SymbolType } from '../api/filter/index.js';
+import type { SymbolTable, SymbolType } from '../core/filter/index.js';
 import type { Rec, Tx, Store } from '../store/store.js';
-import type { Ctx } from '../api/context.js';
-import type { Registry } from './define.js';
-import type { Permission } from '../api/operation.js';
-import type { ManagementOperationId } from '../api/spec/operation-ids.js';
+import type { Ctx } from '../core/context.js';
+import type { Permission } from '../core/operation.js';
+import type { ManagementOperationId } from '../core/operation-ids.js';
 
 export type Mode = 'create' | 'put' | 'patch';
 
@@ -122,7 +121,6 @@ export interface ResourceDef {
 }
 
 export interface WriteCtx {
-  reg: Registry;
   tx: Tx;
   mode: Mode | 'delete';
   body: any;

@@ -3,10 +3,10 @@
  * writes (password hashing in the pool), the caller's own authenticators, and sub-lists that follow
  * plain references. (Controller settings and identity tracing: handlers/ops.ts.)
  */
-import type { Ctx, Entry, Handler } from '../context.js';
-import type { Reply } from '../operation.js';
-import { ApiError, errors } from '../errors.js';
-import { created, empty, ok } from '../envelope.js';
+import type { Ctx, Entry, Handler } from '../../core/context.js';
+import type { Reply } from '../../core/operation.js';
+import { ApiError, errors } from '../../core/errors.js';
+import { created, empty, ok } from '../../core/envelope.js';
 import { createRecord, listRecords, mustGet, renderRecord, write, type Registry } from '../../resources/define.js';
 import { checkPassword, checkUsername, hashPassword } from '../../auth/passwords.js';
 import { parseCert } from '../../pki/certs.js';

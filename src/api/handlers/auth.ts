@@ -4,10 +4,10 @@
  * identity disable/enable, and the client's unauthenticated external JWT signer list.
  */
 import crypto from 'node:crypto';
-import type { Ctx, Entry } from '../context.js';
-import type { Reply } from '../operation.js';
-import { ApiError, errors } from '../errors.js';
-import { created, empty, ok } from '../envelope.js';
+import type { Ctx, Entry } from '../../core/context.js';
+import type { Reply } from '../../core/operation.js';
+import { ApiError, errors } from '../../core/errors.js';
+import { created, empty, ok } from '../../core/envelope.js';
 import { listRecords, write, type Registry } from '../../resources/define.js';
 import type { Rec, Tx } from '../../store/store.js';
 import { splitHostPort } from '../../config.js';

@@ -7,11 +7,11 @@
  *   one a minute is 429 RATE_LIMITED.
  */
 import path from 'node:path';
-import type { Ctx, Entry } from '../context.js';
-import type { Reply } from '../operation.js';
+import type { Ctx, Entry } from '../../core/context.js';
+import type { Reply } from '../../core/operation.js';
 import type { Registry } from '../../resources/define.js';
-import { empty } from '../envelope.js';
-import { errors } from '../errors.js';
+import { empty } from '../../core/envelope.js';
+import { errors } from '../../core/errors.js';
 import { emptyState, runIntegrity, type IntegrityState } from '../../store/integrity.js';
 import { Snapshots, SnapshotTooSoon } from '../../store/snapshot.js';
 import { integrityChecks } from '../../resources/integrity-rules.js';

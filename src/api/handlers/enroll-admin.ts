@@ -4,10 +4,10 @@
  * enrollment, flag a certificate authenticator for extension, re-enroll an edge router.
  */
 import crypto from 'node:crypto';
-import type { Ctx, Entry } from '../context.js';
-import type { Reply } from '../operation.js';
-import { ApiError, errors } from '../errors.js';
-import { created, empty } from '../envelope.js';
+import type { Ctx, Entry } from '../../core/context.js';
+import type { Reply } from '../../core/operation.js';
+import { ApiError, errors } from '../../core/errors.js';
+import { created, empty } from '../../core/envelope.js';
 import { write, type Registry } from '../../resources/define.js';
 import type { Rec, Tx } from '../../store/store.js';
 import { createEnrollmentInTx, identityEnrollment, refreshEnrollmentInTx, type EnrollmentSpec } from '../../resources/enrollments.js';

@@ -4,10 +4,10 @@
  * current API session, the network JWTs, the enrollment JWKS and the enrollment challenge.
  */
 import crypto from 'node:crypto';
-import type { Ctx, Entry } from '../context.js';
-import type { Reply } from '../operation.js';
-import { ApiError, errors } from '../errors.js';
-import { ok } from '../envelope.js';
+import type { Ctx, Entry } from '../../core/context.js';
+import type { Reply } from '../../core/operation.js';
+import { ApiError, errors } from '../../core/errors.js';
+import { ok } from '../../core/envelope.js';
 import { listRecords, newId, renderRecord, write, type Registry } from '../../resources/define.js';
 import type { Rec } from '../../store/store.js';
 import { signCsrs, VALIDITY, withChain } from '../../pki/sign-csr.js';

@@ -1,9 +1,9 @@
 /** Unauthenticated documents: version, capabilities, specs, protocols, CA bundle, fixed type lists. (Controllers: handlers/ops.ts.) */
 import { dump } from 'js-yaml';
-import type { Ctx, Entry, Op } from '../context.js';
-import type { Reply } from '../operation.js';
-import { errors } from '../errors.js';
-import { ok, list } from '../envelope.js';
+import type { Ctx, Entry, Op } from '../../core/context.js';
+import type { Reply } from '../../core/operation.js';
+import { errors } from '../../core/errors.js';
+import { ok, list } from '../../core/envelope.js';
 import { BASE_PATHS } from '../router.js';
 import { buildServedSpec, specDetail, specSummaries, SPEC_IDS } from '../openapi.js';
 import { IDENTITY_TYPES } from '../../resources/identities.js';

@@ -4,13 +4,13 @@
  * WebSocket (src/control/, served by src/http/uws.ts).
  */
 import crypto from 'node:crypto';
-import type { Ctx, Entry, Handler } from '../context.js';
-import type { Reply } from '../operation.js';
-import { errors } from '../errors.js';
-import { created, empty, list, ok } from '../envelope.js';
+import type { Ctx, Entry, Handler } from '../../core/context.js';
+import type { Reply } from '../../core/operation.js';
+import { errors } from '../../core/errors.js';
+import { created, empty, list, ok } from '../../core/envelope.js';
 import { BASE_PATHS } from '../router.js';
-import { parseListParams, sortRecords } from '../query.js';
-import { compileFilter, type SymbolTable } from '../filter/index.js';
+import { parseListParams, sortRecords } from '../../core/query.js';
+import { compileFilter, type SymbolTable } from '../../core/filter/index.js';
 import { write, type Registry } from '../../resources/define.js';
 import type { Rec } from '../../store/store.js';
 import { CONTROL_PATH } from '../../control/protocol.js';

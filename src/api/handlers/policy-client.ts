@@ -4,10 +4,10 @@
  * routers, service sessions (create with the reference's check order, list/detail/delete), the
  * service-update timestamp and posture responses.
  */
-import type { Ctx, Entry, Handler } from '../context.js';
-import type { Reply } from '../operation.js';
-import { ApiError, errors } from '../errors.js';
-import { ok, empty } from '../envelope.js';
+import type { Ctx, Entry, Handler } from '../../core/context.js';
+import type { Reply } from '../../core/operation.js';
+import { ApiError, errors } from '../../core/errors.js';
+import { ok, empty } from '../../core/envelope.js';
 import { listRecords, renderRecord, standardHandlers, write, type Registry } from '../../resources/define.js';
 import crypto from 'node:crypto';
 import type { Rec } from '../../store/store.js';

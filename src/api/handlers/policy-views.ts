@@ -5,13 +5,13 @@
  * the resource summary. Every list pages and filters like any other list (runList over the
  * candidate ids the index yields).
  */
-import type { Ctx, Entry, Handler } from '../context.js';
-import type { Reply } from '../operation.js';
-import { errors } from '../errors.js';
-import { ok, empty, list as listEnvelope } from '../envelope.js';
-import { parseListParams } from '../query.js';
-import { compileFilter } from '../filter/index.js';
-import { sortRecords } from '../query.js';
+import type { Ctx, Entry, Handler } from '../../core/context.js';
+import type { Reply } from '../../core/operation.js';
+import { errors } from '../../core/errors.js';
+import { ok, empty, list as listEnvelope } from '../../core/envelope.js';
+import { parseListParams } from '../../core/query.js';
+import { compileFilter } from '../../core/filter/index.js';
+import { sortRecords } from '../../core/query.js';
 import { listRecords, renderRecord, entityRef, write, type Registry } from '../../resources/define.js';
 import type { Rec } from '../../store/store.js';
 import type { Kind, PolicyColl, Side } from '../../policy/role-index.js';

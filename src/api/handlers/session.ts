@@ -7,14 +7,14 @@
  * and an expired certificate), wrong passwords count towards the lockout, and the policy plus the
  * identity's verified MFA decide the secondary factors (`authQueries`) of the new API session.
  */
-import type { Ctx, Entry } from '../context.js';
-import type { Reply } from '../operation.js';
-import { errors } from '../errors.js';
-import { ok, empty } from '../envelope.js';
+import type { Ctx, Entry } from '../../core/context.js';
+import type { Reply } from '../../core/operation.js';
+import { errors } from '../../core/errors.js';
+import { ok, empty } from '../../core/envelope.js';
 import { renderRecord, write } from '../../resources/define.js';
 import type { Registry } from '../../resources/define.js';
 import { checkUsername } from '../../auth/passwords.js';
-import type { ApiSession } from '../../auth/api-sessions.js';
+import type { ApiSession } from '../../core/context.js';
 import { checkPrimary, secondaryFactors, type PrimaryMethod } from '../../auth/login-policy.js';
 import { clearFailedPasswords, recordFailedPassword, isDisabledAt } from '../../auth/disable.js';
 import { certLogin, extJwtLogin, type LoginMethod } from './login.js';

@@ -7,7 +7,7 @@
  *     auth: 'admin', permission: { family: 'identity', action: 'read' }, spec, handler }
  */
 import type { ApiError } from './errors.js';
-import type { ClientOperationId, ManagementOperationId } from './spec/operation-ids.js';
+import type { ClientOperationId, ManagementOperationId } from './operation-ids.js';
 
 export type ApiName = 'client' | 'management';
 export type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete';
@@ -54,6 +54,18 @@ export interface Reply {
   body?: unknown;
   contentType?: string;
   headers?: Record<string, string>;
+}
+
+/**
+ * A route outside the two upstream APIs, served on the same listeners (`/metrics`, `/search/…`):
+ * matched by exact path or by prefix (`/search/` matches everything under it). Its handler does its
+ * own authentication; failures thrown as ApiError render as usual.
+ */
+export interface RawRoute {
+  method: string | '*';
+  path: string;
+  prefix?: boolean;
+  handle(req: Req, requestId: string): Reply | Promise<Reply>;
 }
 
 /** The (swagger 2.0) operation object that the served spec carries for this operation. */
