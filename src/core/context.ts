@@ -2,8 +2,9 @@
  * What every handler receives: the application and the request being served.
  *
  * The application's services that live above this layer (worker pool, PKI, API sessions, body
- * validators, rate limits, router presence, policy engine, traces) are declared by the module that
- * provides each, as a member of `Services`:
+ * validators, rate limits, router presence, policy engine, traces, signing keys, cluster) are
+ * declared by the module that provides each, as a member of `Services` (and the caller's API
+ * session, by the session registry, as a member of `Ctx`):
  *
  *   declare module '../core/context.js' {
  *     interface Services { policy: PolicyEngine }
@@ -18,22 +19,6 @@ import type { Operation, OperationEntry, Reply, Req } from './operation.js';
 
 /** The services of the layers above, one member per providing module (see above). */
 export interface Services {}
-
-/** The caller's API session, as the session registry (src/auth/api-sessions.ts) keeps it. */
-export interface ApiSession extends Rec {
-  token: string;
-  identityId: string;
-  authenticatorId: string;
-  ipAddress: string;
-  configTypes: string[];
-  isMfaRequired: boolean;
-  isMfaComplete: boolean;
-  lastActivityAt: number;
-  /** When this session last passed TOTP (authenticate/mfa or enrollment verify); MFA posture reads it. */
-  mfaPassedAt?: number;
-  /** Auth policy `secondary.requireExtJwtSigner` at login: every full request needs a token of this signer. */
-  extJwtSignerId?: string;
-}
 
 export interface App extends Services {
   config: Config;
@@ -63,7 +48,8 @@ export interface Ctx {
   /** Parsed and validated JSON body (undefined when none). */
   body: any;
   requestId: string;
-  session?: ApiSession;
+  /** The API-session token the request presented (zt-session or Bearer). */
+  token?: string;
   /** The session's identity record. */
   identity?: Rec;
 }

@@ -46,6 +46,8 @@ export class Health {
     } catch (e) {
       out.push({ id: 'store.read', healthy: false, detail: (e as Error).message });
     }
+    const cluster = app.store.cluster?.status();
+    if (cluster) out.push({ id: 'cluster.replica', healthy: cluster.ready, detail: cluster.detail });
     const queued = app.pool.queueSize;
     out.push({ id: 'pool.queue', healthy: queued < app.config.workerQueue, detail: `${queued} of ${app.config.workerQueue} queued` });
     const certOk = now >= this.serverNotBefore && now <= this.serverNotAfter;

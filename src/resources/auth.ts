@@ -8,6 +8,7 @@ import { ApiError, errors } from '../core/errors.js';
 import { parseCert } from '../pki/certs.js';
 import type { Rec, Tx } from '../store/store.js';
 import { crud, type ResourceDef } from './types.js';
+import { ApiSessions } from '../auth/api-sessions.js';
 
 export const DEFAULT_AUTH_POLICY_ID = 'default';
 
@@ -272,6 +273,10 @@ export const authenticators: ResourceDef = {
     /** Extension issued but not yet verified (semantics §12): the new certificate and its fingerprint. */
     pendingCertPem: { readOnly: true, hidden: true },
     pendingFingerprint: { readOnly: true, hidden: true },
+  },
+  // The API sessions opened with an authenticator end with it (their tokens are refused at once).
+  beforeDelete(rec, { tx }) {
+    ApiSessions.deleteInTx(tx, tx.idsByIndex('apiSessions', 'identityId', rec.identityId).filter((id) => tx.get('apiSessions', id)?.authenticatorId === rec.id));
   },
   symbols: {
     identity: { type: 'string', get: (r: Rec) => r.identityId },

@@ -31,6 +31,8 @@ export class Registry {
   /** collection → policy role fields that select it. */
   private readonly rolesTo = new Map<string, [ResourceDef, string][]>();
   readonly symbols = new Map<string, SymbolTable>();
+  /** The symbols without credential fields: what callers who may not read them filter with. */
+  readonly publicSymbols = new Map<string, SymbolTable>();
   /** Rendered list entries of the families that allow it; follows the store once attached (app.ts). */
   readonly renders: RenderCache;
 
@@ -42,7 +44,11 @@ export class Registry {
         if (f.ref) push(this.refsTo, f.ref.collection, [def, name, f]);
         if (f.roles) push(this.rolesTo, f.roles, [def, name]);
       }
-      this.symbols.set(def.collection, buildSymbols(def));
+      const symbols = buildSymbols(def);
+      this.symbols.set(def.collection, symbols);
+      const open = { ...symbols };
+      for (const [name, f] of Object.entries(def.fields)) if (f.secret) delete open[name];
+      this.publicSymbols.set(def.collection, open);
     }
   }
 
@@ -53,7 +59,9 @@ export class Registry {
   }
 
   collectionSpecs(): CollectionSpec[] {
-    return this.defs.map((def) => {
+    // Kept in the store without an API: the token signing keys' public halves (src/auth/tokens.ts).
+    const internal: CollectionSpec[] = [{ name: 'signingKeys' }];
+    return internal.concat(this.defs.map((def) => {
       const unique: string[] = [];
       const indexes: string[] = [];
       for (const [name, f] of Object.entries(def.fields)) {
@@ -61,7 +69,7 @@ export class Registry {
         else if (f.index || f.ref || f.roles || f.attributes) indexes.push(name);
       }
       return { name: def.collection, unique, indexes };
-    });
+    }));
   }
 
   /**
@@ -164,7 +172,29 @@ function cachedRef(view: View, store: Store | Tx, target: ResourceDef | undefine
   return ref;
 }
 
+/** What a credential renders as for a caller who may not hold it. */
+export const REDACTED = '';
+
+/**
+ * May the caller of `view` read credentials belonging to identity `ownerId`? Only full admins (as
+ * upstream, where the whole Management API is theirs) and the owner itself, who already holds
+ * them. Read permissions (`admin_readonly`, `identity.read`, …) never do: with a pending
+ * enrollment token or a session token they could act as an admin. A render without a caller shows
+ * none.
+ */
+export function readsSecrets(view: View, ownerId?: unknown): boolean {
+  const me = view.ctx?.identity;
+  if (!me) return false;
+  return me.isAdmin === true || (typeof ownerId === 'string' && ownerId === me.id);
+}
+
+/** Does `def` render any credential (see FieldDef.secret)? */
+export function hasSecrets(def: ResourceDef): boolean {
+  return def.rendersSecrets === true || Object.values(def.fields).some((f) => f.secret);
+}
+
 export function renderRecord(reg: Registry, def: ResourceDef, rec: Rec, view: View): Record<string, unknown> {
+  const secrets = readsSecrets(view, def.owner === undefined ? undefined : rec[def.owner]);
   const out: Record<string, unknown> = {
     id: rec.id,
     createdAt: iso(rec.createdAt),
@@ -176,6 +206,7 @@ export function renderRecord(reg: Registry, def: ResourceDef, rec: Rec, view: Vi
     let v = rec[name];
     if (f.optional && (v === undefined || v === null)) continue;
     if (f.datetime) v = typeof v === 'number' ? iso(v) : v ?? null;
+    if (f.secret && !secrets && v !== undefined && v !== null) v = REDACTED;
     out[name] = v === undefined ? (f.attributes || f.roles ? [] : null) : v;
     if (f.ref?.entityRef) {
       const target = reg.byCollection.get(f.ref.collection);
@@ -189,7 +220,7 @@ export function renderRecord(reg: Registry, def: ResourceDef, rec: Rec, view: Vi
       });
     }
   }
-  if (def.render) Object.assign(out, def.render(rec, view));
+  if (def.render) Object.assign(out, def.render(rec, view, secrets));
   return out;
 }
 
@@ -331,6 +362,10 @@ export function listSource(reg: Registry, def: ResourceDef, extra?: Partial<List
 /** List a collection (optionally restricted) and render each record. */
 export function listRecords(reg: Registry, def: ResourceDef, ctx: Ctx, extra?: Partial<ListSource>, render?: (r: Rec) => unknown): Reply {
   const src = listSource(reg, def, extra);
+  const view: View = { store: ctx.app.store, ctx, refs: new Map() };
+  // Callers who may not read every record's credentials neither filter nor sort by them.
+  const allSecrets = readsSecrets(view) || !hasSecrets(def);
+  if (!allSecrets) src.symbols = reg.publicSymbols.get(def.collection)!;
   const selected = roleFilter(ctx, def);
   if (selected) {
     const prev = src.candidates ? new Set(src.candidates) : undefined;
@@ -339,10 +374,9 @@ export function listRecords(reg: Registry, def: ResourceDef, ctx: Ctx, extra?: P
   const p = parseListParams(ctx.req.query, src.symbols);
   const { page, pagination } = runList(ctx.app.store, src, p);
   const store = ctx.app.store;
-  const view: View = { store, ctx, refs: new Map() };
   // A page of ids: records are read here, and only those not kept as JSON (below).
   const load = (e: Rec | string) => (typeof e === 'string' ? store.get(def.collection, e) : e);
-  if (!render && def.renderCache) {
+  if (!render && def.renderCache && allSecrets) {
     // Entries kept as JSON: the page is spliced from them (same bytes as listEnvelope's JSON).
     // One join of every piece: a single flat string of the page's size (a join and then a
     // concatenation made two, each in V8's large-object space, and a scavenge twice as often).

@@ -38,6 +38,12 @@ export interface FieldDef {
   optional?: boolean;
   /** Never rendered (secrets, hashes). */
   hidden?: boolean;
+  /**
+   * A credential (token, enrollment JWT) that lets its holder act as the record's owner: rendered
+   * only to callers who may act as that owner (define.ts readsSecrets), blank to everyone else,
+   * and not filterable or sortable by them (an ordering would leak it a character at a time).
+   */
+  secret?: boolean;
   /** Stored as epoch ms, rendered as RFC 3339. */
   datetime?: boolean;
   /** Public filter symbol of this type. */
@@ -106,8 +112,12 @@ export interface ResourceDef {
   afterWrite?(rec: Rec, ctx: WriteCtx): void;
   /** Runs inside the delete write before generic reference handling: forbid (throw) or cascade. */
   beforeDelete?(rec: Rec, ctx: WriteCtx): void;
-  /** Extra or overriding wire fields. */
-  render?(rec: Rec, view: View): Record<string, unknown>;
+  /** Field holding the id of the identity a record's secrets belong to (`id` for identities themselves). */
+  owner?: string;
+  /** `render` shows credentials of its own (enrollment tokens): it must honour `secrets`. */
+  rendersSecrets?: boolean;
+  /** Extra or overriding wire fields; `secrets`: whether the caller may read this record's credentials. */
+  render?(rec: Rec, view: View, secrets: boolean): Record<string, unknown>;
   /**
    * List entries of this family may be kept as rendered JSON (render-cache.ts). Only for renders
    * that read no calling context: declare every other record they read. `byField`: a change to a

@@ -1,5 +1,5 @@
 /**
- * What real clients of the upstream API send (decisions §1, issue #3 item 4): `sort=name asc`,
+ * What real clients of the upstream API send: `sort=name asc`,
  * `limit=-1`, `limit=1000`, a bare word as a filter, their `zt-session` on every call (also on
  * calls that need none, and a stale one on login), a doubled slash in a path, `GET /` and
  * `GET /version` at the host root with `apiVersions.edge.v1`, `edge-client.v1` and

@@ -186,7 +186,7 @@ export function authEntries(reg: Registry): Entry[] {
         return empty();
       }) },
 
-    { api: 'both', operationId: 'deleteMfa', auth: 'partial', permission: null, limit: 'auth', body: 'spec',
+    { api: 'both', operationId: 'deleteMfa', auth: 'session', permission: null, limit: 'auth', body: 'spec',
       handler: (ctx) => guarded(ctx, async () => {
         const code = codeOf(ctx, 'header');
         await write(ctx.app.store, (tx) => {

@@ -3,8 +3,10 @@
  * - `POST /database/check-data-integrity` and `POST /database/fix-data-integrity` start a run in the
  *   background and answer 202; while one runs (check or fix) both answer 429 RATE_LIMITED.
  * - `GET /database/data-integrity-results` reads the current (or last) run, also while it runs.
- * - `POST /database/snapshot` copies the LMDB environment under `<dataDir>/snapshots`; more than
- *   one a minute is 429 RATE_LIMITED.
+ * - `POST /database/snapshot` writes a backup (datastore, PKI, manifest; src/store/snapshot.ts)
+ *   under `<dataDir>/snapshots`, the file `mesh restore` reads; more than one a minute is 429 RATE_LIMITED.
+ * Keys are `<api>:<operationId>` for one API or a bare operationId for both; a handler here wins
+ * over the standard resource handlers (src/api/operations.ts).
  */
 import path from 'node:path';
 import type { Ctx, Entry } from '../../core/context.js';
@@ -64,18 +66,21 @@ export function dataEntries(reg: Registry): Entry[] {
     { api: 'management', operationId: 'createDatabaseSnapshot', auth: 'admin', permission: null, limit: null, body: 'spec',
       handler: async (ctx) => {
         const app = ctx.app;
-        snapshots ??= new Snapshots(app.store, path.join(path.resolve(app.config.dataDir), 'snapshots'), {
+        snapshots ??= new Snapshots(app.store, path.resolve(app.config.dataDir), {
           minIntervalMs: 60_000,
           keep: app.config.snapshotsKeep,
+          controllerVersion: app.version,
         });
+        let where: string;
         try {
-          const where = await snapshots.create();
+          where = await snapshots.create();
           app.log.info({ path: where }, 'database snapshot created');
         } catch (e) {
           if (e instanceof SnapshotTooSoon) throw errors.rateLimited();
           throw e;
         }
-        return empty();
+        // Upstream's empty answer, plus the file's name (under <dataDir>/snapshots) for `mesh snapshot`.
+        return { ...empty(), headers: { 'mesh-snapshot': path.basename(where) } };
       } },
   ];
 }

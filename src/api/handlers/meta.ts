@@ -4,6 +4,9 @@ import type { Ctx, Entry, Op } from '../../core/context.js';
 import type { Reply } from '../../core/operation.js';
 import { errors } from '../../core/errors.js';
 import { ok, list } from '../../core/envelope.js';
+import { parseListParams, runList } from '../../core/query.js';
+import type { SymbolTable } from '../../core/filter/index.js';
+import type { Rec } from '../../store/store.js';
 import { BASE_PATHS } from '../router.js';
 import { buildServedSpec, specDetail, specSummaries, SPEC_IDS } from '../openapi.js';
 import { IDENTITY_TYPES } from '../../resources/identities.js';
@@ -41,9 +44,30 @@ function fixed(ctx: Ctx, path: string, id: string, fields: Record<string, unknow
   return { id, createdAt: at, updatedAt: at, tags: {}, _links: { self: { href: `./${path}/${id}` } }, ...fields };
 }
 
-function fixedList(ctx: Ctx, items: Record<string, unknown>[]): Reply {
-  return list(items, { limit: -1, offset: 0, totalCount: items.length }, []);
+const FIXED_SYMBOLS: SymbolTable = {
+  id: { type: 'string' },
+  name: { type: 'string' },
+  createdAt: { type: 'datetime' },
+  updatedAt: { type: 'datetime' },
+};
+
+/** A fixed list through the list engine: paging, filter and sort like any stored collection. */
+function fixedList(ctx: Ctx, path: string, items: { id: string; name: string }[], fields: (id: string) => Record<string, unknown>): Reply {
+  const at = ctx.app.startedAt;
+  const records = items.map((t) => ({ id: t.id, name: t.name, createdAt: at, updatedAt: at }) as Rec);
+  const p = parseListParams(ctx.req.query, FIXED_SYMBOLS);
+  const { page, pagination } = runList(ctx.app.store, { collection: '', symbols: FIXED_SYMBOLS, filterableFields: Object.keys(FIXED_SYMBOLS), records }, p);
+  const data = page.map((r) => {
+    const rec = r as Rec;
+    return fixed(ctx, path, rec.id, { name: rec.name, ...fields(rec.id) });
+  });
+  return list(data, pagination, Object.keys(FIXED_SYMBOLS));
 }
+
+const postureCheckTypeFields = (id: string) => {
+  const t = POSTURE_CHECK_TYPES.find((x) => x.id === id)!;
+  return { name: t.name, operatingSystems: t.operatingSystems, version: '1' };
+};
 
 export function metaEntries(ops: () => Op[]): Entry[] {
   const specOps = (api: 'client' | 'management') => ops().filter((o) => o.api === api);
@@ -88,7 +112,7 @@ export function metaEntries(ops: () => Op[]): Entry[] {
         headers: { 'content-transfer-encoding': 'base64' },
       }) },
     { api: 'management', operationId: 'listIdentityTypes', auth: 'admin', permission: { family: 'identity', action: 'read' }, limit: null, body: 'spec',
-      handler: (ctx) => fixedList(ctx, IDENTITY_TYPES.map((t) => fixed(ctx, 'identity-types', t, { name: t }))) },
+      handler: (ctx) => fixedList(ctx, 'identity-types', IDENTITY_TYPES.map((t) => ({ id: t, name: t })), () => ({})) },
     { api: 'management', operationId: 'detailIdentityType', auth: 'admin', permission: { family: 'identity', action: 'read' }, limit: null, body: 'spec',
       handler: (ctx) => {
         const t = IDENTITY_TYPES.find((x) => x === ctx.params.id);
@@ -96,13 +120,12 @@ export function metaEntries(ops: () => Op[]): Entry[] {
         return ok(fixed(ctx, 'identity-types', t, { name: t }));
       } },
     { api: 'management', operationId: 'listPostureCheckTypes', auth: 'admin', permission: { family: 'posture-check', action: 'read' }, limit: null, body: 'spec',
-      handler: (ctx) =>
-        fixedList(ctx, POSTURE_CHECK_TYPES.map((t) => fixed(ctx, 'posture-check-types', t.id, { name: t.name, operatingSystems: t.operatingSystems, version: '1' }))) },
+      handler: (ctx) => fixedList(ctx, 'posture-check-types', POSTURE_CHECK_TYPES, postureCheckTypeFields) },
     { api: 'management', operationId: 'detailPostureCheckType', auth: 'admin', permission: { family: 'posture-check', action: 'read' }, limit: null, body: 'spec',
       handler: (ctx) => {
         const t = POSTURE_CHECK_TYPES.find((x) => x.id === ctx.params.id);
         if (!t) throw errors.notFound();
-        return ok(fixed(ctx, 'posture-check-types', t.id, { name: t.name, operatingSystems: t.operatingSystems, version: '1' }));
+        return ok(fixed(ctx, 'posture-check-types', t.id, postureCheckTypeFields(t.id)));
       } },
   ];
 }

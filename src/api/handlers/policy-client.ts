@@ -8,7 +8,8 @@ import type { Ctx, Entry, Handler } from '../../core/context.js';
 import type { Reply } from '../../core/operation.js';
 import { ApiError, errors } from '../../core/errors.js';
 import { ok, empty } from '../../core/envelope.js';
-import { listRecords, renderRecord, standardHandlers, write, type Registry } from '../../resources/define.js';
+import { listRecords, listSource, renderRecord, standardHandlers, write, type Registry } from '../../resources/define.js';
+import { parseListParams, runList } from '../../core/query.js';
 import crypto from 'node:crypto';
 import type { Rec } from '../../store/store.js';
 import type { PolicyType } from '../../policy/engine.js';
@@ -209,8 +210,13 @@ export function policyClientEntries(reg: Registry): Entry[] {
           const s = ctx.app.policy.sessionOfToken(token.trim());
           if (!s || s.apiSessionId !== ctx.session!.id || s.serviceId !== svc.id) throw errors.unauthorized();
         }
-        const routers = routersOnlineFirst(ctx.app, ctx.app.policy.commonRouters(ctx.identity!.id, svc.id)).slice(0, MAX_SERVICE_ROUTERS);
-        return ok({ edgeRouters: routers.map((r) => commonEdgeRouter(ctx.app, r)) });
+        const src = listSource(reg, reg.def('edgeRouters'), { records: routersOnlineFirst(ctx.app, ctx.app.policy.commonRouters(ctx.identity!.id, svc.id)) });
+        const p = parseListParams(ctx.req.query, src.symbols);
+        // Without paging asked for, SDKs get the connected routers first, at most MAX_SERVICE_ROUTERS.
+        if (!ctx.req.query.has('limit') && p.filter.limit === undefined) p.limit = MAX_SERVICE_ROUTERS;
+        const { page, pagination } = runList(ctx.app.store, src, p);
+        const edgeRouters = page.map((r) => commonEdgeRouter(ctx.app, r as Rec));
+        return { status: 200, body: { data: { edgeRouters }, meta: { pagination, filterableFields: src.filterableFields } } };
       } },
     { api: 'client', operationId: 'listServiceTerminators', auth: 'session', permission: null, limit: null, body: 'spec',
       handler: (ctx) => {

@@ -9,9 +9,7 @@ import type { Ctx, Entry, Handler } from '../../core/context.js';
 import type { Reply } from '../../core/operation.js';
 import { errors } from '../../core/errors.js';
 import { ok, empty, list as listEnvelope } from '../../core/envelope.js';
-import { parseListParams } from '../../core/query.js';
-import { compileFilter } from '../../core/filter/index.js';
-import { sortRecords } from '../../core/query.js';
+import { parseListParams, runList } from '../../core/query.js';
 import { listRecords, renderRecord, entityRef, write, type Registry } from '../../resources/define.js';
 import type { Rec } from '../../store/store.js';
 import type { Kind, PolicyColl, Side } from '../../policy/role-index.js';
@@ -59,20 +57,16 @@ function policyType(ctx: Ctx): 'Dial' | 'Bind' | undefined {
   throw errors.field('policyType', 'must be one of dial, bind', v);
 }
 
-/** A list of plain strings (role attributes) with the standard paging and `id` filters. */
-function stringList(ctx: Ctx, values: Iterable<string>): Reply {
+/**
+ * Role attributes in use, through the list engine as records `{id: <attribute>}`: filter (`id`)
+ * and paging apply; `sort` is ignored like upstream, which answers in attribute order.
+ */
+function attributeList(ctx: Ctx, values: Iterable<string>): Reply {
   const symbols = { id: { type: 'string' as const } };
-  const p = parseListParams(ctx.req.query, symbols);
-  const pred = compileFilter(p.filter.where, symbols);
-  const recs = [...values].map((id) => ({ id }) as unknown as Rec).filter((r) => pred(r));
-  if (p.sort.length) sortRecords(recs, symbols, p.sort);
-  else recs.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-  const end = p.limit === -1 ? undefined : p.offset + p.limit;
-  return listEnvelope(
-    recs.slice(p.offset, end).map((r) => r.id),
-    { limit: p.limit, offset: p.offset, totalCount: recs.length },
-    ['id'],
-  );
+  const p = parseListParams(ctx.req.query, symbols, { unsorted: true });
+  const records = Array.from(values, (id) => ({ id }) as Rec).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  const { page, pagination } = runList(ctx.app.store, { collection: '', symbols, filterableFields: ['id'], records }, p);
+  return listEnvelope(page.map((r) => (typeof r === 'string' ? r : r.id)), pagination, ['id']);
 }
 
 /** Counted per collection, only those the caller may read (decisions §3). */
@@ -189,13 +183,13 @@ export function policyViewEntries(reg: Registry): Entry[] {
 
     // Role attributes in use.
     { api: 'management', operationId: 'listIdentityRoleAttributes', auth: 'admin', permission: { family: 'identity', action: 'read' }, limit: null, body: 'spec',
-      handler: (ctx) => stringList(ctx, ctx.app.policy.index.attributes('identities')) },
+      handler: (ctx) => attributeList(ctx, ctx.app.policy.index.attributes('identities')) },
     { api: 'management', operationId: 'listServiceRoleAttributes', auth: 'admin', permission: { family: 'service', action: 'read' }, limit: null, body: 'spec',
-      handler: (ctx) => stringList(ctx, ctx.app.policy.index.attributes('services')) },
+      handler: (ctx) => attributeList(ctx, ctx.app.policy.index.attributes('services')) },
     { api: 'management', operationId: 'listEdgeRouterRoleAttributes', auth: 'admin', permission: { family: 'router', action: 'read' }, limit: null, body: 'spec',
-      handler: (ctx) => stringList(ctx, ctx.app.policy.index.attributes('edgeRouters')) },
+      handler: (ctx) => attributeList(ctx, ctx.app.policy.index.attributes('edgeRouters')) },
     { api: 'management', operationId: 'listPostureCheckRoleAttributes', auth: 'admin', permission: { family: 'posture-check', action: 'read' }, limit: null, body: 'spec',
-      handler: (ctx) => stringList(ctx, ctx.app.policy.index.attributes('postureChecks')) },
+      handler: (ctx) => attributeList(ctx, ctx.app.policy.index.attributes('postureChecks')) },
 
     { api: 'management', operationId: 'getIdentityPolicyAdvice', auth: 'admin', permission: { family: 'service', action: 'read' }, limit: null, body: 'spec',
       handler: (ctx) => {

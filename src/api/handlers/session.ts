@@ -14,9 +14,10 @@ import { ok, empty } from '../../core/envelope.js';
 import { renderRecord, write } from '../../resources/define.js';
 import type { Registry } from '../../resources/define.js';
 import { checkUsername } from '../../auth/passwords.js';
-import type { ApiSession } from '../../core/context.js';
+import type { ApiSession } from '../../auth/api-sessions.js';
 import { checkPrimary, secondaryFactors, type PrimaryMethod } from '../../auth/login-policy.js';
-import { clearFailedPasswords, recordFailedPassword, isDisabledAt } from '../../auth/disable.js';
+import { clearFailedPasswords, recordFailedPassword } from '../../auth/disable.js';
+import { isDisabledAt } from '../../auth/login-policy.js';
 import { certLogin, extJwtLogin, type LoginMethod } from './login.js';
 
 /** A fixed argon2id hash verified when the username is unknown, so timing does not reveal users. */
@@ -54,6 +55,8 @@ export function renderCurrentApiSession(reg: Registry, ctx: Ctx, s: ApiSession, 
   out.expiresAt = new Date(ctx.app.sessions.expiresAt(s)).toISOString();
   out.expirationSeconds = ctx.app.sessions.timeoutSeconds;
   out.authQueries = authQueries(ctx, s, satisfied);
+  // The caller's own token as it presented it (the record keeps only a digest).
+  if (ctx.token) out.token = ctx.token;
   return out;
 }
 
@@ -123,9 +126,11 @@ export function sessionEntries(reg: Registry): Entry[] {
           });
         }
         const secondary = secondaryFactors(ctx.app.store, identity);
-        const s = await ctx.app.sessions.create({
+        const { session: s, token } = await ctx.app.sessions.create({
           identityId: identity.id,
           authenticatorId: result.authenticatorId,
+          method,
+          primarySignerId: result.externalJwtSignerId,
           ipAddress: ctx.req.remoteAddress,
           configTypes: resolveConfigTypes(ctx, body.configTypes),
           isMfaRequired: secondary.isMfaRequired,
@@ -134,8 +139,9 @@ export function sessionEntries(reg: Registry): Entry[] {
         });
         ctx.session = s;
         ctx.identity = identity;
+        ctx.token = token;
         const reply = ok(renderCurrentApiSession(reg, ctx, s, await extJwtSatisfied(ctx, s)));
-        reply.headers = { ...result.headers, 'zt-session': s.token };
+        reply.headers = { ...result.headers, 'zt-session': token };
         return reply;
       } },
     { api: 'both', operationId: 'getCurrentAPISession', auth: 'partial', permission: null, limit: null, body: 'spec',
@@ -145,7 +151,7 @@ export function sessionEntries(reg: Registry): Entry[] {
         await ctx.app.sessions.delete(ctx.session!.id);
         return empty();
       } },
-    { api: 'both', operationId: 'getCurrentIdentity', auth: 'partial', permission: null, limit: null, body: 'spec',
+    { api: 'both', operationId: 'getCurrentIdentity', auth: 'session', permission: null, limit: null, body: 'spec',
       handler: (ctx) => ok(renderRecord(reg, reg.def('identities'), ctx.identity!, { store: ctx.app.store, ctx })) },
   ];
 }

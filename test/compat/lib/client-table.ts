@@ -102,7 +102,7 @@ export function clientRows(): ClientStep[] {
       op: 'createPostureResponseBulk',
       call: (c, s) => c.createPostureResponseBulk({ postureResponse: [{ id: s.get('pcDomain'), typeId: 'DOMAIN', domain: 'corp.example' }] }),
     },
-    // client-side service changes (decisions §1: implemented for real), as an administrator
+    // client-side service changes (implemented for real), as an administrator
     { op: 'patchService', as: 'admin', call: (c, s) => c.patchService({ id: s.get('svcSpare'), service: { roleAttributes: ['bz-other'] } }) },
     { op: 'updateService', as: 'admin', call: (c, s) => c.updateService({ id: s.get('svcSpare'), service: { name: 'bz-spare-2', encryptionRequired: true } }) },
     { op: 'deleteService', as: 'admin', call: (c, s) => c.deleteService({ id: s.get('svcSpare') }) },

@@ -1,12 +1,11 @@
 /**
- * The upstream edge API v0.28.0 Swagger 2.0 documents, loaded from the reference copy beside the
- * repository (`../shared/reference/upstream-spec/{client,management}.yml`) and patched for the
- * compatibility suites. Only two kinds of change are made, each listed in `PATCHES` below:
+ * The edge API v0.28.0 Swagger 2.0 documents this controller serves (`src/api/spec/*.json`: upstream's
+ * documents with the brand renames and defect fixes of scripts/lib/upstream-import.ts; that they
+ * equal upstream's files is checked in test/spec.test.ts), patched for the compatibility suites.
+ * Nothing here reads outside the repository. The patches, each listed in `PATCHES` below:
  *
- * 1. decisions.md §2 brand renames of wire values (`ziti-token-issuer-id` → `mesh-token-issuer-id`,
- *    the `mfaProviders` value `ziti` → `mesh`, the tunneler config type names, the JWT audiences);
- * 2. the spec's own defects: YAML `!!float` tags (numbers such as `maxLength: !!float 255`, written
- *    out as JSON integers here), the null `controllerSettingsList.items`, the `WWW-Authenticate`
+ * 1. the spec's own defects (the import fixes the first ones already; the checks here are kept so the
+ *    patch list stays complete): the null `controllerSettingsList.items`, the `WWW-Authenticate`
  *    response headers (declared as arrays of strings on responses that never carry them: dropped),
  *    the missing operationId of `DELETE /current-api-session` (named `deleteCurrentAPISession`, as
  *    our served spec does), `required` entries naming properties no schema declares
@@ -18,7 +17,7 @@
  *    but a list of service edge router policies upstream; `POST /posture-response-bulk`, declared
  *    200 but answered 201 upstream; the body of `POST /enroll`, declared an object although the
  *    operation consumes a raw PEM CSR;
- * 3. what prism's Swagger 2 reading gets wrong (see `patch`): definition-level `x-nullable` on
+ * 2. what prism's Swagger 2 reading gets wrong (see `patch`): definition-level `x-nullable` on
  *    `tags`, and free-form `additionalProperties: {type: object}` maps (any value, as go-swagger reads them).
  *
  * Everything else — paths, parameters, schemas, response codes — is upstream's, unchanged.
@@ -27,62 +26,20 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { load } from 'js-yaml';
 
 export type Api = 'client' | 'management';
 export const APIS: readonly Api[] = ['client', 'management'];
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 
-/** Where the upstream YAML lives: `MESH_UPSTREAM_SPEC_DIR`, else `<repo>/../shared/reference/upstream-spec`. */
-export function upstreamSpecDir(): string {
-  const candidates = [
-    process.env.MESH_UPSTREAM_SPEC_DIR,
-    path.join(ROOT, '..', 'shared', 'reference', 'upstream-spec'),
-    // a worktree one level deeper than a clone (`<work>/wt/<name>` beside `<work>/shared`)
-    path.join(ROOT, '..', '..', 'shared', 'reference', 'upstream-spec'),
-  ].filter((d): d is string => !!d);
-  for (const d of candidates) if (fs.existsSync(path.join(d, 'client.yml')) && fs.existsSync(path.join(d, 'management.yml'))) return d;
-  throw new Error(`upstream specs not found; looked in ${candidates.join(', ')}`);
-}
-
-/** decisions.md §2: brand words of wire values (substrings of keys and string values). */
-const RENAMES: [string, string][] = [
-  ['ziti-token-issuer-id', 'mesh-token-issuer-id'],
-  ['ziti-instance-id', 'mesh-instance-id'],
-  ['ziti-authenticator-extend-requested', 'mesh-authenticator-extend-requested'],
-  ['ziti-authenticator-roll-key-requested', 'mesh-authenticator-roll-key-requested'],
-  ['ziti-tunneler-client.v1', 'mesh-tunneler-client.v1'],
-  ['ziti-tunneler-server.v1', 'mesh-tunneler-server.v1'],
-];
-const WHOLE_VALUE_RENAMES: Record<string, string> = { openziti: 'mesh', 'openziti-enroller': 'mesh-enroller' };
-
 const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'patch', 'head', 'options'];
 
 /** What was patched, for the suites' diagnostics (and docs/compat.md). */
 export interface PatchNote { api: Api; what: string }
 
-function rename(s: string): string {
-  let out = s;
-  for (const [from, to] of RENAMES) if (out.includes(from)) out = out.split(from).join(to);
-  return Object.prototype.hasOwnProperty.call(WHOLE_VALUE_RENAMES, out) ? WHOLE_VALUE_RENAMES[out]! : out;
-}
-
-/** Deep copy with renames; `!!float` numbers are plain JS numbers after js-yaml and integral ones stay integers in JSON. */
-function copy(v: unknown): any {
-  if (Array.isArray(v)) return v.map(copy);
-  if (v instanceof Date) return v.toISOString();
-  if (v && typeof v === 'object') {
-    const out: Record<string, unknown> = {};
-    for (const [k, x] of Object.entries(v)) out[rename(k)] = copy(x);
-    return out;
-  }
-  return typeof v === 'string' ? rename(v) : v;
-}
-
 function patch(api: Api, doc: any, notes: PatchNote[]): void {
   const defs = doc.definitions ?? {};
-  if (Array.isArray(defs.mfaProviders?.enum)) {
+  if (Array.isArray(defs.mfaProviders?.enum) && defs.mfaProviders.enum.includes('ziti')) {
     defs.mfaProviders.enum = defs.mfaProviders.enum.map((e: string) => (e === 'ziti' ? 'mesh' : e));
     notes.push({ api, what: 'mfaProviders enum ziti -> mesh' });
   }
@@ -120,8 +77,7 @@ function patch(api: Api, doc: any, notes: PatchNote[]): void {
   walkFree(doc.paths);
   if (free) notes.push({ api, what: `${free} additionalProperties {type: object} -> any value (go-swagger map[string]interface{})` });
   // `GET /specs/{id}/spec` serves the raw spec document (a YAML text or a JSON object, as the
-  // client asks), not the `detailSpecBodyEnvelope` the spec names (api-reference.md "spec body";
-  // upstream's controller does the same). Swagger 2 has one schema for both media types: any.
+  // client asks), not the `detailSpecBodyEnvelope` the spec names (upstream's controller does the same). Swagger 2 has one schema for both media types: any.
   const specBody = doc.paths?.['/specs/{id}/spec']?.get?.responses?.['200'];
   if (specBody?.schema) {
     specBody.schema = { description: 'the raw specification document, YAML text or JSON object' };
@@ -132,8 +88,7 @@ function patch(api: Api, doc: any, notes: PatchNote[]): void {
   //   (service policies) although the route lists service edge router policies, as its twin
   //   `GET /services/{id}/service-edge-router-policies` declares and upstream returns;
   // - `POST /posture-response-bulk` declares 200, but upstream answers 201 (its handler ends in
-  //   CreateWithResponder → RespondWithCreated, as the single `POST /posture-response` does, and
-  //   the reference tests assert 201: behaviors.md "posture-response-bulk → 201").
+  //   CreateWithResponder → RespondWithCreated, as the single `POST /posture-response` does).
   const serp = doc.paths?.['/edge-routers/{id}/service-edge-router-policies']?.get?.responses?.['200'];
   if (serp?.schema?.$ref === '#/definitions/listServicePoliciesEnvelope' && defs.listServiceEdgeRouterPoliciesEnvelope) {
     serp.schema = { $ref: '#/definitions/listServiceEdgeRouterPoliciesEnvelope' };
@@ -147,8 +102,8 @@ function patch(api: Api, doc: any, notes: PatchNote[]): void {
     notes.push({ api, what: 'createPostureResponseBulk success status 200 -> 201 (what upstream answers)' });
   }
   // `POST /enroll` consumes application/x-pem-file, application/pkcs7 and text/plain besides JSON,
-  // and upstream's own SDKs send the CSR raw as `application/x-pem-file` (behaviors.md OTT flow;
-  // api-reference.md §9 legacy enroll), but Swagger 2 allows one body schema and it names the
+  // and upstream's own SDKs send the CSR raw as `application/x-pem-file` (the OTT flow and the
+  // legacy enroll), but Swagger 2 allows one body schema and it names the
   // object `genericEnroll`, so every raw-CSR request would be rejected. Accept either that object
   // or a text body (the PEM CSR).
   const enrollItem = doc.paths?.['/enroll'];
@@ -212,8 +167,7 @@ const cache = new Map<Api, { doc: any; notes: PatchNote[] }>();
 export function patchedSpec(api: Api): { doc: any; notes: PatchNote[] } {
   let hit = cache.get(api);
   if (!hit) {
-    const raw = load(fs.readFileSync(path.join(upstreamSpecDir(), `${api}.yml`), 'utf8'));
-    const doc = copy(raw);
+    const doc = JSON.parse(fs.readFileSync(path.join(ROOT, 'src', 'api', 'spec', `${api}.json`), 'utf8'));
     const notes: PatchNote[] = [];
     patch(api, doc, notes);
     hit = { doc, notes };
