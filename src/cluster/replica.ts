@@ -58,7 +58,7 @@ const MAX_TXN_BYTES = 1024 * 1024;
 const CALL_TIMEOUT_MS = 5000;
 
 // Records are stored in etcd exactly as msgpack, so what a replica decodes is what was written.
-const packr = new Packr({ useRecords: false, moreTypes: true });
+export const packr = new Packr({ useRecords: false, moreTypes: true });
 
 export function connect(s: ClusterSettings): Etcd3 {
   return new Etcd3({
