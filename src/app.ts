@@ -9,7 +9,7 @@ import { pino, type Logger } from 'pino';
 import type { Config } from './config.js';
 import { splitHostPort } from './config.js';
 import { Store } from './store/store.js';
-import { checkDataFormat, migrate } from './store/data-format.js';
+import { checkDataFormat, migrate, PID_FILE } from './store/data-format.js';
 import { loadOrCreatePki } from './pki/bootstrap.js';
 import { ApiSessions } from './auth/api-sessions.js';
 import { AuthServices } from './auth/services.js';
@@ -88,6 +88,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     await store.close();
     throw e;
   }
+  fs.writeFileSync(path.join(dataDir, PID_FILE), `${process.pid}\n`);
   const controllerId = loadOrCreateControllerId(dataDir);
   const loadPki = () => loadOrCreatePki(path.join(dataDir, 'pki'), { advertisedHost, logger: log });
   let pki;
@@ -211,6 +212,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
         policy.close();
         await pool.close();
         await store.close();
+        fs.rmSync(path.join(dataDir, PID_FILE), { force: true });
       })()),
   };
 }
