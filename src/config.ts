@@ -43,6 +43,8 @@ export const ConfigSchema = Type.Object({
   argon2MemoryKiB: Type.Integer({ default: 19456, minimum: 1024, maximum: 4 * 1024 * 1024 }),
   argon2Iterations: Type.Integer({ default: 2, minimum: 1, maximum: 100 }),
   argon2Parallelism: Type.Integer({ default: 1, minimum: 1, maximum: 16 }),
+  /** Age at which the token signing key is replaced; the old key keeps verifying what it signed. */
+  signingKeyRotationHours: Type.Integer({ default: 720, minimum: 1, maximum: 87600 }),
   /** How often batched API-session last-activity times are written to the store. */
   activityFlushMs: Type.Integer({ default: 5000, minimum: 100, maximum: 600000 }),
   /** Default lifetime of enrollments created together with an identity or router. */
@@ -141,6 +143,7 @@ export const ENV: Record<string, keyof Static<typeof ConfigSchema>> = {
   MESH_ARGON2_ITERATIONS: 'argon2Iterations',
   MESH_ARGON2_PARALLELISM: 'argon2Parallelism',
   MESH_ACTIVITY_FLUSH_MS: 'activityFlushMs',
+  MESH_SIGNING_KEY_ROTATION_HOURS: 'signingKeyRotationHours',
   MESH_ENROLLMENT_MINUTES: 'enrollmentMinutes',
   MESH_SHUTDOWN_GRACE_MS: 'shutdownGraceMs',
   MESH_AUTH_CONCURRENCY: 'authConcurrency',

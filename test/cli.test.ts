@@ -158,7 +158,7 @@ t.test('login, create, enroll, certificate login, families, snapshot, backup, wi
   // Offline: refuse to restore or reset while the controller runs; back up; wipe; restore.
   const busy = await mesh(xdg, ['admin', 'reset-password', '--data-dir', dataDir, '--username', 'admin', '--password', 'whatever1']);
   t.equal(busy.code, 1);
-  t.match(busy.stderr, /a controller \(pid \d+\) is running/);
+  t.match(busy.stderr, /a controller \(pid \d+\) is running on .*; stop it before changing a password/);
   const backupFile = path.join(work, 'backup.tar.gz');
   const b = await mesh(xdg, ['backup', '--data-dir', dataDir, '--out', backupFile]);
   t.equal(b.code, 0, b.stderr);

@@ -5,14 +5,15 @@
  * node:https adapters call `handle`.
  */
 import { ClusterUnavailable, WriteContention } from '../cluster/errors.js';
-import { ApiError, errors } from './errors.js';
-import { renderError } from './envelope.js';
+import { ApiError, errors } from '../core/errors.js';
+import { renderError } from '../core/envelope.js';
 import { shortId } from '../store/ids.js';
-import type { App, Ctx, Op } from './context.js';
-import type { ApiName, Reply, Req } from './operation.js';
+import type { App, Ctx, Op } from '../core/context.js';
+import type { ApiName, RawRoute, Reply, Req } from '../core/operation.js';
 import type { Rec } from '../store/store.js';
 import { isPermitted } from '../auth/permissions.js';
-import { isDisabledAt } from '../auth/disable.js';
+import { isDisabledAt } from '../auth/login-policy.js';
+import { bearerTokens } from '../auth/ext-jwt.js';
 
 export const BASE_PATHS: Record<ApiName, string> = {
   client: '/edge/client/v1',
@@ -47,18 +48,6 @@ export function goTime(ms: number): string {
   }
   const frac = ms - sec * 1000;
   return `${goSecondText}${frac < 10 ? '00' : frac < 100 ? '0' : ''}${frac} +0000 UTC`;
-}
-
-/**
- * A route outside the two upstream APIs, served on the same listeners (`/metrics`, `/search/…`):
- * matched by exact path or by prefix (`/search/` matches everything under it). Its handler does its
- * own authentication; failures thrown as ApiError render as usual.
- */
-export interface RawRoute {
-  method: string | '*';
-  path: string;
-  prefix?: boolean;
-  handle(req: Req, requestId: string): Reply | Promise<Reply>;
 }
 
 /** One served request, as the request hook sees it (metrics, access log). Carries no body, query or header values. */
@@ -277,10 +266,13 @@ export class Router {
   /** Throws when the request may not proceed; a promise only when a secondary token must be verified. */
   private authenticate(ctx: Ctx): Promise<void> | undefined {
     const { op, req } = ctx;
-    const token = req.headers['zt-session']?.trim();
+    // `zt-session` (apiSession scheme) or, without it, `Authorization: Bearer` (oauth2 scheme).
+    // With both, the Bearer tokens are the secondary ext-JWT factor's.
+    const token = req.headers['zt-session']?.trim() || sessionBearer(req.headers['authorization']);
     if (!token) throw errors.unauthorized({ 'www-authenticate': WWW_MISSING });
     const session = this.app.sessions.resolve(token);
     if (!session) throw errors.unauthorized({ 'www-authenticate': WWW_INVALID });
+    ctx.token = token;
     const identity = this.app.sessions.identityOf(session);
     // A disabled identity's sessions end at disable time; any still in flight are refused too.
     if (!identity || isDisabledAt(identity)) throw errors.unauthorized({ 'www-authenticate': WWW_INVALID });
@@ -328,6 +320,13 @@ export class Router {
     return v.validateSchema(op.bodySchema!, value, op.bodyRequired ?? false);
   }
 
+  /** The answer to a request still running when the shutdown grace ends. */
+  shuttingDown(): Reply {
+    const reply = renderError(errors.shuttingDown(), shortId());
+    reply.headers = { ...reply.headers, server: this.serverHeader, connection: 'close' };
+    return reply;
+  }
+
   tooLarge(): Reply {
     const reply = renderError(errors.tooLarge(this.app.config.maxBodyBytes), shortId());
     reply.headers = { ...reply.headers, server: this.serverHeader, connection: 'close' };
@@ -338,6 +337,13 @@ export class Router {
 /** Permission before any lookup (semantics §14): the answer never depends on whether the entity exists. */
 function permit(op: Op, identity: Rec) {
   if (op.auth === 'admin' && !isPermitted(identity, op.permission)) throw errors.unauthorized();
+}
+
+/** The first Bearer token of an Authorization header, when it has the shape of a JWS. */
+function sessionBearer(authorization: string | undefined): string | undefined {
+  if (!authorization) return undefined;
+  for (const t of bearerTokens(authorization)) if (t.split('.').length === 3) return t;
+  return undefined;
 }
 
 /** A request on its way through `handle`. */

@@ -1,15 +1,16 @@
 /**
  * Commands on a data directory, without a running controller: `mesh backup`, `mesh restore`,
- * `mesh status`, `mesh admin reset-password`. Commands that write refuse while a controller runs
- * on the directory (its pid file names a live process): it keeps records in memory and would not
- * see the change, or would be replaced under its feet.
+ * `mesh status`, `mesh admin reset-password`. Commands that write take the data directory's lock
+ * (the one a controller holds while it runs), so they refuse while a controller runs there — it
+ * keeps records in memory and would not see the change — and no controller starts mid-way.
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { open } from 'lmdb';
 import { loadConfig } from '../config.js';
-import { CURRENT_FORMAT, DataFormatError, PID_FILE, readDataFormat } from '../store/data-format.js';
+import { CURRENT_FORMAT, DataFormatError, readDataFormat } from '../store/data-format.js';
+import { DataDirInUse, lockDataDir, type DataDirLock } from '../store/data-dir.js';
 import { BackupError, backupName, restoreBackup, verifyBackup, writeBackup } from '../store/snapshot.js';
 import { Store } from '../store/store.js';
 import { createRegistry } from '../resources/index.js';
@@ -21,24 +22,26 @@ function dataDirOf(dir: string | undefined): string {
   return path.resolve(dir);
 }
 
-/** The pid of a controller running on `dataDir`, if any. */
-export function runningController(dataDir: string): number | undefined {
-  const file = path.join(dataDir, PID_FILE);
-  if (!fs.existsSync(file)) return undefined;
-  const pid = Number(fs.readFileSync(file, 'utf8').trim());
-  if (!Number.isInteger(pid) || pid <= 0) return undefined;
+/** The pid of a controller running on `dataDir` (true when its pid is unknown), or false. */
+export function runningController(dataDir: string): number | boolean {
+  if (!fs.existsSync(dataDir)) return false;
   try {
-    process.kill(pid, 0);
-    return pid;
+    lockDataDir(dataDir).release();
+    return false;
   } catch (e) {
-    // EPERM: alive, someone else's.
-    return (e as NodeJS.ErrnoException).code === 'EPERM' ? pid : undefined;
+    if (e instanceof DataDirInUse) return e.holderPid ?? true;
+    throw e;
   }
 }
 
-function refuseIfRunning(dataDir: string, what: string) {
-  const pid = runningController(dataDir);
-  if (pid) throw new CliError(`a controller (pid ${pid}) is running on ${dataDir}; stop it before ${what}`);
+function lockFor(dataDir: string, what: string): DataDirLock {
+  fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  try {
+    return lockDataDir(dataDir);
+  } catch (e) {
+    if (e instanceof DataDirInUse) throw new CliError(`a controller${e.holderPid ? ` (pid ${e.holderPid})` : ''} is running on ${dataDir}; stop it before ${what}`);
+    throw e;
+  }
 }
 
 function requireStore(dataDir: string) {
@@ -75,8 +78,13 @@ export async function restore(file: string | undefined, opts: { dataDir?: string
       return;
     }
     const dataDir = dataDirOf(opts.dataDir);
-    refuseIfRunning(dataDir, 'restoring into it');
-    const m = await restoreBackup(file, dataDir, { replace: opts.replace });
+    const lock = lockFor(dataDir, 'restoring into it');
+    let m;
+    try {
+      m = await restoreBackup(file, dataDir, { replace: opts.replace });
+    } finally {
+      lock.release();
+    }
     process.stdout.write(
       `restored ${file} into ${dataDir}: controller ${m.controllerId}, taken ${m.createdAt} (data format ${m.dataFormat}${m.dataFormat < CURRENT_FORMAT ? `; migrated to ${CURRENT_FORMAT} when the controller starts` : ''})\n`,
     );
@@ -105,7 +113,7 @@ export async function status(opts: { dataDir?: string; json?: boolean }): Promis
   const pid = runningController(dataDir);
   const info = {
     dataDir,
-    running: pid ? { pid } : false,
+    running: pid === false ? false : { pid: pid === true ? null : pid },
     dataFormat: format ?? 'new (no datastore yet)',
     supportedFormat: CURRENT_FORMAT,
     controllerId: idFile ? fs.readFileSync(idFile, 'utf8').trim() : null,
@@ -125,7 +133,7 @@ export async function status(opts: { dataDir?: string; json?: boolean }): Promis
   }
   const lines = [
     `data directory   ${dataDir}`,
-    `controller       ${pid ? `running (pid ${pid})` : 'not running'}`,
+    `controller       ${pid === false ? 'not running' : `running${pid === true ? '' : ` (pid ${pid})`}`}`,
     `data format      ${info.dataFormat} (this version reads up to ${CURRENT_FORMAT})`,
     `controller id    ${info.controllerId ?? '-'}`,
     `datastore        ${db ? `${info.datastoreBytes} bytes` : 'none'}`,
@@ -143,7 +151,16 @@ export async function resetPassword(opts: { dataDir?: string; username?: string;
   if (!opts.password) throw usage('--password P is required');
   if (opts.password.length < 5 || opts.password.length > 100) throw usage('--password: must be 5 to 100 characters');
   requireStore(dataDir);
-  refuseIfRunning(dataDir, 'changing a password');
+  const lock = lockFor(dataDir, 'changing a password');
+  try {
+    await setPassword(dataDir, opts.username, opts.password);
+  } finally {
+    lock.release();
+  }
+}
+
+async function setPassword(dataDir: string, username: string, password: string): Promise<void> {
+  const opts = { username, password };
   const format = readDataFormat(dataDir);
   if (format !== undefined && format > CURRENT_FORMAT) throw new CliError(`${dataDir} has data format ${format}, newer than this version reads (${CURRENT_FORMAT})`);
   // The controller's own hashing settings (MESH_ARGON2_*, config file), so the hash is one it would make.

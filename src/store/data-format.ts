@@ -14,8 +14,6 @@ import path from 'node:path';
 import type { Store } from './store.js';
 
 export const FORMAT_FILE = 'format.json';
-/** `<dataDir>/controller.pid` while a controller runs on the directory: offline commands check it. */
-export const PID_FILE = 'controller.pid';
 
 /** What a migration may use: the opened datastore and the data directory (PKI, other files). */
 export interface MigrationContext {
