@@ -9,12 +9,16 @@ import { pino, type Logger } from 'pino';
 import type { Config } from './config.js';
 import { splitHostPort } from './config.js';
 import { Store } from './store/store.js';
+import { checkDataFormat, migrate } from './store/data-format.js';
 import { loadOrCreatePki } from './pki/bootstrap.js';
 import { ApiSessions } from './auth/api-sessions.js';
+import { SigningKeys } from './auth/tokens.js';
+import { jwksRoute } from './oidc/routes.js';
 import { AuthServices } from './auth/services.js';
 import { WorkerPool } from './pool.js';
 import { Router } from './api/router.js';
 import { buildOperations } from './api/operations.js';
+import { docsRoutes } from './api/docs.js';
 import { BodyValidator } from './api/validate.js';
 import { startUws, type UwsServer } from './http/uws.js';
 import { startTls, type TlsServer } from './http/tls.js';
@@ -34,15 +38,20 @@ import { bindPresence } from './resources/routers.js';
 import { createRegistry } from './resources/index.js';
 import { defaultAuthPolicy, DEFAULT_AUTH_POLICY_ID } from './resources/auth.js';
 import { newId } from './resources/define.js';
-import { BUILTIN_CONFIG_TYPES } from './resources/builtin-config-types.js';
+import { BUILTIN_CONFIG_TYPES, builtinConfigTypeRecord } from './resources/builtin-config-types.js';
+import { migrateBuiltinConfigTypeIds } from './resources/config-type-ids-migration.js';
 import { hashPassword } from './auth/passwords.js';
-import type { App } from './api/context.js';
+import type { App } from './core/context.js';
+import { lockDataDir, ownerOnlyFromNowOn, tightenModes } from './store/data-dir.js';
+import { removePartialSnapshots } from './store/snapshot.js';
 import type { Static } from 'typebox';
 import type { ConfigSchema } from './config.js';
 
 // dist/src/app.js when built; src/app.ts when a test or script imports the source directly.
 const pkgFile = new URL(import.meta.url.includes('/dist/src/') ? '../../package.json' : '../package.json', import.meta.url);
 const pkg = JSON.parse(fs.readFileSync(pkgFile, 'utf8')) as { version: string };
+/** The controller's version, from package.json (`--version`, `/version`, metrics). */
+export const PACKAGE_VERSION = pkg.version;
 
 export interface Controller {
   app: App;
@@ -68,7 +77,15 @@ function buildInfo(): { revision: string; buildDate: string } {
 
 export async function startController(settings: Static<typeof ConfigSchema>, log: Logger = pino({ level: settings.logLevel })): Promise<Controller> {
   const dataDir = path.resolve(settings.dataDir);
+  ownerOnlyFromNowOn();
   fs.mkdirSync(dataDir, { recursive: true });
+  // Before anything reads or writes the directory: a second controller on it would interleave
+  // writes the unique indexes of one process cannot see (duplicate names).
+  const dirLock = lockDataDir(dataDir);
+  tightenModes(dataDir);
+  const partial = removePartialSnapshots(path.join(dataDir, 'snapshots'));
+  if (partial.length) log.warn({ removed: partial }, 'removed snapshots left incomplete by an earlier process');
+  const format = checkDataFormat(dataDir, `v${pkg.version}`);
   const listen = splitHostPort(settings.address);
   const advertisedHost = settings.advertisedAddress ? splitHostPort(settings.advertisedAddress).host : listen.host === '0.0.0.0' || listen.host === '::' ? 'localhost' : listen.host;
 
@@ -77,9 +94,33 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   bindPresence(reg, presence);
   const store = new Store(path.join(dataDir, 'db'), reg.collectionSpecs());
   reg.renders.attach(store);
-  const pki = await loadOrCreatePki(path.join(dataDir, 'pki'), { advertisedHost, logger: log });
+  try {
+    await migrate({ dataDir, store, log }, format);
+  } catch (e) {
+    await store.close();
+    throw e;
+  }
+  const controllerId = loadOrCreateControllerId(dataDir);
+  const loadPki = () => loadOrCreatePki(path.join(dataDir, 'pki'), { advertisedHost, logger: log });
+  let pki;
+  let cluster: import('./cluster/replica.js').Cluster | undefined;
+  const clusterLog = log.child({ component: 'cluster' });
+  // Cluster mode (docs/cluster.md): loaded only here, so a single node never loads the etcd client.
+  const join = settings.clusterEtcd ? await import('./cluster/join.js') : undefined;
+  if (join) ({ pki, cluster } = await join.joinCluster(store, settings, controllerId, path.join(dataDir, 'pki'), loadPki, clusterLog));
+  else pki = await loadPki();
   const pool = new WorkerPool({ threads: settings.workers, maxQueue: settings.workerQueue });
   const sessions = new ApiSessions(store, { timeoutMinutes: settings.sessionTimeoutMinutes, flushMs: settings.activityFlushMs });
+  const keys = new SigningKeys(store, dataDir, {
+    controllerId,
+    rotationMs: settings.signingKeyRotationHours * 3_600_000,
+    stillNeeded: (kid) => sessions.usesKey(kid),
+    onError: (err) => log.error({ err }, 'signing key rotation failed'),
+  });
+  await keys.start();
+  sessions.keys = keys;
+  const ended = await sessions.endPlainTokenSessions();
+  if (ended) log.info({ ended }, 'ended API sessions stored with a plain token');
   // Built on the main thread: it reads only index keys and policies (no entity records); the
   // policy benchmark measures it at 100k identities (docs/policy.md).
   const policy = new PolicyEngine(store, { onError: (err) => log.error({ err }, 'policy index update failed') });
@@ -98,7 +139,8 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     presence,
     policy,
     traces: new Traces(store),
-    controllerId: loadOrCreateControllerId(dataDir),
+    controllerId,
+    keys,
     startedAt: Date.now(),
     version: `v${pkg.version}`,
     ...buildInfo(),
@@ -109,10 +151,13 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
 
   await bootstrap(app);
 
+  sessions.issuer = () => app.baseUrl;
   const router = new Router(app, buildOperations(reg));
+  router.addRawRoute(jwksRoute(keys));
   // Alerts, usage ingest and the embedded search store at /search (issue #7, docs/events.md).
   const events = startEvents(app);
   router.addRawRoute(events.route);
+  for (const r of docsRoutes()) router.addRawRoute(r);
   // The mutual-TLS listener: by default the API host and the next port (0 when the API port is 0).
   const certListen = settings.certAddress ? splitHostPort(settings.certAddress) : { host: listen.host, port: listen.port === 0 ? 0 : listen.port + 1 };
   let tls: TlsServer | undefined;
@@ -122,9 +167,10 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     heartbeatIntervalMs: settings.routerHeartbeatMs, heartbeatTimeoutMs: settings.routerHeartbeatTimeoutMs,
     handshakeTimeoutMs: settings.routerHandshakeTimeoutMs, maxPendingHandshakes: settings.routerMaxPendingHandshakes,
   });
-  const metrics = new Metrics(app, channel);
+  const metrics = new Metrics(app, channel, events.audit);
   const health = new Health(app);
   const logRequest = requestLogger(log, settings.requestLog);
+  router.onChange = (ctx, reply) => events.audit.record(ctx, reply);
   router.onRequest = (r) => {
     metrics.observe(r);
     logRequest(r);
@@ -140,6 +186,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
       maxBodyBytes: settings.maxBodyBytes,
       handle: (req) => router.handle(req),
       tooLarge: () => router.tooLarge(),
+      shuttingDown: () => router.shuttingDown(),
       websockets: [{ path: CONTROL_PATH, maxPayloadLength: MAX_FRAME_BYTES, accept: (t) => channel.accept(t) }],
     });
     tls = await startTls({
@@ -150,6 +197,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
       maxBodyBytes: settings.maxBodyBytes,
       handle: (req) => router.handle(req),
       tooLarge: () => router.tooLarge(),
+      shuttingDown: () => router.shuttingDown(),
     });
   } catch (e) {
     await server?.close(0);
@@ -157,9 +205,11 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     app.traces.close();
     await events.close();
     await sessions.close();
+    keys.close();
     policy.close();
     await pool.close();
     await store.close();
+    dirLock.release();
     throw e;
   }
   const bracket = (h: string) => (h.includes(':') ? `[${h}]` : h);
@@ -171,6 +221,25 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   app.certBaseUrl = `https://${config.certAdvertisedAddress}`;
   const api = server;
   const certServer = tls;
+  let members: import('./cluster/members.js').Members | undefined;
+  if (join && cluster) {
+    const at = Date.now();
+    const self = {
+      id: app.controllerId,
+      name: settings.clusterAdvertisedAddress ?? config.advertisedAddress,
+      certPem: pki.serverCertPem,
+      fingerprint: pki.serverCertSha1Hex,
+      ctrlAddress: `wss://${settings.clusterAdvertisedAddress ?? config.advertisedAddress}${CONTROL_PATH}`,
+      baseUrl: settings.clusterAdvertisedAddress ? `https://${settings.clusterAdvertisedAddress}` : app.baseUrl,
+      certBaseUrl: app.certBaseUrl,
+      startedAt: app.startedAt,
+      joinedAt: at,
+      versionInfo: { version: app.version, revision: app.revision, buildDate: app.buildDate, os: process.platform, arch: process.arch },
+    };
+    members = await join.announce(cluster, self, clusterLog);
+    const live = members;
+    app.cluster = { members: () => live.list() };
+  }
 
   let closing: Promise<void> | undefined;
   return {
@@ -182,15 +251,18 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     close: () =>
       (closing ??= (async () => {
         health.closing = true;
+        await members?.close();
         // Routers first: they see a clean 1001 and reconnect elsewhere (or later).
         channel.close();
         await Promise.all([api.close(settings.shutdownGraceMs), certServer.close(settings.shutdownGraceMs)]);
         app.traces.close();
         await events.close();
         await sessions.close();
+        keys.close();
         policy.close();
         await pool.close();
         await store.close();
+        dirLock.release();
       })()),
   };
 }
@@ -202,15 +274,27 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
 export async function bootstrap(app: App) {
   const { store, config, log } = app;
   const now = Date.now();
+  // Until data directories carry a format version with a list of migrations, this one runs at
+  // every start and does nothing once a directory has been migrated.
+  const moved = await migrateBuiltinConfigTypeIds(store);
+  if (moved > 0) log.info({ moved }, 'built-in config types moved to their upstream ids');
   await store.write((tx) => {
     if (!tx.exists('authPolicies', DEFAULT_AUTH_POLICY_ID)) tx.put('authPolicies', defaultAuthPolicy(now));
     // The global controller settings always exist (per-controller settings override them).
     if (!tx.exists('controllerSettings', GLOBAL_SETTINGS_ID)) tx.put('controllerSettings', { id: GLOBAL_SETTINGS_ID, createdAt: now, updatedAt: now, tags: {}, oidc: {} });
-    for (const { name, schema } of BUILTIN_CONFIG_TYPES) {
-      if (!tx.findUnique('configTypes', 'name', name)) tx.put('configTypes', { id: name, createdAt: now, updatedAt: now, tags: {}, name, schema });
+    for (const t of BUILTIN_CONFIG_TYPES) {
+      if (!tx.findUnique('configTypes', 'name', t.name) && !tx.exists('configTypes', t.id)) tx.put('configTypes', builtinConfigTypeRecord(t, now));
     }
   });
-  if (store.count('identities') > 0) return;
+  if (store.count('identities') > 0) {
+    // Said once per start, so an operator who expected the variable to change the password knows it did not.
+    if (config.adminPassword !== undefined)
+      log.warn(
+        { username: config.adminUsername },
+        'MESH_ADMIN_PASSWORD is set but the default admin already exists: it is ignored. To change the password: `mesh admin reset-password --data-dir DIR --username U --password P` while the controller is stopped, or PUT /current-identity/authenticators/{id}',
+      );
+    return;
+  }
   const generated = config.adminPassword === undefined;
   const password = config.adminPassword ?? crypto.randomBytes(18).toString('base64url');
   const passwordHash = await hashPassword(app, password);

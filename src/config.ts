@@ -1,10 +1,12 @@
 /**
- * All settings in one TypeBox schema, read once at start-up from an optional JSON config file
- * (`MESH_CONFIG`, or `<dataDir>/config.json` when present) and `MESH_*` environment variables
- * (environment wins). Example: `MESH_ADDRESS=0.0.0.0:1280 MESH_DATA_DIR=/var/lib/mesh npm start`.
+ * All settings in one TypeBox schema, read once at start-up from an optional YAML or JSON config
+ * file (`MESH_CONFIG`, or `<dataDir>/config.yaml`, `config.yml` or `config.json` when present) and
+ * `MESH_*` environment variables (environment wins).
+ * Example: `MESH_ADDRESS=0.0.0.0:1280 MESH_DATA_DIR=/var/lib/mesh npm start`.
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import { load as loadYaml } from 'js-yaml';
 import Type, { type Static } from 'typebox';
 import { Value } from 'typebox/value';
 
@@ -41,6 +43,8 @@ export const ConfigSchema = Type.Object({
   argon2MemoryKiB: Type.Integer({ default: 19456, minimum: 1024, maximum: 4 * 1024 * 1024 }),
   argon2Iterations: Type.Integer({ default: 2, minimum: 1, maximum: 100 }),
   argon2Parallelism: Type.Integer({ default: 1, minimum: 1, maximum: 16 }),
+  /** Age at which the token signing key is replaced; the old key keeps verifying what it signed. */
+  signingKeyRotationHours: Type.Integer({ default: 720, minimum: 1, maximum: 87600 }),
   /** How often batched API-session last-activity times are written to the store. */
   activityFlushMs: Type.Integer({ default: 5000, minimum: 100, maximum: 600000 }),
   /** Default lifetime of enrollments created together with an identity or router. */
@@ -88,13 +92,41 @@ export const ConfigSchema = Type.Object({
   routerMaxPendingHandshakes: Type.Integer({ default: 1024, minimum: 1, maximum: 100000 }),
   /** One access-log line per request at info level (no secrets: see src/observability/request-log.ts). */
   requestLog: Type.Boolean({ default: true }),
+  /** Audit trail (src/events/audit.ts): also POST every change to this URL… */
+  auditWebhookUrl: Type.Optional(Type.String({ pattern: '^https?://[^\\s]+$' })),
+  /** …signed with HMAC-SHA256 of the body under this secret (`x-mesh-signature: sha256=<hex>`). */
+  auditWebhookSecret: Type.Optional(Type.String({ minLength: 16, maxLength: 1024 })),
+  /** Events waiting for the webhook at most (the oldest are dropped and counted beyond it). */
+  auditWebhookQueue: Type.Integer({ default: 10000, minimum: 1, maximum: 10_000_000 }),
+  /** Events per webhook request. */
+  auditWebhookBatch: Type.Integer({ default: 100, minimum: 1, maximum: 10000 }),
+  /** Tries per batch before its events are dropped (and counted), waiting auditWebhookRetryMs, doubling, between tries. */
+  auditWebhookAttempts: Type.Integer({ default: 5, minimum: 1, maximum: 100 }),
+  auditWebhookRetryMs: Type.Integer({ default: 1000, minimum: 10, maximum: 600000 }),
+  auditWebhookTimeoutMs: Type.Integer({ default: 10000, minimum: 100, maximum: 600000 }),
   /** When set, `GET /metrics` requires `Authorization: Bearer <this>`. */
   metricsToken: Type.Optional(Type.String({ minLength: 16, maxLength: 256 })),
+  /**
+   * Cluster mode (docs/cluster.md): etcd v3 client endpoints, comma-separated
+   * (`http://10.0.0.1:2379,http://10.0.0.2:2379`). Unset: a single node with its own store.
+   */
+  clusterEtcd: Type.Optional(Type.String({ pattern: '^https?://[^\\s,]+(,https?://[^\\s,]+)*$' })),
+  /** Key prefix of this cluster's model in etcd (several clusters can share one etcd). */
+  clusterPrefix: Type.String({ default: '/mesh', pattern: '^/[A-Za-z0-9_./-]*$', maxLength: 200 }),
+  /** TLS to etcd: CA bundle, and a client certificate and key when etcd asks for one. */
+  clusterEtcdCa: Type.Optional(Type.String({ minLength: 1 })),
+  clusterEtcdCert: Type.Optional(Type.String({ minLength: 1 })),
+  clusterEtcdKey: Type.Optional(Type.String({ minLength: 1 })),
+  /** etcd user and password, when etcd has authentication enabled. */
+  clusterEtcdUsername: Type.Optional(Type.String({ minLength: 1 })),
+  clusterEtcdPassword: Type.Optional(Type.String({ minLength: 1 })),
+  /** host:port other controllers and routers reach this one at; defaults to the advertised address. */
+  clusterAdvertisedAddress: Type.Optional(Type.String({ pattern: HOST_PORT })),
 });
 
 export type Config = Static<typeof ConfigSchema> & { advertisedAddress: string; certAdvertisedAddress: string };
 
-const ENV: Record<string, keyof Static<typeof ConfigSchema>> = {
+export const ENV: Record<string, keyof Static<typeof ConfigSchema>> = {
   MESH_DATA_DIR: 'dataDir',
   MESH_ADDRESS: 'address',
   MESH_ADVERTISED_ADDRESS: 'advertisedAddress',
@@ -111,6 +143,7 @@ const ENV: Record<string, keyof Static<typeof ConfigSchema>> = {
   MESH_ARGON2_ITERATIONS: 'argon2Iterations',
   MESH_ARGON2_PARALLELISM: 'argon2Parallelism',
   MESH_ACTIVITY_FLUSH_MS: 'activityFlushMs',
+  MESH_SIGNING_KEY_ROTATION_HOURS: 'signingKeyRotationHours',
   MESH_ENROLLMENT_MINUTES: 'enrollmentMinutes',
   MESH_SHUTDOWN_GRACE_MS: 'shutdownGraceMs',
   MESH_AUTH_CONCURRENCY: 'authConcurrency',
@@ -136,23 +169,75 @@ const ENV: Record<string, keyof Static<typeof ConfigSchema>> = {
   MESH_ROUTER_MAX_PENDING_HANDSHAKES: 'routerMaxPendingHandshakes',
   MESH_REQUEST_LOG: 'requestLog',
   MESH_METRICS_TOKEN: 'metricsToken',
+  MESH_AUDIT_WEBHOOK_URL: 'auditWebhookUrl',
+  MESH_AUDIT_WEBHOOK_SECRET: 'auditWebhookSecret',
+  MESH_AUDIT_WEBHOOK_QUEUE: 'auditWebhookQueue',
+  MESH_AUDIT_WEBHOOK_BATCH: 'auditWebhookBatch',
+  MESH_AUDIT_WEBHOOK_ATTEMPTS: 'auditWebhookAttempts',
+  MESH_AUDIT_WEBHOOK_RETRY_MS: 'auditWebhookRetryMs',
+  MESH_AUDIT_WEBHOOK_TIMEOUT_MS: 'auditWebhookTimeoutMs',
+  MESH_CLUSTER_ETCD: 'clusterEtcd',
+  MESH_CLUSTER_PREFIX: 'clusterPrefix',
+  MESH_CLUSTER_ETCD_CA: 'clusterEtcdCa',
+  MESH_CLUSTER_ETCD_CERT: 'clusterEtcdCert',
+  MESH_CLUSTER_ETCD_KEY: 'clusterEtcdKey',
+  MESH_CLUSTER_ETCD_USERNAME: 'clusterEtcdUsername',
+  MESH_CLUSTER_ETCD_PASSWORD: 'clusterEtcdPassword',
+  MESH_CLUSTER_ADVERTISED_ADDRESS: 'clusterAdvertisedAddress',
 };
 
 export class ConfigError extends Error {}
 
-/** Parse settings from a config file and the environment; throws ConfigError with every problem listed. */
+/** Settings whose values are never repeated in messages. */
+const SECRET_SETTINGS = new Set(['adminPassword', 'metricsToken', 'searchExportPassword', 'auditWebhookSecret', 'clusterEtcdPassword']);
+
+/** Config file names looked for in the data directory when `MESH_CONFIG` is not set, in this order. */
+const DATA_DIR_CONFIG_FILES = ['config.yaml', 'config.yml', 'config.json'];
+
+function readConfigFile(file: string): Record<string, unknown> {
+  let parsed: unknown;
+  try {
+    const text = fs.readFileSync(file, 'utf8');
+    // YAML 1.2 reads JSON too; a `.json` file is still parsed strictly so its errors read as JSON's.
+    parsed = file.endsWith('.json') ? JSON.parse(text) : loadYaml(text, { filename: file });
+  } catch (e) {
+    throw new ConfigError(`config file ${file}: ${(e as Error).message}`);
+  }
+  if (parsed === undefined || parsed === null) return {};
+  if (typeof parsed !== 'object' || Array.isArray(parsed)) throw new ConfigError(`config file ${file}: must hold a mapping of settings (YAML) or an object (JSON)`);
+  return parsed as Record<string, unknown>;
+}
+
+/** What a setting accepts, read from its schema: the text of its one error message. */
+export function allowedValues(key: string): string {
+  const s = (ConfigSchema.properties as unknown as Record<string, Record<string, unknown>>)[key];
+  if (!s) return 'not a setting';
+  if (Array.isArray(s.anyOf)) return `must be one of ${(s.anyOf as { const: unknown }[]).map((o) => o.const).join(', ')}`;
+  if (s.type === 'integer') return `must be a whole number from ${s.minimum} to ${s.maximum}`;
+  if (s.type === 'boolean') return 'must be true or false';
+  if (s.pattern === HOST_PORT) return 'must be host:port (port 0-65535), e.g. 127.0.0.1:1280';
+  if (typeof s.pattern === 'string' && s.pattern.startsWith('^https?'))
+    return s.pattern.includes(',') ? 'must be http:// or https:// URLs separated by commas' : 'must be an http:// or https:// URL';
+  if (typeof s.pattern === 'string') return `must match ${s.pattern}${s.maxLength !== undefined ? ` (at most ${s.maxLength} characters)` : ''}`;
+  const len = s.maxLength !== undefined ? `${s.minLength ?? 0} to ${s.maxLength} characters` : `at least ${s.minLength ?? 0} character(s)`;
+  return `must be a string of ${len}`;
+}
+
+/** Where a setting can be given, for messages: `logLevel (MESH_LOG_LEVEL)`. */
+function settingName(key: string): string {
+  const env = Object.entries(ENV).find(([, k]) => k === key)?.[0];
+  return env ? `${key} (${env})` : key;
+}
+
+/** Parse settings from a config file and the environment; throws ConfigError with every problem listed, one line per setting. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Static<typeof ConfigSchema> {
   let fromFile: Record<string, unknown> = {};
-  const file = env.MESH_CONFIG ?? (env.MESH_DATA_DIR ? path.join(env.MESH_DATA_DIR, 'config.json') : undefined);
-  if (file && fs.existsSync(file)) {
-    try {
-      fromFile = JSON.parse(fs.readFileSync(file, 'utf8'));
-    } catch (e) {
-      throw new ConfigError(`config file ${file}: ${(e as Error).message}`);
-    }
-    if (typeof fromFile !== 'object' || fromFile === null || Array.isArray(fromFile)) throw new ConfigError(`config file ${file}: must hold a JSON object`);
-  } else if (env.MESH_CONFIG) {
-    throw new ConfigError(`config file ${env.MESH_CONFIG} does not exist`);
+  if (env.MESH_CONFIG) {
+    if (!fs.existsSync(env.MESH_CONFIG)) throw new ConfigError(`config file ${env.MESH_CONFIG} does not exist`);
+    fromFile = readConfigFile(env.MESH_CONFIG);
+  } else if (env.MESH_DATA_DIR) {
+    const file = DATA_DIR_CONFIG_FILES.map((n) => path.join(env.MESH_DATA_DIR!, n)).find((f) => fs.existsSync(f));
+    if (file) fromFile = readConfigFile(file);
   }
   const raw: Record<string, unknown> = { ...fromFile };
   for (const [name, key] of Object.entries(ENV)) {
@@ -162,13 +247,27 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Static<typeof 
     raw[key] = /^-?\d+$/.test(v) && kind === 'number' ? Number(v) : kind === 'boolean' && /^(true|false)$/i.test(v) ? v.toLowerCase() === 'true' : v;
   }
   const unknown = Object.keys(raw).filter((k) => !(k in ConfigSchema.properties));
-  if (unknown.length) throw new ConfigError(`unknown setting(s): ${unknown.join(', ')}`);
+  if (unknown.length) throw new ConfigError(`unknown setting(s): ${unknown.join(', ')} (\`--help\` lists the settings)`);
   const value = Value.Default(ConfigSchema, raw) as Record<string, unknown>;
-  const problems = [...Value.Errors(ConfigSchema, value)].map((e) => `${e.instancePath.slice(1) || '(root)'}: ${e.message}`);
-  if ((value.routerHeartbeatTimeoutMs as number) <= (value.routerHeartbeatMs as number))
-    problems.push('routerHeartbeatTimeoutMs: must be longer than routerHeartbeatMs');
-  if (problems.length) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
+  // One problem per setting, however many schema branches it failed (a union of literals reports each).
+  // Checked setting by setting: the schema-wide error list stops early and repeats union branches.
+  const props = ConfigSchema.properties as unknown as Record<string, Parameters<typeof Value.Check>[0]>;
+  const bad = new Set(Object.keys(props).filter((k) => value[k] !== undefined && !Value.Check(props[k], value[k])));
+  const problems = [...bad].map((k) => `${settingName(k)}${SECRET_SETTINGS.has(k) ? '' : ` = ${JSON.stringify(value[k])}`}: ${allowedValues(k)}`);
+  if (!bad.has('routerHeartbeatTimeoutMs') && !bad.has('routerHeartbeatMs') && (value.routerHeartbeatTimeoutMs as number) <= (value.routerHeartbeatMs as number))
+    problems.push(`${settingName('routerHeartbeatTimeoutMs')}: must be longer than routerHeartbeatMs (${value.routerHeartbeatMs})`);
+  if (problems.length) throw new ConfigError(`invalid configuration:\n  ${problems.join('\n  ')}`);
   return value as Static<typeof ConfigSchema>;
+}
+
+/** `--help`: every setting with its variable, default and allowed values. */
+export function configHelp(): string {
+  const defaults = Value.Default(ConfigSchema, {}) as Record<string, unknown>;
+  const lines = Object.entries(ENV).map(([name, key]) => {
+    const d = defaults[key];
+    return `  ${name.padEnd(36)} ${key}: ${allowedValues(key)}${d === undefined ? '' : ` (default ${JSON.stringify(d)})`}`;
+  });
+  return lines.join('\n');
 }
 
 export function splitHostPort(address: string): { host: string; port: number } {

@@ -136,7 +136,9 @@ t.test('service edge routers, terminators, current identity edge routers', async
   const R2 = await f.router('er-r2', ['er-a', 'er-b']);
   await f.router('er-r3', ['er-b']);
   await f.sp('er-dial', 'Dial', ['#er-id'], ['#er-svc']);
-  t.same((await u.client.get(`/services/${S}/edge-routers`)).body, { data: { edgeRouters: [] }, meta: {} }, 'no router policies: none');
+  const none = (await u.client.get(`/services/${S}/edge-routers`)).body;
+  t.same(none.data, { edgeRouters: [] }, 'no router policies: none');
+  t.equal(none.meta.pagination.totalCount, 0, 'paged like every list');
   await f.erp('er-erp', ['#er-id'], ['#er-a']);
   await f.serp('er-serp', ['#er-svc'], ['#er-b']);
   const r = await u.client.get(`/services/${S}/edge-routers`);

@@ -82,3 +82,31 @@ t.test('splitHostPort', async (t) => {
   t.same(splitHostPort('127.0.0.1:1280'), { host: '127.0.0.1', port: 1280 });
   t.same(splitHostPort('[::1]:0'), { host: '::1', port: 0 });
 });
+
+t.test('YAML config file, by MESH_CONFIG or in the data directory', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-config-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  fs.writeFileSync(path.join(dir, 'config.yaml'), '# operator settings\nlogLevel: debug\nsessionTimeoutMinutes: 45\nrequestLog: false\n');
+  const c = loadConfig({ MESH_DATA_DIR: dir });
+  t.equal(c.logLevel, 'debug');
+  t.equal(c.sessionTimeoutMinutes, 45);
+  t.equal(c.requestLog, false);
+  const other = path.join(dir, 'other.yml');
+  fs.writeFileSync(other, 'address: 127.0.0.1:4000\n');
+  t.equal(loadConfig({ MESH_CONFIG: other }).address, '127.0.0.1:4000');
+  fs.writeFileSync(other, 'address: [unclosed\n');
+  t.throws(() => loadConfig({ MESH_CONFIG: other }), /config file .*other\.yml/, 'a YAML syntax error names the file');
+  fs.writeFileSync(other, '- a\n- b\n');
+  t.throws(() => loadConfig({ MESH_CONFIG: other }), /must hold a mapping/, 'a list is refused');
+});
+
+t.test('one message per bad setting, naming the variable and the allowed values; secrets never echoed', async (t) => {
+  const e = refused(() => loadConfig({ MESH_LOG_LEVEL: 'loud', MESH_WORKERS: '99', MESH_ADMIN_PASSWORD: 'abc' }));
+  t.type(e, ConfigError);
+  const lines = e!.message.split('\n').slice(1);
+  t.equal(lines.length, 3, `three lines: ${e!.message}`);
+  t.match(e!.message, 'logLevel (MESH_LOG_LEVEL) = "loud": must be one of trace, debug, info, warn, error, fatal, silent');
+  t.match(e!.message, 'workers (MESH_WORKERS) = 99: must be a whole number from 0 to 64');
+  t.match(e!.message, 'adminPassword (MESH_ADMIN_PASSWORD): must be a string of 5 to 100 characters');
+  t.notMatch(e!.message, /"abc"/, 'the password is not repeated');
+});

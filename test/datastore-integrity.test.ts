@@ -5,12 +5,14 @@
  * checks clean afterwards; one run at a time; results readable while running; admin only.
  */
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { startServer, isError, type Client, type Server } from './helpers/server.js';
 import { pipelined } from './helpers/pipeline.js';
 import { RFC3339, sleep } from './helpers/assert.js';
 import { Store } from '../src/store/store.js';
+import { unpackBackup } from '../src/store/snapshot.js';
 import { createRegistry } from '../src/resources/index.js';
 
 const M = '/edge/management/v1';
@@ -204,11 +206,18 @@ t.test('snapshots: a consistent copy under the data directory, at most one a min
 
   const dir = path.join(srv.dataDir, 'snapshots');
   const taken = fs.readdirSync(dir);
-  t.equal(taken.length, 1, 'one snapshot directory');
-  t.match(taken[0], /^db-\d{8}T\d{6}Z$/, 'named after its UTC time');
-  t.ok(fs.existsSync(path.join(dir, taken[0], 'data.mdb')), 'holds an LMDB data file');
-  // The copy is a working store holding what was written before it was taken.
-  const copy = new Store(path.join(dir, taken[0]), createRegistry().collectionSpecs());
+  t.equal(taken.length, 1, 'one snapshot file');
+  t.match(taken[0], /^mesh-backup-\d{8}T\d{6}Z\.tar\.gz$/, 'named after its UTC time');
+  t.equal(r.headers['mesh-snapshot'], taken[0], 'the answer names the file');
+  t.equal(fs.statSync(path.join(dir, taken[0])).mode & 0o777, 0o600, 'readable by its owner only: it holds private keys');
+  // The backup checks out, carries the PKI, and its datastore is a working store holding what was written before it was taken.
+  const unpacked = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-unpacked-'));
+  t.teardown(() => fs.rmSync(unpacked, { recursive: true, force: true }));
+  const manifest = await unpackBackup(path.join(dir, taken[0]), unpacked);
+  t.equal(manifest.kind, 'mesh-controller-backup');
+  t.ok(manifest.files.some((f) => f.path === 'pki/ca-bundle.pem'), 'the PKI is in the backup');
+  t.equal(fs.readFileSync(path.join(unpacked, 'pki', 'ca-bundle.pem'), 'utf8'), srv.ca, 'the same CA bundle');
+  const copy = new Store(path.join(unpacked, 'db'), createRegistry().collectionSpecs());
   t.teardown(() => copy.close());
   t.equal(copy.findUnique('identities', 'name', 'in-snapshot')?.name, 'in-snapshot', 'the snapshot holds the data');
 });

@@ -4,14 +4,16 @@
  * every failure through the one error catalog. Transport-independent: both the uWS and the
  * node:https adapters call `handle`.
  */
-import { ApiError, errors } from './errors.js';
-import { renderError } from './envelope.js';
+import { ClusterUnavailable, WriteContention } from '../cluster/errors.js';
+import { ApiError, errors } from '../core/errors.js';
+import { renderError } from '../core/envelope.js';
 import { shortId } from '../store/ids.js';
-import type { App, Ctx, Op } from './context.js';
-import type { ApiName, Reply, Req } from './operation.js';
+import type { App, Ctx, Op } from '../core/context.js';
+import type { ApiName, RawRoute, Reply, Req } from '../core/operation.js';
 import type { Rec } from '../store/store.js';
 import { isPermitted } from '../auth/permissions.js';
-import { isDisabledAt } from '../auth/disable.js';
+import { isDisabledAt } from '../auth/login-policy.js';
+import { bearerTokens } from '../auth/ext-jwt.js';
 
 export const BASE_PATHS: Record<ApiName, string> = {
   client: '/edge/client/v1',
@@ -48,18 +50,6 @@ export function goTime(ms: number): string {
   return `${goSecondText}${frac < 10 ? '00' : frac < 100 ? '0' : ''}${frac} +0000 UTC`;
 }
 
-/**
- * A route outside the two upstream APIs, served on the same listeners (`/metrics`, `/search/…`):
- * matched by exact path or by prefix (`/search/` matches everything under it). Its handler does its
- * own authentication; failures thrown as ApiError render as usual.
- */
-export interface RawRoute {
-  method: string | '*';
-  path: string;
-  prefix?: boolean;
-  handle(req: Req, requestId: string): Reply | Promise<Reply>;
-}
-
 /** One served request, as the request hook sees it (metrics, access log). Carries no body, query or header values. */
 export interface RequestRecord {
   requestId: string;
@@ -79,6 +69,8 @@ export interface RequestRecord {
 export class Router {
   /** Called once per request after its reply is ready; replaces the built-in debug log when set. */
   onRequest?: (r: RequestRecord) => void;
+  /** Called for every answered Upstream-API request other than a read (the audit trail keeps the successful ones). */
+  onChange?: (ctx: Ctx, reply: Reply) => void;
   private readonly routes: Record<ApiName, Map<number, Route[]>> = { client: new Map(), management: new Map() };
   /** method → path → operation, for paths without parameters: Map lookups instead of the segment walk. */
   private readonly literal: Record<ApiName, Map<string, Map<string, Op>>> = { client: new Map(), management: new Map() };
@@ -224,6 +216,7 @@ export class Router {
       headers['expires-at'] = goTime(this.app.sessions.expiresAt(ctx.session));
     }
     reply.headers = headers;
+    if (ctx && this.onChange && ctx.op.method !== 'get') this.onChange(ctx, reply);
     if (this.onRequest) {
       this.onRequest({
         requestId, method: req.method, path: req.path, api: matched.op?.api, operationId: matched.op?.operationId, rawRoute: raw?.path,
@@ -246,6 +239,9 @@ export class Router {
 
   private failure(e: unknown, req: Req, requestId: string): Reply {
     if (e instanceof ApiError) return renderError(e, requestId);
+    // Cluster mode: etcd could not take the write (no leader, unreachable), or others kept changing what it read.
+    if (e instanceof ClusterUnavailable) return renderError(new ApiError('CLUSTER_HAS_NO_LEADER', undefined, undefined, { 'retry-after': String(e.retryAfterSeconds) }), requestId);
+    if (e instanceof WriteContention) return renderError(new ApiError('SERVER_TOO_MANY_REQUESTS', undefined, undefined, { 'retry-after': '1' }), requestId);
     this.app.log.error({ requestId, method: req.method, path: req.path, err: e }, 'unhandled error');
     return renderError(errors.unhandled(), requestId);
   }
@@ -270,10 +266,13 @@ export class Router {
   /** Throws when the request may not proceed; a promise only when a secondary token must be verified. */
   private authenticate(ctx: Ctx): Promise<void> | undefined {
     const { op, req } = ctx;
-    const token = req.headers['zt-session']?.trim();
+    // `zt-session` (apiSession scheme) or, without it, `Authorization: Bearer` (oauth2 scheme).
+    // With both, the Bearer tokens are the secondary ext-JWT factor's.
+    const token = req.headers['zt-session']?.trim() || sessionBearer(req.headers['authorization']);
     if (!token) throw errors.unauthorized({ 'www-authenticate': WWW_MISSING });
     const session = this.app.sessions.resolve(token);
     if (!session) throw errors.unauthorized({ 'www-authenticate': WWW_INVALID });
+    ctx.token = token;
     const identity = this.app.sessions.identityOf(session);
     // A disabled identity's sessions end at disable time; any still in flight are refused too.
     if (!identity || isDisabledAt(identity)) throw errors.unauthorized({ 'www-authenticate': WWW_INVALID });
@@ -321,6 +320,13 @@ export class Router {
     return v.validateSchema(op.bodySchema!, value, op.bodyRequired ?? false);
   }
 
+  /** The answer to a request still running when the shutdown grace ends. */
+  shuttingDown(): Reply {
+    const reply = renderError(errors.shuttingDown(), shortId());
+    reply.headers = { ...reply.headers, server: this.serverHeader, connection: 'close' };
+    return reply;
+  }
+
   tooLarge(): Reply {
     const reply = renderError(errors.tooLarge(this.app.config.maxBodyBytes), shortId());
     reply.headers = { ...reply.headers, server: this.serverHeader, connection: 'close' };
@@ -331,6 +337,13 @@ export class Router {
 /** Permission before any lookup (semantics §14): the answer never depends on whether the entity exists. */
 function permit(op: Op, identity: Rec) {
   if (op.auth === 'admin' && !isPermitted(identity, op.permission)) throw errors.unauthorized();
+}
+
+/** The first Bearer token of an Authorization header, when it has the shape of a JWS. */
+function sessionBearer(authorization: string | undefined): string | undefined {
+  if (!authorization) return undefined;
+  for (const t of bearerTokens(authorization)) if (t.split('.').length === 3) return t;
+  return undefined;
 }
 
 /** A request on its way through `handle`. */

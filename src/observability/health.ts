@@ -11,7 +11,7 @@
  * Unauthenticated, like upstream's health-check API: they reveal nothing but healthy or not.
  */
 import crypto from 'node:crypto';
-import type { App } from '../api/context.js';
+import type { App } from '../core/context.js';
 
 export interface Check {
   id: string;
@@ -46,6 +46,8 @@ export class Health {
     } catch (e) {
       out.push({ id: 'store.read', healthy: false, detail: (e as Error).message });
     }
+    const cluster = app.store.cluster?.status();
+    if (cluster) out.push({ id: 'cluster.replica', healthy: cluster.ready, detail: cluster.detail });
     const queued = app.pool.queueSize;
     out.push({ id: 'pool.queue', healthy: queued < app.config.workerQueue, detail: `${queued} of ${app.config.workerQueue} queued` });
     const certOk = now >= this.serverNotBefore && now <= this.serverNotAfter;

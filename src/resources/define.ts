@@ -4,15 +4,15 @@
  * defaults, PUT vs PATCH, immutable and read-only fields, uniqueness, references checked on write,
  * role lists and role attributes, and what a delete does to everything that points at the entity.
  */
-import { errors, ApiError } from '../api/errors.js';
-import { created, empty, ok, list as listEnvelope } from '../api/envelope.js';
+import { errors, ApiError } from '../core/errors.js';
+import { created, empty, ok, list as listEnvelope } from '../core/envelope.js';
 import { timeOrderedId } from '../store/ids.js';
-import { parseListParams, runList, type ListSource } from '../api/query.js';
-import type { SymbolTable } from '../api/filter/index.js';
-import type { Ctx } from '../api/context.js';
-import type { Reply } from '../api/operation.js';
+import { parseListParams, runList, type ListSource } from '../core/query.js';
+import type { SymbolTable } from '../core/filter/index.js';
+import type { Ctx, Entry, Handler } from '../core/context.js';
+import type { PermissionAction, Reply } from '../core/operation.js';
 import { UniqueViolation, type CollectionSpec, type Rec, type Store, type Tx } from '../store/store.js';
-import type { FieldDef, Mode, ResourceDef, View, WriteCtx } from './types.js';
+import type { FieldDef, Mode, ResourceDef, StandardOp, View, WriteCtx } from './types.js';
 import { RenderCache } from './render-cache.js';
 
 /** Entity ids: opaque strings like upstream's shortids, growing with creation time (src/store/ids.ts). */
@@ -31,6 +31,8 @@ export class Registry {
   /** collection → policy role fields that select it. */
   private readonly rolesTo = new Map<string, [ResourceDef, string][]>();
   readonly symbols = new Map<string, SymbolTable>();
+  /** The symbols without credential fields: what callers who may not read them filter with. */
+  readonly publicSymbols = new Map<string, SymbolTable>();
   /** Rendered list entries of the families that allow it; follows the store once attached (app.ts). */
   readonly renders: RenderCache;
 
@@ -42,7 +44,11 @@ export class Registry {
         if (f.ref) push(this.refsTo, f.ref.collection, [def, name, f]);
         if (f.roles) push(this.rolesTo, f.roles, [def, name]);
       }
-      this.symbols.set(def.collection, buildSymbols(def));
+      const symbols = buildSymbols(def);
+      this.symbols.set(def.collection, symbols);
+      const open = { ...symbols };
+      for (const [name, f] of Object.entries(def.fields)) if (f.secret) delete open[name];
+      this.publicSymbols.set(def.collection, open);
     }
   }
 
@@ -53,7 +59,9 @@ export class Registry {
   }
 
   collectionSpecs(): CollectionSpec[] {
-    return this.defs.map((def) => {
+    // Kept in the store without an API: the token signing keys' public halves (src/auth/tokens.ts).
+    const internal: CollectionSpec[] = [{ name: 'signingKeys' }];
+    return internal.concat(this.defs.map((def) => {
       const unique: string[] = [];
       const indexes: string[] = [];
       for (const [name, f] of Object.entries(def.fields)) {
@@ -61,7 +69,7 @@ export class Registry {
         else if (f.index || f.ref || f.roles || f.attributes) indexes.push(name);
       }
       return { name: def.collection, unique, indexes };
-    });
+    }));
   }
 
   /**
@@ -72,7 +80,7 @@ export class Registry {
     const depth = opts.depth ?? 0;
     if (depth > 8) throw new Error('delete cascade too deep');
     if (!tx.exists(def.collection, rec.id)) return;
-    const wctx: WriteCtx = { reg: this, tx, mode: 'delete', body: undefined, before: rec, ctx };
+    const wctx: WriteCtx = { tx, mode: 'delete', body: undefined, before: rec, ctx };
     if (!opts.force) def.protect?.(rec, 'delete');
     def.beforeDelete?.(rec, wctx);
     for (const [refDef, field, f] of this.refsTo.get(def.collection) ?? []) {
@@ -164,7 +172,29 @@ function cachedRef(view: View, store: Store | Tx, target: ResourceDef | undefine
   return ref;
 }
 
+/** What a credential renders as for a caller who may not hold it. */
+export const REDACTED = '';
+
+/**
+ * May the caller of `view` read credentials belonging to identity `ownerId`? Only full admins (as
+ * upstream, where the whole Management API is theirs) and the owner itself, who already holds
+ * them. Read permissions (`admin_readonly`, `identity.read`, …) never do: with a pending
+ * enrollment token or a session token they could act as an admin. A render without a caller shows
+ * none.
+ */
+export function readsSecrets(view: View, ownerId?: unknown): boolean {
+  const me = view.ctx?.identity;
+  if (!me) return false;
+  return me.isAdmin === true || (typeof ownerId === 'string' && ownerId === me.id);
+}
+
+/** Does `def` render any credential (see FieldDef.secret)? */
+export function hasSecrets(def: ResourceDef): boolean {
+  return def.rendersSecrets === true || Object.values(def.fields).some((f) => f.secret);
+}
+
 export function renderRecord(reg: Registry, def: ResourceDef, rec: Rec, view: View): Record<string, unknown> {
+  const secrets = readsSecrets(view, def.owner === undefined ? undefined : rec[def.owner]);
   const out: Record<string, unknown> = {
     id: rec.id,
     createdAt: iso(rec.createdAt),
@@ -176,6 +206,7 @@ export function renderRecord(reg: Registry, def: ResourceDef, rec: Rec, view: Vi
     let v = rec[name];
     if (f.optional && (v === undefined || v === null)) continue;
     if (f.datetime) v = typeof v === 'number' ? iso(v) : v ?? null;
+    if (f.secret && !secrets && v !== undefined && v !== null) v = REDACTED;
     out[name] = v === undefined ? (f.attributes || f.roles ? [] : null) : v;
     if (f.ref?.entityRef) {
       const target = reg.byCollection.get(f.ref.collection);
@@ -189,7 +220,7 @@ export function renderRecord(reg: Registry, def: ResourceDef, rec: Rec, view: Vi
       });
     }
   }
-  if (def.render) Object.assign(out, def.render(rec, view));
+  if (def.render) Object.assign(out, def.render(rec, view, secrets));
   return out;
 }
 
@@ -287,7 +318,7 @@ export async function createRecord(reg: Registry, def: ResourceDef, ctx: Ctx, bo
   const now = Date.now();
   return write(ctx.app.store, (tx) => {
     const rec: Rec = { id: newId(), createdAt: now, updatedAt: now };
-    const wctx: WriteCtx = { reg, tx, mode: 'create', body, ctx };
+    const wctx: WriteCtx = { tx, mode: 'create', body, ctx };
     applyBody(reg, def, wctx, rec);
     def.prepare?.(rec, wctx);
     extra?.(rec, tx);
@@ -306,7 +337,7 @@ export async function updateRecord(reg: Registry, def: ResourceDef, ctx: Ctx, id
     // Server-side fields survive untouched.
     for (const [name, f] of Object.entries(def.fields)) if (f.readOnly && before[name] !== undefined) rec[name] = before[name];
     if (before.isSystem) rec.isSystem = true;
-    const wctx: WriteCtx = { reg, tx, mode, body, before, ctx };
+    const wctx: WriteCtx = { tx, mode, body, before, ctx };
     applyBody(reg, def, wctx, rec);
     def.prepare?.(rec, wctx);
     tx.put(def.collection, rec);
@@ -317,8 +348,6 @@ export async function updateRecord(reg: Registry, def: ResourceDef, ctx: Ctx, id
 
 // ---------------------------------------------------------------------------------------------
 // Standard operations
-
-export type Handler = (ctx: Ctx) => Reply | Promise<Reply>;
 
 export function listSource(reg: Registry, def: ResourceDef, extra?: Partial<ListSource>): ListSource {
   const symbols = reg.symbols.get(def.collection)!;
@@ -333,6 +362,10 @@ export function listSource(reg: Registry, def: ResourceDef, extra?: Partial<List
 /** List a collection (optionally restricted) and render each record. */
 export function listRecords(reg: Registry, def: ResourceDef, ctx: Ctx, extra?: Partial<ListSource>, render?: (r: Rec) => unknown): Reply {
   const src = listSource(reg, def, extra);
+  const view: View = { store: ctx.app.store, ctx, refs: new Map() };
+  // Callers who may not read every record's credentials neither filter nor sort by them.
+  const allSecrets = readsSecrets(view) || !hasSecrets(def);
+  if (!allSecrets) src.symbols = reg.publicSymbols.get(def.collection)!;
   const selected = roleFilter(ctx, def);
   if (selected) {
     const prev = src.candidates ? new Set(src.candidates) : undefined;
@@ -341,10 +374,9 @@ export function listRecords(reg: Registry, def: ResourceDef, ctx: Ctx, extra?: P
   const p = parseListParams(ctx.req.query, src.symbols);
   const { page, pagination } = runList(ctx.app.store, src, p);
   const store = ctx.app.store;
-  const view: View = { store, ctx, refs: new Map() };
   // A page of ids: records are read here, and only those not kept as JSON (below).
   const load = (e: Rec | string) => (typeof e === 'string' ? store.get(def.collection, e) : e);
-  if (!render && def.renderCache) {
+  if (!render && def.renderCache && allSecrets) {
     // Entries kept as JSON: the page is spliced from them (same bytes as listEnvelope's JSON).
     // One join of every piece: a single flat string of the page's size (a join and then a
     // concatenation made two, each in V8's large-object space, and a scavenge twice as often).
@@ -402,36 +434,53 @@ function roleFilter(ctx: Ctx, def: ResourceDef): Set<string> | undefined {
   return out;
 }
 
-export function standardHandlers(reg: Registry, def: ResourceDef): Record<string, Handler> {
-  const h: Record<string, Handler> = {};
-  const ops = def.operations;
-  if (ops.list) h[ops.list] = (ctx) => listRecords(reg, def, ctx);
-  if (ops.detail) h[ops.detail] = (ctx) => ok(renderRecord(reg, def, mustGet(ctx.app.store, def, ctx.params.id), { store: ctx.app.store, ctx }));
-  if (ops.create)
-    h[ops.create] = async (ctx) => {
+/** The six standard handlers of a family, whichever of them it offers. */
+export function standardHandlers(reg: Registry, def: ResourceDef): Record<StandardOp, Handler> {
+  return {
+    list: (ctx) => listRecords(reg, def, ctx),
+    detail: (ctx) => ok(renderRecord(reg, def, mustGet(ctx.app.store, def, ctx.params.id), { store: ctx.app.store, ctx })),
+    create: async (ctx) => {
       const rec = await createRecord(reg, def, ctx, ctx.body);
       return created(rec.id, `./${def.path}/${rec.id}`);
-    };
-  if (ops.update)
-    h[ops.update] = async (ctx) => {
+    },
+    update: async (ctx) => {
       await updateRecord(reg, def, ctx, ctx.params.id, ctx.body, 'put');
       return empty();
-    };
-  if (ops.patch)
-    h[ops.patch] = async (ctx) => {
+    },
+    patch: async (ctx) => {
       await updateRecord(reg, def, ctx, ctx.params.id, ctx.body, 'patch');
       return empty();
-    };
-  if (ops.delete)
-    h[ops.delete] = async (ctx) => {
+    },
+    delete: async (ctx) => {
       await write(ctx.app.store, (tx) => {
         const rec = tx.get(def.collection, ctx.params.id);
         if (!rec) throw errors.notFound();
         reg.deleteInTx(tx, def, rec, ctx);
       });
       return empty();
-    };
-  return h;
+    },
+  };
+}
+
+const STANDARD_ACTION: Record<StandardOp, PermissionAction> = {
+  list: 'read', detail: 'read', create: 'create', update: 'update', patch: 'update', delete: 'delete',
+};
+
+/**
+ * A family's operation table entries, from its declaration: Management API, admin level, the
+ * permission `<family>.<action>` unless the declaration says otherwise, no rate limit, the body
+ * as the spec says.
+ */
+export function standardEntries(reg: Registry, def: ResourceDef): Entry[] {
+  const handlers = standardHandlers(reg, def);
+  const entries: Entry[] = [];
+  for (const op of Object.keys(STANDARD_ACTION) as StandardOp[]) {
+    const operationId = def.operations[op];
+    if (!operationId) continue;
+    const permission = def.permissions && op in def.permissions ? def.permissions[op] ?? null : { family: def.family, action: STANDARD_ACTION[op] };
+    entries.push({ api: 'management', operationId, auth: 'admin', permission, limit: null, body: 'spec', handler: handlers[op] });
+  }
+  return entries;
 }
 
 export function mustGet(store: Store | Tx, def: ResourceDef, id: string): Rec {

@@ -1,10 +1,11 @@
 /** Identities and identity types (api-reference §6.2–§6.3, behaviors §9). */
-import { errors } from '../api/errors.js';
+import { errors } from '../core/errors.js';
 import { ALL_PERMISSIONS } from '../auth/permissions.js';
-import { isDisabledAt } from '../auth/disable.js';
+import { isDisabledAt } from '../auth/login-policy.js';
 import type { Rec } from '../store/store.js';
 import { crud, type ResourceDef, type View } from './types.js';
 import { createEnrollmentInTx } from './enrollments.js';
+import { REDACTED } from './define.js';
 
 export const IDENTITY_TYPES = ['Default', 'Router'] as const;
 
@@ -13,6 +14,10 @@ export const identities: ResourceDef = {
   path: 'identities',
   family: 'identity',
   operations: crud('Identity', 'Identities'),
+  // Non-admin identity managers may only PATCH: a PUT could reset `isAdmin` and `permissions`.
+  permissions: { update: null },
+  owner: 'id',
+  rendersSecrets: true,
   links: [
     'edge-router-policies', 'edge-routers', 'service-policies', 'services', 'posture-data',
     'failed-service-requests', 'authenticators', 'enrollments', 'service-configs',
@@ -88,8 +93,8 @@ export const identities: ResourceDef = {
     if (rec.isDefaultAdmin) throw errors.cannotDelete('the default admin identity can not be deleted');
     if (rec.edgeRouterId) throw errors.cannotDelete('a router identity is deleted with its edge router');
   },
-  render(rec, view) {
-    return renderIdentityExtras(rec, view);
+  render(rec, view, secrets) {
+    return renderIdentityExtras(rec, view, secrets);
   },
   // What renderIdentityExtras reads besides the record; `disabled` turns false when disabledUntil passes.
   renderCache: {
@@ -113,7 +118,8 @@ function checkIdentityManager(rec: Rec, mode: string, before: Rec | undefined) {
 /** Disabled now: `disabledAt` set and `disabledUntil` null or in the future (src/auth/disable.ts). */
 export const isDisabled = isDisabledAt;
 
-export function renderIdentityExtras(rec: Rec, { store }: View): Record<string, unknown> {
+/** `secrets`: whether pending enrollment tokens and JWTs are shown (define.ts readsSecrets). */
+export function renderIdentityExtras(rec: Rec, { store }: View, secrets: boolean): Record<string, unknown> {
   const authenticators: Record<string, unknown> = {};
   for (const id of store.idsByIndex('authenticators', 'identityId', rec.id)) {
     const a = store.get('authenticators', id);
@@ -124,7 +130,7 @@ export function renderIdentityExtras(rec: Rec, { store }: View): Record<string, 
   for (const id of store.idsByIndex('enrollments', 'identityId', rec.id)) {
     const e = store.get('enrollments', id);
     if (!e) continue;
-    const base = { id: e.id, jwt: e.jwt, token: e.token, expiresAt: new Date(e.expiresAt).toISOString() };
+    const base = { id: e.id, jwt: secrets ? e.jwt : REDACTED, token: secrets ? e.token : REDACTED, expiresAt: new Date(e.expiresAt).toISOString() };
     if (e.method === 'ottca') {
       const ca = e.caId ? store.get('cas', e.caId) : undefined;
       enrollment.ottca = { ...base, caId: e.caId, ca: ca ? { _links: { self: { href: `./cas/${ca.id}` } }, entity: 'cas', id: ca.id, name: ca.name } : null };

@@ -3,10 +3,10 @@
  * A tunneler-enabled edge router has an identity of type `Router` with its name and a system edge
  * router policy `edge-router-<id>-system` joining the two (behaviors §9, §11).
  */
-import { errors } from '../api/errors.js';
+import { errors } from '../core/errors.js';
 import type { Rec, Tx } from '../store/store.js';
 import { createEnrollmentInTx } from './enrollments.js';
-import { newId } from './define.js';
+import { newId, REDACTED } from './define.js';
 import { deleteRouterTerminators } from './services.js';
 import { crud, type FieldDef, type ResourceDef, type View, type WriteCtx } from './types.js';
 import type { Registry } from './define.js';
@@ -31,12 +31,12 @@ function checkCost(rec: Rec) {
 }
 
 /** Enrollment fields shown on a router while its enrollment is outstanding. */
-function enrollmentView(tx: { idsByIndex(c: string, f: string, v: unknown): string[]; get(c: string, id: string): Rec | undefined }, field: string, id: string) {
+function enrollmentView(tx: { idsByIndex(c: string, f: string, v: unknown): string[]; get(c: string, id: string): Rec | undefined }, field: string, id: string, secrets: boolean) {
   const eid = tx.idsByIndex('enrollments', field, id)[0];
   const e = eid ? tx.get('enrollments', eid) : undefined;
   return {
-    enrollmentToken: e?.token ?? null,
-    enrollmentJwt: e?.jwt ?? null,
+    enrollmentToken: e ? (secrets ? e.token : REDACTED) : null,
+    enrollmentJwt: e ? (secrets ? e.jwt : REDACTED) : null,
     enrollmentCreatedAt: e ? new Date(e.createdAt).toISOString() : null,
     enrollmentExpiresAt: e ? new Date(e.expiresAt).toISOString() : null,
   };
@@ -139,8 +139,9 @@ export const edgeRouters: ResourceDef = {
     removeTunnelerIdentity(tx, rec.id);
     deleteRouterTerminators(tx, rec.id);
   },
-  render(rec, view) {
-    return { ...liveState(rec, view), ...enrollmentView(view.store, 'edgeRouterId', rec.id) };
+  rendersSecrets: true,
+  render(rec, view, secrets) {
+    return { ...liveState(rec, view), ...enrollmentView(view.store, 'edgeRouterId', rec.id, secrets) };
   },
 };
 
@@ -163,8 +164,9 @@ export const routers: ResourceDef = {
   beforeDelete(rec, { tx }) {
     deleteRouterTerminators(tx, rec.id);
   },
-  render(rec, view) {
-    return { isOnline: view.ctx?.app.presence.isOnline(rec.id) ?? false, fingerprint: rec.fingerprint ?? '', ...enrollmentView(view.store, 'transitRouterId', rec.id) };
+  rendersSecrets: true,
+  render(rec, view, secrets) {
+    return { isOnline: view.ctx?.app.presence.isOnline(rec.id) ?? false, fingerprint: rec.fingerprint ?? '', ...enrollmentView(view.store, 'transitRouterId', rec.id, secrets) };
   },
 };
 

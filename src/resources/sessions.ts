@@ -9,11 +9,12 @@ export const apiSessions: ResourceDef = {
   path: 'api-sessions',
   family: 'ops',
   operations: { list: 'listAPISessions', detail: 'detailAPISessions', delete: 'deleteAPISessions' },
+  owner: 'identityId',
   links: ['sessions'],
   fields: {
     // Tokens are random secrets: an LMDB index of them would put every write on a random page.
     // They are looked up in memory (ApiSessions.byToken, PolicyEngine.sessionOfToken) instead.
-    token: { readOnly: true, filter: 'string' },
+    token: { readOnly: true, filter: 'string', secret: true },
     identityId: { readOnly: true, filter: 'string', ref: { collection: 'identities', onDelete: 'cascade', entityRef: 'identity' } },
     authenticatorId: { readOnly: true, filter: 'string' },
     ipAddress: { readOnly: true, filter: 'string' },
@@ -49,10 +50,12 @@ export const sessions: ResourceDef = {
   collection: 'sessions',
   path: 'sessions',
   family: 'ops',
-  operations: { list: 'listSessions', detail: 'detailSession', delete: 'deleteSession' },
+  // List and detail hide sessions whose removal is committing (src/api/handlers/policy-client.ts).
+  operations: { delete: 'deleteSession' },
+  owner: 'identityId',
   links: ['route-path'],
   fields: {
-    token: { readOnly: true, filter: 'string' },
+    token: { readOnly: true, filter: 'string', secret: true },
     type: { readOnly: true, filter: 'string' },
     apiSessionId: { readOnly: true, filter: 'string', ref: { collection: 'apiSessions', onDelete: 'cascade', entityRef: 'apiSession' } },
     serviceId: { readOnly: true, filter: 'string', ref: { collection: 'services', onDelete: 'cascade', entityRef: 'service' } },

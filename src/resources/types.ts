@@ -11,10 +11,11 @@
  *     fields: { name: { unique: true, filter: 'string', nullKeeps: true }, schema: { default: () => ({}) } },
  *   };
  */
-import type { SymbolTable, SymbolType } from '../api/filter/index.js';
+import type { SymbolTable, SymbolType } from '../core/filter/index.js';
 import type { Rec, Tx, Store } from '../store/store.js';
-import type { Ctx } from '../api/context.js';
-import type { Registry } from './define.js';
+import type { Ctx } from '../core/context.js';
+import type { Permission } from '../core/operation.js';
+import type { ManagementOperationId } from '../core/operation-ids.js';
 
 export type Mode = 'create' | 'put' | 'patch';
 
@@ -37,6 +38,12 @@ export interface FieldDef {
   optional?: boolean;
   /** Never rendered (secrets, hashes). */
   hidden?: boolean;
+  /**
+   * A credential (token, enrollment JWT) that lets its holder act as the record's owner: rendered
+   * only to callers who may act as that owner (define.ts readsSecrets), blank to everyone else,
+   * and not filterable or sortable by them (an ordering would leak it a character at a time).
+   */
+  secret?: boolean;
   /** Stored as epoch ms, rendered as RFC 3339. */
   datetime?: boolean;
   /** Public filter symbol of this type. */
@@ -59,17 +66,14 @@ export interface FieldDef {
   };
 }
 
-export interface OperationIds {
-  list?: string;
-  create?: string;
-  detail?: string;
-  update?: string;
-  patch?: string;
-  delete?: string;
-}
+/** The standard operations a family may offer. */
+export type StandardOp = 'list' | 'create' | 'detail' | 'update' | 'patch' | 'delete';
+
+/** Management API operation ids of the standard operations a family offers. */
+export type OperationIds = Partial<Record<StandardOp, ManagementOperationId>>;
 
 /** The standard six operation ids, named as upstream names them: `crud('Service', 'Services')`. */
-export function crud(singular: string, plural: string): OperationIds {
+export function crud<S extends string, P extends string>(singular: S, plural: P) {
   return {
     list: `list${plural}`,
     create: `create${singular}`,
@@ -77,7 +81,7 @@ export function crud(singular: string, plural: string): OperationIds {
     update: `update${singular}`,
     patch: `patch${singular}`,
     delete: `delete${singular}`,
-  };
+  } as const;
 }
 
 export interface ResourceDef {
@@ -89,6 +93,11 @@ export interface ResourceDef {
   family: string;
   /** Management API operation ids of the standard set this family offers. */
   operations: OperationIds;
+  /**
+   * The permission a standard operation needs where it is not `<family>.<action>` (list and
+   * detail read, create creates, update and patch update, delete deletes); null: admins only.
+   */
+  permissions?: Partial<Record<StandardOp, Permission | null>>;
   fields: Record<string, FieldDef>;
   /** Filter symbols beyond the fields' own (computed ones). */
   symbols?: SymbolTable;
@@ -103,8 +112,12 @@ export interface ResourceDef {
   afterWrite?(rec: Rec, ctx: WriteCtx): void;
   /** Runs inside the delete write before generic reference handling: forbid (throw) or cascade. */
   beforeDelete?(rec: Rec, ctx: WriteCtx): void;
-  /** Extra or overriding wire fields. */
-  render?(rec: Rec, view: View): Record<string, unknown>;
+  /** Field holding the id of the identity a record's secrets belong to (`id` for identities themselves). */
+  owner?: string;
+  /** `render` shows credentials of its own (enrollment tokens): it must honour `secrets`. */
+  rendersSecrets?: boolean;
+  /** Extra or overriding wire fields; `secrets`: whether the caller may read this record's credentials. */
+  render?(rec: Rec, view: View, secrets: boolean): Record<string, unknown>;
   /**
    * List entries of this family may be kept as rendered JSON (render-cache.ts). Only for renders
    * that read no calling context: declare every other record they read. `byField`: a change to a
@@ -118,7 +131,6 @@ export interface ResourceDef {
 }
 
 export interface WriteCtx {
-  reg: Registry;
   tx: Tx;
   mode: Mode | 'delete';
   body: any;

@@ -50,6 +50,27 @@ export class UniqueViolation extends Error {
 
 export type IndexKey = string | number | boolean;
 
+/**
+ * Cluster mode (src/cluster/replica.ts): the replicated log takes every write instead of the local
+ * group commit, and the local environment becomes a replica applied from that log.
+ */
+export interface WriteLog {
+  write<T>(fn: (tx: Tx) => T): Promise<T>;
+  /** Whether the replica is caught up with the log (readiness). */
+  status(): { ready: boolean; detail: string };
+  close(): Promise<void>;
+}
+
+/**
+ * What a write read, so the log can guard it (cluster mode only). `pending` says the value came
+ * from a write still in flight: the write then waits for that one and runs again.
+ */
+export interface ReadTracker {
+  record(coll: Coll, id: string, pending: boolean): void;
+  unique(coll: Coll, field: string, key: IndexKey, pending: boolean): void;
+  range(coll: Coll, pending: boolean): void;
+}
+
 export interface Coll {
   spec: CollectionSpec;
   db: Database<Rec, string>;
@@ -64,7 +85,7 @@ export interface Coll {
 /** Names kept per collection (nameOf); past this the collection's names are dropped and refilled. */
 const MAX_NAMES = 100_000;
 
-interface Op {
+export interface Op {
   coll: Coll;
   id: string;
   before?: Rec;
@@ -93,6 +114,8 @@ export class Store extends EventEmitter {
   readonly env: RootDatabase;
   private readonly colls = new Map<string, Coll>();
   private closed = false;
+  /** Set in cluster mode: writes go through the replicated log (src/cluster/replica.ts). */
+  cluster?: WriteLog;
 
   constructor(readonly dir: string, specs: CollectionSpec[]) {
     super();
@@ -290,6 +313,7 @@ export class Store extends EventEmitter {
    */
   async write<T>(fn: (tx: Tx) => T): Promise<T> {
     if (this.closed) throw new Error('store is closed');
+    if (this.cluster) return this.cluster.write(fn);
     const tx = new Tx(this);
     const result = fn(tx);
     const ops = tx.finish();
@@ -384,6 +408,48 @@ export class Store extends EventEmitter {
     );
   }
 
+  /**
+   * Cluster mode: apply changes that came from the log, and the log revision they bring the replica
+   * to, in one LMDB transaction; `before` of each change is read from the replica. Change events
+   * fire after the commit, as for local writes. With `replaceAll` every record not listed is
+   * deleted (a full load), so the events describe exactly the difference.
+   */
+  async applyReplicated(changes: { collection: string; id: string; after?: Rec }[], meta: Record<string, unknown>, replaceAll = false): Promise<ChangeEvent[]> {
+    const ops: Op[] = [];
+    const listed = replaceAll ? new Set<string>() : undefined;
+    for (const ch of changes) {
+      const coll = this.colls.get(ch.collection);
+      if (!coll) continue;
+      listed?.add(`${ch.collection}\u0000${ch.id}`);
+      ops.push({ coll, id: ch.id, after: ch.after });
+    }
+    if (listed) {
+      for (const coll of this.colls.values()) for (const id of coll.db.getKeys({})) if (!listed.has(`${coll.spec.name}\u0000${id}`)) ops.push({ coll, id: id as string });
+    }
+    const metaDb = this.metaDb();
+    await this.env.transaction(() => {
+      for (const op of ops) {
+        op.before = op.coll.db.get(op.id);
+        if (op.before || op.after) this.applyOp(op);
+      }
+      for (const [k, v] of Object.entries(meta)) metaDb.put(k, v);
+    });
+    const events: ChangeEvent[] = [];
+    for (const op of ops) {
+      if (!op.before && !op.after) continue;
+      op.coll.names.delete(op.id);
+      events.push({ collection: op.coll.spec.name, type: op.before ? (op.after ? 'update' : 'delete') : 'create', id: op.id, before: op.before, after: op.after });
+    }
+    if (events.length) this.emit('change', events);
+    return events;
+  }
+
+  private meta?: Database<unknown, string>;
+  /** Replica bookkeeping (cluster mode): the applied log revision and which log it follows. */
+  metaDb(): Database<unknown, string> {
+    return (this.meta ??= this.env.openDB<unknown, string>({ name: 'm:cluster' }));
+  }
+
   private applyOp({ coll, id, before, after }: Op) {
     for (const [field, db] of coll.unique) {
       const oldK = indexKeys(before?.[field]);
@@ -421,6 +487,7 @@ export class Store extends EventEmitter {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    await this.cluster?.close();
     // Let writes already queued for the group commit reach the disk.
     while (this.queue.length > 0 || this.flushScheduled || this.committing) await new Promise((r) => setImmediate(r));
     await this.env.flushed;
@@ -449,7 +516,11 @@ function tooDeep(value: unknown, limit: number): boolean {
 export class Tx {
   private readonly ops = new Map<string, Op>();
 
-  constructor(private readonly store: Store) {}
+  constructor(
+    private readonly store: Store,
+    /** Cluster mode: told about every read, so the write can be guarded in the log. */
+    private readonly track?: ReadTracker,
+  ) {}
 
   private key(coll: string, id: string) {
     return `${coll}\u0000${id}`;
@@ -460,7 +531,11 @@ export class Tx {
     const own = this.ops.get(this.key(collection, id));
     if (own) return own.after;
     const c = this.store._coll(collection);
-    if (c.pending.has(id)) return c.pending.get(id) ?? undefined;
+    if (c.pending.has(id)) {
+      this.track?.record(c, id, true);
+      return c.pending.get(id) ?? undefined;
+    }
+    this.track?.record(c, id, false);
     return c.db.get(id);
   }
 
@@ -469,14 +544,21 @@ export class Tx {
     const own = this.ops.get(this.key(collection, id));
     if (own) return own.after !== undefined;
     const c = this.store._coll(collection);
-    if (c.pending.has(id)) return c.pending.get(id) != null;
+    if (c.pending.has(id)) {
+      this.track?.record(c, id, true);
+      return c.pending.get(id) != null;
+    }
+    this.track?.record(c, id, false);
     return this.store.has(collection, id);
   }
 
   /** Store.nameOf as this tx sees the record. */
   nameOf(collection: string, id: string): string | null | undefined {
     const c = this.store._coll(collection);
-    if (!this.ops.has(this.key(collection, id)) && !c.pending.has(id)) return this.store.nameOf(collection, id);
+    if (!this.ops.has(this.key(collection, id)) && !c.pending.has(id)) {
+      this.track?.record(c, id, false);
+      return this.store.nameOf(collection, id);
+    }
     const rec = this.get(collection, id);
     return rec ? (typeof rec.name === 'string' ? rec.name : null) : undefined;
   }
@@ -485,12 +567,21 @@ export class Tx {
   idsByIndex(collection: string, field: string, value: unknown): string[] {
     const out = new Set(this.store.idsByIndex(collection, field, value));
     const c = this.store._coll(collection);
+    let fromPending = false;
     const overlay = (id: string, rec: Rec | null | undefined) => {
       const has = rec != null && (Array.isArray(rec[field]) ? rec[field].includes(value) : rec[field] === value);
       if (has) out.add(id);
       else out.delete(id);
     };
-    for (const [id, rec] of c.pending) overlay(id, rec);
+    for (const [id, rec] of c.pending) {
+      if (this.track && !fromPending) fromPending = out.has(id) || (rec != null && (Array.isArray(rec[field]) ? rec[field].includes(value) : rec[field] === value));
+      overlay(id, rec);
+    }
+    if (this.track) {
+      const keys = indexKeys(value);
+      if (c.unique.has(field) && keys.length === 1) this.track.unique(c, field, keys[0], fromPending);
+      else this.track.range(c, fromPending);
+    }
     for (const op of this.ops.values()) if (op.coll === c) overlay(op.id, op.after);
     return [...out];
   }
@@ -533,6 +624,7 @@ export class Tx {
   /** Every record of a collection as this tx sees it (committed ∪ pending ∪ own). Scans; use sparingly. */
   *scan(collection: string): Iterable<Rec> {
     const c = this.store._coll(collection);
+    this.track?.range(c, c.pending.size > 0);
     const seen = new Set<string>();
     for (const rec of this.store.scan(collection)) {
       seen.add(rec.id);

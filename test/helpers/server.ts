@@ -215,6 +215,11 @@ export async function startServer(t?: { teardown(fn: () => unknown): void }, opt
   return srv;
 }
 
+/** The API-session id (`jti`) a signed API-session token names. */
+export function sessionIdOf(token: string): string {
+  return JSON.parse(Buffer.from(token.split('.')[1] ?? '', 'base64url').toString('utf8')).jti;
+}
+
 /** Assert an upstream error envelope: status, code, and the standard meta. */
 export function isError(r: Res, status: number, code: string): boolean {
   return (

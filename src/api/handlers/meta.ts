@@ -1,14 +1,16 @@
 /** Unauthenticated documents: version, capabilities, specs, protocols, CA bundle, fixed type lists. (Controllers: handlers/ops.ts.) */
 import { dump } from 'js-yaml';
-import type { Ctx } from '../context.js';
-import type { Reply } from '../operation.js';
-import { errors } from '../errors.js';
-import { ok, list } from '../envelope.js';
+import type { Ctx, Entry, Op } from '../../core/context.js';
+import type { Reply } from '../../core/operation.js';
+import { errors } from '../../core/errors.js';
+import { ok, list } from '../../core/envelope.js';
+import { parseListParams, runList } from '../../core/query.js';
+import type { SymbolTable } from '../../core/filter/index.js';
+import type { Rec } from '../../store/store.js';
 import { BASE_PATHS } from '../router.js';
 import { buildServedSpec, specDetail, specSummaries, SPEC_IDS } from '../openapi.js';
 import { IDENTITY_TYPES } from '../../resources/identities.js';
 import { POSTURE_CHECK_TYPES } from '../../resources/posture.js';
-import type { Op } from '../context.js';
 
 const yamlCache = new WeakMap<object, string>();
 
@@ -42,56 +44,88 @@ function fixed(ctx: Ctx, path: string, id: string, fields: Record<string, unknow
   return { id, createdAt: at, updatedAt: at, tags: {}, _links: { self: { href: `./${path}/${id}` } }, ...fields };
 }
 
-function fixedList(ctx: Ctx, items: Record<string, unknown>[]): Reply {
-  return list(items, { limit: -1, offset: 0, totalCount: items.length }, []);
+const FIXED_SYMBOLS: SymbolTable = {
+  id: { type: 'string' },
+  name: { type: 'string' },
+  createdAt: { type: 'datetime' },
+  updatedAt: { type: 'datetime' },
+};
+
+/** A fixed list through the list engine: paging, filter and sort like any stored collection. */
+function fixedList(ctx: Ctx, path: string, items: { id: string; name: string }[], fields: (id: string) => Record<string, unknown>): Reply {
+  const at = ctx.app.startedAt;
+  const records = items.map((t) => ({ id: t.id, name: t.name, createdAt: at, updatedAt: at }) as Rec);
+  const p = parseListParams(ctx.req.query, FIXED_SYMBOLS);
+  const { page, pagination } = runList(ctx.app.store, { collection: '', symbols: FIXED_SYMBOLS, filterableFields: Object.keys(FIXED_SYMBOLS), records }, p);
+  const data = page.map((r) => {
+    const rec = r as Rec;
+    return fixed(ctx, path, rec.id, { name: rec.name, ...fields(rec.id) });
+  });
+  return list(data, pagination, Object.keys(FIXED_SYMBOLS));
 }
 
-export function metaHandlers(ops: () => Op[]): Record<string, (ctx: Ctx) => Reply | Promise<Reply>> {
+const postureCheckTypeFields = (id: string) => {
+  const t = POSTURE_CHECK_TYPES.find((x) => x.id === id)!;
+  return { name: t.name, operatingSystems: t.operatingSystems, version: '1' };
+};
+
+export function metaEntries(ops: () => Op[]): Entry[] {
   const specOps = (api: 'client' | 'management') => ops().filter((o) => o.api === api);
-  return {
-    listRoot: version,
-    listVersion: version,
-    listEnumeratedCapabilities: () => ok([...CAPABILITIES]),
-    listSpecs: () => ok(specSummaries('.')),
-    detailSpec: (ctx) => {
-      if (!SPEC_IDS[ctx.params.id]) throw errors.notFound();
-      return ok(specDetail(ctx.params.id, '.'));
-    },
-    detailSpecBody: (ctx) => {
-      const api = SPEC_IDS[ctx.params.id];
-      if (!api) throw errors.notFound();
-      const doc = buildServedSpec(api, specOps(api));
-      // The spec produces text/yaml and application/json; JSON unless YAML is asked for first.
-      const accept = (ctx.req.headers.accept ?? '').toLowerCase();
-      const yamlAt = accept.search(/(text|application)\/(x-)?yaml/);
-      const jsonAt = accept.indexOf('json');
-      if (yamlAt >= 0 && (jsonAt < 0 || yamlAt < jsonAt)) {
-        let text = yamlCache.get(doc);
-        if (!text) yamlCache.set(doc, (text = dump(doc, { noRefs: true, lineWidth: -1 })));
-        return { status: 200, body: text, contentType: 'text/yaml' };
-      }
-      return { status: 200, body: doc };
-    },
+  return [
+    { api: 'both', operationId: 'listRoot', auth: 'none', permission: null, limit: null, body: 'spec',
+      handler: version },
+    { api: 'both', operationId: 'listVersion', auth: 'none', permission: null, limit: null, body: 'spec',
+      handler: version },
+    { api: 'both', operationId: 'listEnumeratedCapabilities', auth: 'none', permission: null, limit: null, body: 'spec',
+      handler: () => ok([...CAPABILITIES]) },
+    { api: 'both', operationId: 'listSpecs', auth: 'none', permission: null, limit: null, body: 'spec',
+      handler: () => ok(specSummaries('.')) },
+    { api: 'both', operationId: 'detailSpec', auth: 'none', permission: null, limit: null, body: 'spec',
+      handler: (ctx) => {
+        if (!SPEC_IDS[ctx.params.id]) throw errors.notFound();
+        return ok(specDetail(ctx.params.id, '.'));
+      } },
+    { api: 'both', operationId: 'detailSpecBody', auth: 'none', permission: null, limit: null, body: 'spec',
+      handler: (ctx) => {
+        const api = SPEC_IDS[ctx.params.id];
+        if (!api) throw errors.notFound();
+        const doc = buildServedSpec(api, specOps(api));
+        // The spec produces text/yaml and application/json; JSON unless YAML is asked for first.
+        const accept = (ctx.req.headers.accept ?? '').toLowerCase();
+        const yamlAt = accept.search(/(text|application)\/(x-)?yaml/);
+        const jsonAt = accept.indexOf('json');
+        if (yamlAt >= 0 && (jsonAt < 0 || yamlAt < jsonAt)) {
+          let text = yamlCache.get(doc);
+          if (!text) yamlCache.set(doc, (text = dump(doc, { noRefs: true, lineWidth: -1 })));
+          return { status: 200, body: text, contentType: 'text/yaml' };
+        }
+        return { status: 200, body: doc };
+      } },
     // `https`: the API listener; `mtls`: the mutual-TLS listener (certificate login and enrollment).
-    listProtocols: (ctx) => ok({ https: { address: ctx.app.config.advertisedAddress }, mtls: { address: ctx.app.config.certAdvertisedAddress } }),
-    listWellKnownCas: (ctx) => ({
-      status: 200,
-      body: ctx.app.pki.wellKnownCaStore(),
-      contentType: 'application/pkcs7-mime',
-      headers: { 'content-transfer-encoding': 'base64' },
-    }),
-    listIdentityTypes: (ctx) => fixedList(ctx, IDENTITY_TYPES.map((t) => fixed(ctx, 'identity-types', t, { name: t }))),
-    detailIdentityType: (ctx) => {
-      const t = IDENTITY_TYPES.find((x) => x === ctx.params.id);
-      if (!t) throw errors.notFound();
-      return ok(fixed(ctx, 'identity-types', t, { name: t }));
-    },
-    listPostureCheckTypes: (ctx) =>
-      fixedList(ctx, POSTURE_CHECK_TYPES.map((t) => fixed(ctx, 'posture-check-types', t.id, { name: t.name, operatingSystems: t.operatingSystems, version: '1' }))),
-    detailPostureCheckType: (ctx) => {
-      const t = POSTURE_CHECK_TYPES.find((x) => x.id === ctx.params.id);
-      if (!t) throw errors.notFound();
-      return ok(fixed(ctx, 'posture-check-types', t.id, { name: t.name, operatingSystems: t.operatingSystems, version: '1' }));
-    },
-  };
+    { api: 'client', operationId: 'listProtocols', auth: 'none', permission: null, limit: null, body: 'spec',
+      handler: (ctx) => ok({ https: { address: ctx.app.config.advertisedAddress }, mtls: { address: ctx.app.config.certAdvertisedAddress } }) },
+    { api: 'both', operationId: 'listWellKnownCas', auth: 'none', permission: null, limit: null, body: 'spec',
+      handler: (ctx) => ({
+        status: 200,
+        body: ctx.app.pki.wellKnownCaStore(),
+        contentType: 'application/pkcs7-mime',
+        headers: { 'content-transfer-encoding': 'base64' },
+      }) },
+    { api: 'management', operationId: 'listIdentityTypes', auth: 'admin', permission: { family: 'identity', action: 'read' }, limit: null, body: 'spec',
+      handler: (ctx) => fixedList(ctx, 'identity-types', IDENTITY_TYPES.map((t) => ({ id: t, name: t })), () => ({})) },
+    { api: 'management', operationId: 'detailIdentityType', auth: 'admin', permission: { family: 'identity', action: 'read' }, limit: null, body: 'spec',
+      handler: (ctx) => {
+        const t = IDENTITY_TYPES.find((x) => x === ctx.params.id);
+        if (!t) throw errors.notFound();
+        return ok(fixed(ctx, 'identity-types', t, { name: t }));
+      } },
+    { api: 'management', operationId: 'listPostureCheckTypes', auth: 'admin', permission: { family: 'posture-check', action: 'read' }, limit: null, body: 'spec',
+      handler: (ctx) => fixedList(ctx, 'posture-check-types', POSTURE_CHECK_TYPES, postureCheckTypeFields) },
+    { api: 'management', operationId: 'detailPostureCheckType', auth: 'admin', permission: { family: 'posture-check', action: 'read' }, limit: null, body: 'spec',
+      handler: (ctx) => {
+        const t = POSTURE_CHECK_TYPES.find((x) => x.id === ctx.params.id);
+        if (!t) throw errors.notFound();
+        return ok(fixed(ctx, 'posture-check-types', t.id, postureCheckTypeFields(t.id)));
+      } },
+  ];
 }

@@ -51,12 +51,16 @@ function parseSortParam(v: string | null): { field: string; desc: boolean }[] {
   });
 }
 
-export function parseListParams(q: URLSearchParams, symbols: SymbolTable): ListParams {
+/**
+ * `unsorted`: lists with a fixed order (role attributes, like upstream's) ignore `sort` and a
+ * filter's `sort by` rather than refusing what consoles send with every list request.
+ */
+export function parseListParams(q: URLSearchParams, symbols: SymbolTable, opts: { unsorted?: boolean } = {}): ListParams {
   const filterText = q.get('filter') ?? '';
   const filter = parseFilter(filterText);
   const limitQ = intParam(q, 'limit');
   const offsetQ = intParam(q, 'offset');
-  const sort = filter.sort ?? parseSortParam(q.get('sort'));
+  const sort = opts.unsorted ? [] : (filter.sort ?? parseSortParam(q.get('sort')));
   checkSort(sort, symbols);
   return {
     limit: clampLimit(filter.limit ?? limitQ),
@@ -88,6 +92,12 @@ export interface ListSource {
   candidatesNeedFilter?: boolean;
   /** Extra condition applied with the filter (roleFilter, visibility). */
   where?: (rec: Rec) => boolean;
+  /**
+   * The records themselves, when the list is not a store collection (fixed type lists, role
+   * attributes, records already narrowed and ordered by the caller): `collection` and `candidates`
+   * are unused, and the records keep their order unless a sort is asked for.
+   */
+  records?: Iterable<Rec>;
 }
 
 export interface ListResult {
@@ -108,6 +118,14 @@ export function runList(store: Store, src: ListSource, p: ListParams): ListResul
   const offset = p.offset;
   const end = limit === -1 ? Infinity : offset + limit;
   const pagination = (totalCount: number): Pagination => ({ limit, offset, totalCount });
+
+  const sort = p.sort;
+  if (src.records) {
+    const all: Rec[] = [];
+    for (const rec of src.records) if (match(rec)) all.push(rec);
+    if (sort.length) sortRecords(all, src.symbols, sort);
+    return { page: all.slice(offset, end), pagination: pagination(all.length) };
+  }
 
   let ids: string[] | undefined;
   let exactPlan = false;
@@ -134,7 +152,6 @@ export function runList(store: Store, src: ListSource, p: ListParams): ListResul
     }
   }
 
-  const sort = p.sort;
   // A filter on `name` alone (the admin console's search box) runs over the name index's keys,
   // decoding only the records of the page.
   if (!ids && !extra && p.filter.where && store.isUnique(src.collection, 'name') && (sort.length === 0 || (sort.length === 1 && sort[0].field === 'name'))) {

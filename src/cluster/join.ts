@@ -1,0 +1,50 @@
+/**
+ * Joining a cluster at start-up: connect to etcd, bring the replica up to date (resume or full
+ * load), route the store's writes through etcd, and take the shared PKI.
+ */
+import type { Logger } from 'pino';
+import type { Static } from 'typebox';
+import type { ConfigSchema } from '../config.js';
+import type { Store } from '../store/store.js';
+import type { Pki } from '../pki/bootstrap.js';
+import { Cluster, type ClusterSettings } from './replica.js';
+import { sharedPki } from './pki.js';
+import { Members, type Member } from './members.js';
+
+/** Once listening: publish this controller in the membership list. */
+export async function announce(cluster: Cluster, self: Member, log: Logger): Promise<Members> {
+  const members = new Members(cluster.client, cluster.keys.prefix, self, log);
+  await members.start();
+  return members;
+}
+
+export function clusterSettings(s: Static<typeof ConfigSchema>): ClusterSettings {
+  return {
+    endpoints: (s.clusterEtcd ?? '').split(',').filter(Boolean),
+    prefix: s.clusterPrefix.replace(/\/+$/, '') || '/mesh',
+    caFile: s.clusterEtcdCa,
+    certFile: s.clusterEtcdCert,
+    keyFile: s.clusterEtcdKey,
+    username: s.clusterEtcdUsername,
+    password: s.clusterEtcdPassword,
+  };
+}
+
+export async function joinCluster(
+  store: Store,
+  settings: Static<typeof ConfigSchema>,
+  controllerId: string,
+  pkiDir: string,
+  loadPki: () => Promise<Pki>,
+  log: Logger,
+): Promise<{ pki: Pki; cluster: Cluster }> {
+  const cluster = new Cluster(store, clusterSettings(settings), controllerId, log);
+  try {
+    await cluster.start();
+    store.cluster = cluster;
+    return { pki: await sharedPki(cluster.client, cluster.keys.prefix, pkiDir, loadPki), cluster };
+  } catch (e) {
+    await cluster.close();
+    throw e;
+  }
+}

@@ -1,0 +1,512 @@
+/**
+ * Cluster mode: the model lives in etcd v3; this controller's LMDB environment is a replica fed by
+ * etcd's watch, and every write goes to etcd as a guarded transaction.
+ *
+ * Keys (P = the cluster prefix, e.g. `/mesh`):
+ *   P/c/<collection>/<id>               a record (msgpack, as LMDB stores it)
+ *   P/u/<collection>/<field>/<t>:<key>  a unique value → the id holding it (t: s, n or b)
+ *   P/c/~sync/<controller id>           a marker this controller writes to learn it has caught up
+ *
+ * Writes. `write(fn)` runs `fn` against the replica (plus this controller's writes in flight),
+ * as on a single node, while a ReadTracker notes what it read: records (present or absent), unique
+ * values, and whole collections read through a secondary index or a scan. Each write becomes one
+ * etcd sub-transaction whose guards say "nothing I read changed since the revision my replica had
+ * when I read it" (present: mod_revision ≤ R and version > 0; absent: version = 0; a collection:
+ * every key's mod_revision ≤ R). Writes issued while a transaction is in flight are sent together
+ * as the next one: one etcd transaction holding one guarded sub-transaction per write, so one
+ * failed guard fails only its own write. A write whose guard failed waits until the replica has
+ * applied the revision that failed it and runs `fn` again: it then meets the state that made it
+ * fail and gives the answer a single node gives (a duplicate name, a missing reference…). A write
+ * that read another write still in flight waits for that one first and runs again. A write is
+ * answered once the replica has applied its revision, so a client reads its own writes here.
+ *
+ * Replica. The watch on P/c/ applies every revision in one LMDB transaction together with the
+ * revision itself; the store then emits the usual change events (role index, caches). A restart
+ * resumes the watch from the stored revision; a compacted revision, another etcd cluster or
+ * prefix, or an empty data directory means a full load at one pinned revision, during which the
+ * replica reports not ready.
+ */
+import fs from 'node:fs';
+import { Etcd3, type Watcher, type IKeyValue, type IWatchResponse, type ICompare, type IRequestOp, type ITxnResponse } from 'etcd3';
+import { ExponentialBackoff, noop } from 'cockatiel';
+import { Packr } from 'msgpackr';
+import type { Logger } from 'pino';
+import { Tx, type Coll, type IndexKey, type Op, type ReadTracker, type Rec, type Store, type WriteLog } from '../store/store.js';
+import { indexKeys } from '../store/store.js';
+import { ClusterUnavailable, WriteContention } from './errors.js';
+
+export { ClusterUnavailable, WriteContention };
+
+export interface ClusterSettings {
+  endpoints: string[];
+  prefix: string;
+  caFile?: string;
+  certFile?: string;
+  keyFile?: string;
+  username?: string;
+  password?: string;
+}
+
+/** Attempts of one write whose guards fail before it gives up with WriteContention. */
+const MAX_ATTEMPTS = 50;
+/** etcd's default --max-txn-ops: sub-transactions per transaction, and guards or ops per sub-transaction. */
+const MAX_TXN_OPS = 128;
+/** Bytes of values per transaction, under etcd's default 1.5 MiB request limit. */
+const MAX_TXN_BYTES = 1024 * 1024;
+/** How long one etcd call may take before the write is answered 503. */
+const CALL_TIMEOUT_MS = 5000;
+
+// Records are stored in etcd exactly as msgpack, so what a replica decodes is what was written.
+const packr = new Packr({ useRecords: false, moreTypes: true });
+
+export function connect(s: ClusterSettings): Etcd3 {
+  return new Etcd3({
+    hosts: s.endpoints,
+    dialTimeout: 3000,
+    credentials: s.caFile
+      ? {
+          rootCertificate: fs.readFileSync(s.caFile),
+          ...(s.certFile && s.keyFile ? { certChain: fs.readFileSync(s.certFile), privateKey: fs.readFileSync(s.keyFile) } : {}),
+        }
+      : undefined,
+    auth: s.username ? { username: s.username, password: s.password ?? '' } : undefined,
+    // No automatic retry of a call on another member: a transaction retried after a timeout may
+    // already have been applied. Each write decides itself (guards, then a 503).
+    // A watch stream lost with its member comes back on another within a second, not 30 s.
+    // (etcd3 takes the backoff factory and calls next() itself; its type names the backoff.)
+    faultHandling: { global: noop, watchBackoff: new ExponentialBackoff({ initialDelay: 50, maxDelay: 1000 }) as never },
+  });
+}
+
+/**
+ * Whether a failed etcd call means "no leader / not reachable now" (503, try again) rather than a
+ * request etcd will never take (too many operations, too large): everything but the latter, since
+ * the requests themselves are built here.
+ */
+export function isUnavailable(e: unknown): boolean {
+  return !/too many operations|too large|duplicate key|permission denied|invalid argument/i.test(String((e as Error)?.message ?? e));
+}
+
+const enc = (k: IndexKey) => `${typeof k === 'string' ? 's' : typeof k === 'number' ? 'n' : 'b'}:${String(k)}`;
+/** The key after every key with this prefix (etcd range_end of a prefix ending in '/'). */
+const prefixEnd = (p: string) => p.slice(0, -1) + String.fromCharCode(p.charCodeAt(p.length - 1) + 1);
+
+class Reads implements ReadTracker {
+  /** etcd key → [collection, present when read]. */
+  readonly recs = new Map<string, [Coll, boolean]>();
+  readonly ranges = new Set<Coll>();
+  /** Collections with a write in flight that this write read: it waits for them and runs again. */
+  readonly waits = new Set<Coll>();
+
+  constructor(private readonly keys: Keys) {}
+
+  record(c: Coll, id: string, pending: boolean) {
+    if (pending) return void this.waits.add(c);
+    const k = this.keys.rec(c.spec.name, id);
+    if (!this.recs.has(k)) this.recs.set(k, [c, c.db.doesExist(id)]);
+  }
+
+  unique(c: Coll, field: string, key: IndexKey, pending: boolean) {
+    if (pending) return void this.waits.add(c);
+    const k = this.keys.unique(c.spec.name, field, key);
+    if (!this.recs.has(k)) this.recs.set(k, [c, c.unique.get(field)!.doesExist(key)]);
+  }
+
+  range(c: Coll, pending: boolean) {
+    if (pending) this.waits.add(c);
+    this.ranges.add(c);
+  }
+}
+
+class Keys {
+  readonly records: string;
+  constructor(readonly prefix: string) {
+    this.records = `${prefix}/c/`;
+  }
+  rec(coll: string, id: string) {
+    return `${this.records}${coll}/${id}`;
+  }
+  unique(coll: string, field: string, key: IndexKey) {
+    return `${this.prefix}/u/${coll}/${field}/${enc(key)}`;
+  }
+  collection(coll: string) {
+    return `${this.records}${coll}/`;
+  }
+}
+
+interface Queued {
+  txn: { compare: ICompare[]; success: IRequestOp[] };
+  keys: string[];
+  bytes: number;
+  /** Resolves with the revision: the write's own when it succeeded, else the one that failed its guards. */
+  done: (r: { ok: boolean; revision: number }) => void;
+  fail: (e: unknown) => void;
+  /** Times this write was sent again because the first attempt never reached etcd. */
+  resent?: number;
+}
+
+export class Cluster implements WriteLog {
+  readonly client: Etcd3;
+  readonly keys: Keys;
+  /** The last log revision applied to the replica. */
+  applied = 0;
+  private watcher?: Watcher;
+  private ready = false;
+  private detail = 'starting';
+  private closed = false;
+  private applying: Promise<void> = Promise.resolve();
+  private waiters: { revision: number; resolve: () => void }[] = [];
+  /** Writes sent to etcd or waiting to be, per collection they write: a write that read one waits. */
+  private readonly inFlight = new Map<Coll, Set<Promise<unknown>>>();
+  private queue: Queued[] = [];
+  private sending = false;
+  private logId = '';
+  /** Statistics (metrics, bench): etcd transactions and the writes they carried. */
+  readonly stats = { txns: 0, writes: 0, retries: 0 };
+
+  constructor(
+    private readonly store: Store,
+    readonly settings: ClusterSettings,
+    private readonly controllerId: string,
+    private readonly log: Logger,
+  ) {
+    this.client = connect(settings);
+    this.keys = new Keys(settings.prefix.replace(/\/+$/, ''));
+  }
+
+  status() {
+    return { ready: this.ready && !this.closed, detail: this.detail };
+  }
+
+  // ---- writes ----------------------------------------------------------------------------
+
+  async write<T>(fn: (tx: Tx) => T): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      if (this.closed) throw new Error('store is closed');
+      const reads = new Reads(this.keys);
+      const snapshot = this.applied;
+      const tx = new Tx(this.store, reads);
+      const result = fn(tx);
+      const writes = tx.finish();
+      if (reads.waits.size > 0) {
+        await this.settled(reads.waits);
+        continue;
+      }
+      if (writes.length === 0) return result;
+      const outcome = await this.commit(writes, reads, snapshot);
+      if (outcome.ok) return result;
+      this.stats.retries++;
+      if (attempt >= MAX_ATTEMPTS) throw new WriteContention('the write kept conflicting with concurrent writes');
+      await this.waitApplied(outcome.revision);
+    }
+  }
+
+  private async settled(colls: Set<Coll>) {
+    const all: Promise<unknown>[] = [];
+    for (const c of colls) for (const p of this.inFlight.get(c) ?? []) all.push(p);
+    await Promise.allSettled(all);
+  }
+
+  /** Send one write's sub-transaction; resolves once the replica applied it, or with the revision that failed it. */
+  private commit(ops: Op[], reads: Reads, snapshot: number): Promise<{ ok: boolean; revision: number }> {
+    const compare: ICompare[] = [];
+    const guard = (key: string, present: boolean) => {
+      const k = Buffer.from(key);
+      if (present) {
+        compare.push({ key: k, target: 'Mod', result: 'Less', mod_revision: snapshot + 1 });
+        compare.push({ key: k, target: 'Version', result: 'Greater', version: 0 });
+      } else compare.push({ key: k, target: 'Version', result: 'Equal', version: 0 });
+    };
+    for (const c of reads.ranges) {
+      const k = this.keys.collection(c.spec.name);
+      compare.push({ key: Buffer.from(k), range_end: Buffer.from(prefixEnd(k)), target: 'Mod', result: 'Less', mod_revision: snapshot + 1 });
+    }
+    // A collection read as a whole is guarded as a whole; its single records need no guard of their own.
+    for (const [key, [c, present]] of reads.recs) if (!reads.ranges.has(c) || key.startsWith(`${this.keys.prefix}/u/`)) guard(key, present);
+    const success: IRequestOp[] = [];
+    const keys: string[] = [];
+    let bytes = 0;
+    for (const { coll, id, before, after } of ops) {
+      const name = coll.spec.name;
+      const key = this.keys.rec(name, id);
+      keys.push(key);
+      if (after) {
+        const value = packr.pack(after);
+        bytes += value.length + key.length;
+        success.push({ request_put: { key: Buffer.from(key), value } });
+      } else success.push({ request_delete_range: { key: Buffer.from(key) } });
+      for (const field of coll.unique.keys()) {
+        const oldK = indexKeys(before?.[field]);
+        const newK = indexKeys(after?.[field]);
+        for (const k of oldK) {
+          if (newK.includes(k)) continue;
+          const uk = this.keys.unique(name, field, k);
+          keys.push(uk);
+          success.push({ request_delete_range: { key: Buffer.from(uk) } });
+        }
+        for (const k of newK) {
+          if (oldK.includes(k)) continue;
+          const uk = this.keys.unique(name, field, k);
+          keys.push(uk);
+          bytes += uk.length + id.length;
+          success.push({ request_put: { key: Buffer.from(uk), value: Buffer.from(id) } });
+        }
+      }
+    }
+    for (const op of ops) op.coll.pending.set(op.id, op.after ?? null);
+    const clearPending = () => {
+      for (const op of ops) if (op.coll.pending.get(op.id) === (op.after ?? null)) op.coll.pending.delete(op.id);
+    };
+    const flight = new Promise<{ ok: boolean; revision: number }>((done, fail) => {
+      this.queue.push({ txn: { compare, success }, keys, bytes, done, fail });
+      this.send();
+    }).then(
+      async (r) => {
+        if (r.ok) await this.waitApplied(r.revision);
+        clearPending();
+        return r;
+      },
+      (e) => {
+        clearPending();
+        throw e;
+      },
+    );
+    const colls = new Set(ops.map((o) => o.coll));
+    for (const c of colls) {
+      let set = this.inFlight.get(c);
+      if (!set) this.inFlight.set(c, (set = new Set()));
+      set.add(flight);
+    }
+    const forget = () => {
+      for (const c of colls) this.inFlight.get(c)?.delete(flight);
+    };
+    flight.then(forget, forget);
+    return flight;
+  }
+
+  /** Group commit: one etcd transaction in flight; everything queued meanwhile goes into the next. */
+  private send() {
+    if (this.sending || this.queue.length === 0) return;
+    const batch: Queued[] = [];
+    const rest: Queued[] = [];
+    const written = new Set<string>();
+    let bytes = 0;
+    for (const q of this.queue) {
+      // etcd refuses a transaction that writes one key twice: such a write waits for the next one.
+      const clash = q.keys.some((k) => written.has(k));
+      if (clash || batch.length >= MAX_TXN_OPS || (batch.length > 0 && bytes + q.bytes > MAX_TXN_BYTES)) {
+        rest.push(q);
+        continue;
+      }
+      for (const k of q.keys) written.add(k);
+      bytes += q.bytes;
+      batch.push(q);
+    }
+    this.queue = rest;
+    this.sending = true;
+    this.stats.txns++;
+    this.stats.writes += batch.length;
+    this.client.kv
+      .txn({ compare: [], success: batch.map((q) => ({ request_txn: q.txn })), failure: [] }, { deadline: Date.now() + CALL_TIMEOUT_MS })
+      .then(
+        (res: ITxnResponse) => {
+          const revision = Number(res.header.revision);
+          batch.forEach((q, i) => q.done({ ok: res.responses[i]?.response_txn?.succeeded === true, revision }));
+        },
+        (err: unknown) => {
+          // Never sent (no connection to that member): safe to send again, to another member.
+          if (/No connection established|ECONNREFUSED/i.test(String((err as Error)?.message)) && (batch[0].resent ?? 0) < 3) {
+            for (const q of batch) q.resent = (q.resent ?? 0) + 1;
+            this.queue.unshift(...batch);
+            return new Promise((r) => setTimeout(r, 100));
+          }
+          this.log.warn({ err: String((err as Error)?.message ?? err), writes: batch.length }, 'cluster write failed');
+          const e = isUnavailable(err) ? new ClusterUnavailable(`etcd did not take the write: ${(err as Error)?.message ?? err}`) : err;
+          for (const q of batch) q.fail(e);
+        },
+      )
+      .finally(() => {
+        this.sending = false;
+        this.send();
+      });
+  }
+
+  /** Resolves once the replica has applied `revision`. */
+  waitApplied(revision: number): Promise<void> {
+    if (this.applied >= revision) return Promise.resolve();
+    return new Promise((resolve) => this.waiters.push({ revision, resolve }));
+  }
+
+  // ---- replica ---------------------------------------------------------------------------
+
+  /** Catch up (resume or full load), then follow the watch. Resolves when the replica is current. */
+  async start(): Promise<void> {
+    const head = await this.retry(() => this.client.kv.range({ key: Buffer.from(this.keys.records), range_end: Buffer.from(prefixEnd(this.keys.records)), limit: 1, count_only: true }));
+    this.logId = `${head.header.cluster_id}:${this.keys.prefix}`;
+    const meta = this.store.metaDb();
+    const stored = Number(meta.get('revision') ?? 0);
+    if (stored > 0 && meta.get('log') === this.logId && (await this.readableAt(stored))) {
+      this.applied = stored;
+      this.log.info({ revision: stored }, 'cluster: resuming the replica');
+    } else await this.fullLoad();
+    await this.follow();
+  }
+
+  /** Whether etcd still has `revision` (not compacted away, not beyond its own history). */
+  private async readableAt(revision: number): Promise<boolean> {
+    try {
+      await this.client.kv.range({ key: Buffer.from(this.keys.records), range_end: Buffer.from(prefixEnd(this.keys.records)), limit: 1, count_only: true, revision });
+      return true;
+    } catch (e) {
+      if (/compacted|future revision/i.test(String((e as Error).message))) {
+        this.log.info({ revision, reason: (e as Error).message }, 'cluster: the stored revision is gone from etcd');
+        return false;
+      }
+      throw e;
+    }
+  }
+
+  private async retry<T>(f: () => Promise<T>, tries = 20): Promise<T> {
+    for (let i = 1; ; i++) {
+      try {
+        return await f();
+      } catch (e) {
+        if (i >= tries || this.closed) throw e;
+        await new Promise((r) => setTimeout(r, Math.min(2000, 100 * i)));
+      }
+    }
+  }
+
+  /** Replace the replica with every record at one pinned revision. */
+  private async fullLoad(): Promise<void> {
+    this.ready = false;
+    this.detail = 'loading the model from etcd';
+    const started = Date.now();
+    for (;;) {
+      try {
+        const start = Buffer.from(this.keys.records);
+        const end = Buffer.from(prefixEnd(this.keys.records));
+        const first = await this.client.kv.range({ key: start, range_end: end, limit: 1, keys_only: true });
+        const revision = Number(first.header.revision);
+        const changes: { collection: string; id: string; after?: Rec }[] = [];
+        let from = start;
+        for (;;) {
+          const page = await this.client.kv.range({ key: from, range_end: end, revision, limit: 2000 }, { deadline: Date.now() + 30_000 });
+          for (const kv of page.kvs) {
+            const ch = this.parse(kv, true);
+            if (ch) changes.push(ch);
+          }
+          if (!page.more || page.kvs.length === 0) break;
+          from = Buffer.concat([page.kvs[page.kvs.length - 1].key, Buffer.from([0])]);
+        }
+        await this.store.applyReplicated(changes, { revision, log: this.logId }, true);
+        this.setApplied(revision);
+        this.log.info({ revision, records: changes.length, ms: Date.now() - started }, 'cluster: replica loaded');
+        return;
+      } catch (e) {
+        if (this.closed) throw e;
+        this.log.warn({ err: String((e as Error).message ?? e) }, 'cluster: full load failed; retrying');
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    }
+  }
+
+  private parse(kv: IKeyValue, put: boolean): { collection: string; id: string; after?: Rec } | undefined {
+    const key = kv.key.toString();
+    const rest = key.slice(this.keys.records.length);
+    const slash = rest.indexOf('/');
+    if (slash <= 0) return undefined;
+    const collection = rest.slice(0, slash);
+    if (collection.startsWith('~')) return undefined;
+    return { collection, id: rest.slice(slash + 1), after: put ? (packr.unpack(kv.value) as Rec) : undefined };
+  }
+
+  private setApplied(revision: number) {
+    this.applied = Math.max(this.applied, revision);
+    if (this.waiters.length === 0) return;
+    const still: typeof this.waiters = [];
+    for (const w of this.waiters) (w.revision <= this.applied ? w.resolve() : still.push(w));
+    this.waiters = still;
+  }
+
+  /** Watch from the applied revision; mark ready once a marker written now has come back. */
+  private async follow(): Promise<void> {
+    const watcher = await this.client.watch().prefix(this.keys.records).startRevision(String(this.applied + 1)).create();
+    this.watcher = watcher;
+    watcher.on('data', (res: IWatchResponse) => {
+      if (res.events.length === 0) return;
+      const events = res.events;
+      this.applying = this.applying.then(() => this.apply(events));
+    });
+    watcher.on('disconnected', () => {
+      this.ready = false;
+      this.detail = 'disconnected from etcd';
+    });
+    watcher.on('connected', () => {
+      if (!this.closed) void this.sync();
+    });
+    watcher.on('error', (err: Error) => {
+      if (this.closed) return;
+      // A watch from a compacted revision is cancelled: load everything again, then follow.
+      this.log.warn({ err: String(err.message ?? err) }, 'cluster: watch cancelled; loading the model again');
+      this.ready = false;
+      // (etcd already cancelled it; cancel() here only detaches it from the client.)
+      watcher.removeAllListeners();
+      watcher.cancel().catch(() => undefined);
+      this.applying = this.applying.then(async () => {
+        await this.fullLoad();
+        await this.follow();
+      });
+    });
+    await this.sync();
+  }
+
+  /** Write a marker into the watched prefix and wait for the replica to apply it: caught up. */
+  private async sync(): Promise<void> {
+    this.detail = 'catching up with etcd';
+    for (;;) {
+      try {
+        const res = await this.client.kv.put({ key: Buffer.from(`${this.keys.records}~sync/${this.controllerId}`), value: Buffer.from(String(Date.now())) }, { deadline: Date.now() + CALL_TIMEOUT_MS });
+        await this.waitApplied(Number(res.header.revision));
+        this.ready = true;
+        this.detail = `replica at revision ${this.applied}`;
+        return;
+      } catch (e) {
+        if (this.closed) return;
+        this.ready = false;
+        this.detail = `etcd unreachable: ${(e as Error).message}`;
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+    }
+  }
+
+  private async apply(events: IWatchResponse['events']): Promise<void> {
+    const changes: { collection: string; id: string; after?: Rec }[] = [];
+    let revision = this.applied;
+    for (const ev of events) {
+      revision = Math.max(revision, Number(ev.kv.mod_revision));
+      const ch = this.parse(ev.kv, ev.type === 'Put');
+      if (ch) changes.push(ch);
+    }
+    if (revision <= this.applied) return;
+    try {
+      await this.store.applyReplicated(changes, { revision });
+    } catch (e) {
+      // The replica can not go on from a revision it failed to apply: load everything again.
+      this.log.error({ err: e }, 'cluster: applying a revision failed; loading the model again');
+      await this.fullLoad();
+      return;
+    }
+    if (this.detail.startsWith('replica at')) this.detail = `replica at revision ${revision}`;
+    this.setApplied(revision);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.ready = false;
+    await this.watcher?.cancel().catch(() => undefined);
+    await this.applying.catch(() => undefined);
+    this.client.close();
+  }
+}
