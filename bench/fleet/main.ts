@@ -165,7 +165,7 @@ async function main() {
   const env = {
     MESH_ADMIN_PASSWORD: ADMIN_PASSWORD,
     MESH_ADDRESS: `127.0.0.1:${apiPort}`,
-    // The mutual-TLS certificate listener (issue #5); ignored by a controller without one.
+    // The mutual-TLS certificate listener; ignored by a controller without one.
     MESH_CERT_ADDRESS: `127.0.0.1:${certPort}`,
     // Devices log in once and keep working; expiry is exercised by admins deleting sessions.
     MESH_SESSION_TIMEOUT_MINUTES: '30',
@@ -319,7 +319,7 @@ async function main() {
       client: admin, token: adminToken, stats: { record: (...a) => fc.stats.record(...a) }, servicePolicyIds: m.ids.servicePolicies,
       serviceGroups: Math.max(2, Math.min(shape.services, Math.round(shape.servicePolicies / 2))), devices: () => live, intervalMs: adminIntervalMs, rand: rng(seed, 'admin'),
     });
-    // Simulated edge routers (control channel, issue #7): enrolled and connected in their own
+    // Simulated edge routers (control channel): enrolled and connected in their own
     // phase, then answering heartbeats and reporting state during the mix.
     let routerStatus: RouterFleetStatus = { simulated: false, reason: 'no routers requested (--routers 0)', requested: routersN };
     const routers = routersN > 0
