@@ -135,6 +135,8 @@ t.test('a data directory with the old ids works after a restart', async (t) => {
     tx.put('apiSessions', { ...s, configTypes: ['intercept.v1', 'host.v1'] });
   });
   await store.close();
+  // The version before the move wrote format 2.
+  fs.writeFileSync(path.join(dataDir, 'format.json'), JSON.stringify({ format: 2 }) + '\n');
 
   const second = await startServer(undefined, { dataDir, keepData: true });
   admin = await second.login();
