@@ -6,7 +6,7 @@ import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
-import { startEtcd, type EtcdCluster } from './helpers/etcd.js';
+import { startEtcd, type EtcdCluster } from '../bench/lib/etcd.js';
 import { startServer, isError, type Client, type Server } from './helpers/server.js';
 import { RouterClient } from '../bench/lib/router-client.js';
 import { createAndEnroll } from '../bench/lib/router-enroll.js';
