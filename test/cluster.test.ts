@@ -34,9 +34,9 @@ async function within(ms: number, f: () => Promise<boolean>): Promise<number> {
 
 t.before(async () => {
   etcd = await startEtcd(t, 3);
-  // A first (it creates the shared PKI and the default admin), then B and C join.
-  ctrls.push(await startServer(t, { env: env() }));
-  ctrls.push(...(await Promise.all([startServer(t, { env: env() }), startServer(t, { env: env() })])));
+  // All three at once on an empty prefix: one creates the shared PKI and the default admin, the
+  // others take them.
+  ctrls.push(...(await Promise.all([startServer(t, { env: env() }), startServer(t, { env: env() }), startServer(t, { env: env() })])));
   for (const c of ctrls) admins.push(await c.login());
   // A controller that dies on its own shows why (its last log lines, requests left out).
   for (const c of ctrls) {
