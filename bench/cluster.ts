@@ -3,7 +3,8 @@
  * controllers, each figure next to the single node's of the same run.
  *
  * Per configuration (single node; 3 etcd + 1 controller; 3 etcd + 3 controllers): identity creates/s
- * (C closed-loop clients spread over the controllers) and the p99 of a page of services. With three
+ * and session creates/s (C closed-loop clients spread over the controllers) and the p99 of a page of
+ * services. With three
  * controllers: how long a policy change made on one takes to show on every other (p50/p99 over N
  * changes); etcd leader killed under writes (time to the first successful write issued after the
  * kill, failed reads meanwhile); a controller killed (time until its router, reconnecting to
@@ -33,11 +34,13 @@ Spawns etcd (/usr/bin/etcd) and node dist/src/main.js processes on free loopback
     concurrency: { type: 'string', default: '48', arg: 'C', help: 'concurrent clients for creates (spread over the controllers)' },
     duration: { type: 'string', default: '10', arg: 'S', help: 'seconds of creates and of list queries per configuration' },
     changes: { type: 'string', default: '100', arg: 'N', help: 'policy changes timed until visible everywhere' },
+    'session-services': { type: 'string', default: '1000', arg: 'N', help: 'services, and so new sessions per controller, for session creates' },
   },
 });
 const concurrency = intFlag(argv, 'concurrency', 1, 1024);
 const durationMs = numFlag(argv, 'duration', 0.2, 600) * 1000;
 const changes = intFlag(argv, 'changes', 1, 100_000);
+const sessionServices = intFlag(argv, 'session-services', 1, 1_000_000);
 
 interface Node {
   proc: ControllerProcess;
@@ -79,6 +82,42 @@ async function creates(nodes: Node[], tag: string) {
   return { perSec: ok / secs, failed: results.reduce((a, r) => a + Object.values(r.errors).reduce((x, y) => x + y, 0), 0), p99Ms: Math.max(...results.map((r) => r.latency.p99)) };
 }
 
+const CLIENT = '/edge/client/v1';
+
+/** A user who may dial one service over one edge router, logged in on every node; sessions for it closed-loop. */
+async function sessions(nodes: Node[], tag: string) {
+  const [a] = nodes;
+  const post = async (path: string, body: unknown) => {
+    const r = await requestJson(a.http, 'POST', `${MGMT}${path}`, hdr(a), body);
+    if (r.status !== 201) throw new Error(`POST ${path}: ${r.status} ${JSON.stringify(r.body)}`);
+    return r.body.data.id as string;
+  };
+  await post('/edge-routers', { name: `${tag}-er`, roleAttributes: [], isTunnelerEnabled: false });
+  await post('/edge-router-policies', { name: `${tag}-erp`, semantic: 'AnyOf', identityRoles: ['#all'], edgeRouterRoles: ['#all'] });
+  await post('/service-edge-router-policies', { name: `${tag}-serp`, semantic: 'AnyOf', serviceRoles: ['#all'], edgeRouterRoles: ['#all'] });
+  // A session is made once per API session, service and type (a second request returns it): one
+  // new session per request needs as many services as requests per controller.
+  const serviceIds: string[] = [];
+  for (let i = 0; i < sessionServices; i++) serviceIds.push(await post('/services', { name: `${tag}-svc-${i}`, encryptionRequired: true }));
+  await post('/service-policies', { name: `${tag}-sp`, type: 'Dial', semantic: 'AnyOf', identityRoles: ['#all'], serviceRoles: ['#all'] });
+  const identityId = await post('/identities', { name: `${tag}-user`, type: 'User', isAdmin: false });
+  await post('/authenticators', { identityId, method: 'updb', username: `${tag}-user`, password: `${tag}-password` });
+  await sleep(300);
+  const per = Math.max(1, Math.round(concurrency / nodes.length));
+  const results = await Promise.all(
+    nodes.map(async (n, i) => {
+      const r = await requestJson(n.http, 'POST', `${CLIENT}/authenticate?method=password`, { accept: 'application/json' }, { username: `${tag}-user`, password: `${tag}-password` });
+      const token = r.body?.data?.token as string;
+      if (!token) throw new Error(`client login on ${i}: ${r.status}`);
+      const headers = { accept: 'application/json', 'content-type': 'application/json', 'zt-session': token };
+      const specs: RequestSpec[] = serviceIds.map((serviceId) => ({ method: 'POST', path: `${CLIENT}/sessions`, headers, body: Buffer.from(JSON.stringify({ serviceId, type: 'Dial' })) }));
+      return runLoad({ client: n.http, concurrency: per, requests: specs, count: specs.length, label: `${tag} sessions on ${i}` });
+    }),
+  );
+  const ok = results.reduce((x, r) => x + r.ok, 0);
+  return { perSec: ok / (Math.max(...results.map((r) => r.elapsedMs)) / 1000), failed: results.reduce((x, r) => x + Object.values(r.errors).reduce((p, q) => p + q, 0), 0) };
+}
+
 async function lists(nodes: Node[]) {
   const results = await Promise.all(nodes.map((n) => runLoad({ client: n.http, concurrency: 4, requests: [{ method: 'GET', path: `${MGMT}/services?limit=100`, headers: hdr(n) }], durationMs: Math.min(durationMs, 3000) })));
   return { p99Ms: Math.max(...results.map((r) => r.latency.p99)) };
@@ -86,12 +125,12 @@ async function lists(nodes: Node[]) {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** Policy change on node 0, visible (the identity gains the service) on every other node. */
+/** A role attribute changed on node 0, visible in a policy's identities on every other node. */
 async function visibility(nodes: Node[]) {
   const [a] = nodes;
-  const svc = (await requestJson(a.http, 'POST', `${MGMT}/services`, hdr(a), { name: 'vis-svc', encryptionRequired: true, roleAttributes: ['vis'] })).body.data.id as string;
+  await requestJson(a.http, 'POST', `${MGMT}/services`, hdr(a), { name: 'vis-svc', encryptionRequired: true, roleAttributes: ['vis'] });
   const id = (await requestJson(a.http, 'POST', `${MGMT}/identities`, hdr(a), { name: 'vis-id', type: 'User', isAdmin: false, roleAttributes: [] })).body.data.id as string;
-  await requestJson(a.http, 'POST', `${MGMT}/service-policies`, hdr(a), { name: 'vis-sp', type: 'Dial', semantic: 'AnyOf', identityRoles: ['#vis-0'], serviceRoles: ['#vis'] });
+  const sp = (await requestJson(a.http, 'POST', `${MGMT}/service-policies`, hdr(a), { name: 'vis-sp', type: 'Dial', semantic: 'AnyOf', identityRoles: ['#vis-0'], serviceRoles: ['#vis'] })).body.data.id as string;
   const ms: number[] = [];
   for (let i = 1; i <= changes; i++) {
     const attr = i % 2 ? 'vis-0' : 'other';
@@ -100,8 +139,9 @@ async function visibility(nodes: Node[]) {
     await Promise.all(
       nodes.slice(1).map(async (n) => {
         for (;;) {
-          const r = await requestJson(n.http, 'GET', `${MGMT}/identities/${id}/services`, hdr(n));
-          const has = (r.body?.data ?? []).some((s: { id: string }) => s.id === svc);
+          // The policy's identities, as that controller's role index evaluates them.
+          const r = await requestJson(n.http, 'GET', `${MGMT}/service-policies/${sp}/identities`, hdr(n));
+          const has = (r.body?.data ?? []).some((x: { id: string }) => x.id === id);
           if (has === (attr === 'vis-0')) return;
           if (performance.now() - start > 10_000) throw new Error('change not visible after 10 s');
         }
@@ -194,7 +234,7 @@ async function main() {
   const results: Record<string, unknown> = { machine: machineInfo(), concurrency, durationMs, changes };
   process.stderr.write('single node…\n');
   const single = await startNodes(1, {});
-  const s = { creates: await creates(single, 'single'), list: await lists(single) };
+  const s = { creates: await creates(single, 'single'), sessions: await sessions(single, 'single'), list: await lists(single) };
   await stopNodes(single);
   results.single = s;
 
@@ -202,13 +242,13 @@ async function main() {
   try {
     process.stderr.write('3 etcd + 1 controller…\n');
     const one = await startNodes(1, { MESH_CLUSTER_ETCD: etcd.endpoints.join(','), MESH_CLUSTER_PREFIX: '/bench-1' });
-    const c1 = { creates: await creates(one, 'c1'), list: await lists(one) };
+    const c1 = { creates: await creates(one, 'c1'), sessions: await sessions(one, 'c1'), list: await lists(one) };
     await stopNodes(one);
     results.cluster1 = c1;
 
     process.stderr.write('3 etcd + 3 controllers…\n');
     const three = await startNodes(3, { MESH_CLUSTER_ETCD: etcd.endpoints.join(','), MESH_CLUSTER_PREFIX: '/bench-3' });
-    const c3 = { creates: await creates(three, 'c3'), list: await lists(three), visible: await visibility(three) };
+    const c3 = { creates: await creates(three, 'c3'), sessions: await sessions(three, 'c3'), list: await lists(three), visible: await visibility(three) };
     results.cluster3 = c3;
     process.stderr.write('etcd leader failover…\n');
     const lf = await leaderFailover(etcd, three);
@@ -226,6 +266,8 @@ async function main() {
             ['identity creates/s', fmt(s.creates.perSec, 0), fmt(c1.creates.perSec, 0), fmt(c3.creates.perSec, 0), `≥ ${TARGET_CREATES}`],
             ['create p99 ms', fmt(s.creates.p99Ms), fmt(c1.creates.p99Ms), fmt(c3.creates.p99Ms), ''],
             ['failed creates', s.creates.failed, c1.creates.failed, c3.creates.failed, '0'],
+            ['session creates/s', fmt(s.sessions.perSec, 0), fmt(c1.sessions.perSec, 0), fmt(c3.sessions.perSec, 0), ''],
+            ['failed session creates', s.sessions.failed, c1.sessions.failed, c3.sessions.failed, '0'],
             ['service list p99 ms', fmt(s.list.p99Ms), fmt(c1.list.p99Ms), fmt(c3.list.p99Ms), ''],
             ['policy change visible everywhere p50 / p99 ms', '-', '-', `${fmt(c3.visible.p50Ms, 1)} / ${fmt(c3.visible.p99Ms, 1)}`, `p99 ≤ ${TARGET_VISIBLE_P99_MS}`],
             ['etcd leader killed → first write ms', '-', '-', fmt(lf.firstWriteMs, 0), `≤ ${TARGET_WRITES_BACK_MS}`],
