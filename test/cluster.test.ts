@@ -300,6 +300,25 @@ t.test('etcd without a leader: reads work, writes answer 503 CLUSTER_HAS_NO_LEAD
   t.pass('every controller ready again');
 });
 
+t.test('controllers cut off from etcd go not ready, keep serving reads, and catch up when it returns', async (t) => {
+  await Promise.all([0, 1, 2].map((i) => etcd.kill(i)));
+  for (const x of ctrls) {
+    await within(10_000, async () => (await x.raw('GET', '/health/ready')).status === 503);
+    const r = await x.raw('GET', '/health/ready');
+    t.ok(r.body.checks.some((c: { id: string; healthy: boolean }) => c.id === 'cluster.replica' && !c.healthy), `not ready: ${JSON.stringify(r.body.checks.find((c: { id: string }) => c.id === 'cluster.replica'))}`);
+  }
+  for (const x of admins) t.equal((await x.get('/identities?limit=1')).status, 200, 'reads still answered');
+  for (let i = 0; i < 3; i++) etcd.start(i);
+  await etcd.waitHealthy();
+  for (const x of ctrls) await within(20_000, async () => (await x.raw('GET', '/health/ready')).status === 200);
+  t.pass('ready again');
+  let r;
+  await within(15_000, async () => (r = await admins[1].post('/identities', { name: 'after-outage', type: 'User', isAdmin: false })).status === 201);
+  const id = r!.body.data.id;
+  for (const x of [admins[0], admins[2]]) await within(1000, async () => (await x.get(`/identities/${id}`)).status === 200);
+  t.pass('a write after the outage reaches the others');
+});
+
 t.test('kill -9 of a controller: its router reconnects to another and is online on every controller; the dead one leaves GET /controllers', async (t) => {
   const [a, b, c] = ctrls;
   const http = await createClient({ origin: a.origin, ca: a.ca, connections: 2, kind: 'https' });
