@@ -53,6 +53,9 @@ t.test('one PKI: every controller presents a server certificate of the same CA',
     const r = await c.raw('GET', '/health/ready');
     t.equal(r.status, 200, 'ready');
     t.ok(r.body.checks.some((x: { id: string; healthy: boolean }) => x.id === 'cluster.replica' && x.healthy), 'replica check reported');
+    const m = (await c.raw('GET', '/metrics')).text;
+    t.match(m, /mesh_cluster_replica_ready 1/);
+    t.match(m, /mesh_cluster_applied_revision [1-9]/);
   }
 });
 
