@@ -12,6 +12,10 @@ import { RouterClient } from '../bench/lib/router-client.js';
 import { createAndEnroll } from '../bench/lib/router-enroll.js';
 import { createClient } from '../bench/lib/http.js';
 
+// Real etcd members and controllers start, die and restart here: more than the default file timeout
+// on a loaded machine (about a minute alone on a busy 2-core one).
+t.setTimeout(300_000);
+
 /** Controllers that outlive the subtest starting them are torn down with the whole file. */
 const root = t;
 let etcd: EtcdCluster;
