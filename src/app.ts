@@ -166,6 +166,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     signingCertPem: pki.signingCertPem, controllerId: app.controllerId, controllerFingerprint: pki.serverCertSha1Hex,
     heartbeatIntervalMs: settings.routerHeartbeatMs, heartbeatTimeoutMs: settings.routerHeartbeatTimeoutMs,
     handshakeTimeoutMs: settings.routerHandshakeTimeoutMs, maxPendingHandshakes: settings.routerMaxPendingHandshakes,
+    controllers: settings.clusterEtcd ? () => (app.cluster?.members() ?? []).map((m) => ({ id: m.id, ctrlAddress: m.ctrlAddress })) : undefined,
   });
   const metrics = new Metrics(app, channel, events.audit);
   const health = new Health(app);

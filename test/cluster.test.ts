@@ -340,7 +340,9 @@ t.test('kill -9 of a controller: its router reconnects to another and is online 
   const [adminB, adminC] = [admins[1], admins[2]];
   await within(5000, async () => (await adminB.get(`/edge-routers/${r2.id}`)).status === 200);
   const c1 = router(r1, a);
-  await c1.connect();
+  const welcome = await c1.connect();
+  t.equal(welcome.controllers?.length, 3, 'welcome names every live controller');
+  t.ok(welcome.controllers.some((x: { ctrlAddress: string }) => x.ctrlAddress === `wss://127.0.0.1:${c.port}/ctrl/v1`), 'with where to reach each');
   const c2 = router(r2, b);
   await c2.connect();
   t.teardown(async () => {
