@@ -166,6 +166,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     signingCertPem: pki.signingCertPem, controllerId: app.controllerId, controllerFingerprint: pki.serverCertSha1Hex,
     heartbeatIntervalMs: settings.routerHeartbeatMs, heartbeatTimeoutMs: settings.routerHeartbeatTimeoutMs,
     handshakeTimeoutMs: settings.routerHandshakeTimeoutMs, maxPendingHandshakes: settings.routerMaxPendingHandshakes,
+    controllers: settings.clusterEtcd ? () => (app.cluster?.members() ?? []).map((m) => ({ id: m.id, ctrlAddress: m.ctrlAddress })) : undefined,
   });
   const metrics = new Metrics(app, channel, events.audit);
   const health = new Health(app);
@@ -294,14 +295,18 @@ export async function bootstrap(app: App) {
   const password = config.adminPassword ?? crypto.randomBytes(18).toString('base64url');
   const passwordHash = await hashPassword(app, password);
   const identityId = newId();
-  await store.write((tx) => {
+  const made = await store.write((tx) => {
+    // Controllers of a new cluster may start at once: the name is unique, so one of them makes it.
+    if (tx.findUnique('identities', 'name', 'Default Admin')) return false;
     tx.put('identities', {
       id: identityId, createdAt: now, updatedAt: now, tags: {}, name: 'Default Admin', typeId: 'Default', isAdmin: true,
       isDefaultAdmin: true, authPolicyId: DEFAULT_AUTH_POLICY_ID, roleAttributes: [], defaultHostingCost: 0,
       defaultHostingPrecedence: 'default', serviceHostingCosts: {}, serviceHostingPrecedences: {},
     });
     tx.put('authenticators', { id: newId(), createdAt: now, updatedAt: now, tags: {}, method: 'updb', identityId, username: config.adminUsername, passwordHash });
+    return true;
   });
+  if (!made) return;
   if (generated) {
     // Printed once, on the console only; never logged through the structured logger.
     process.stderr.write(`\nmesh-controller: created the default admin "${config.adminUsername}" with password: ${password}\n` +

@@ -58,6 +58,10 @@ export interface WriteLog {
   write<T>(fn: (tx: Tx) => T): Promise<T>;
   /** Whether the replica is caught up with the log (readiness). */
   status(): { ready: boolean; detail: string };
+  /** The log revision the replica has applied. */
+  readonly applied: number;
+  /** Log transactions sent, writes they carried, writes run again (failed guard, or a write in flight they read). */
+  readonly stats: { txns: number; writes: number; retries: number; waits: number };
   close(): Promise<void>;
 }
 
