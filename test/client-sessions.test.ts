@@ -5,6 +5,7 @@
  */
 import t from 'tap';
 import { startServer, isError, type Client, type Server } from './helpers/server.js';
+import { createLocalJWKSet, jwtVerify } from 'jose';
 import { Fixture, ids } from './helpers/policy-fixture.js';
 import { sleep } from './helpers/assert.js';
 
@@ -40,7 +41,12 @@ t.test('session create: check order, errors, idempotence', async (t) => {
   t.equal(s.serviceId, S);
   t.equal(s.identityId, u.id);
   t.type(s.apiSessionId, 'string');
-  t.match(s.token, /^[0-9a-f-]{36}$/, 'token is a UUID');
+  t.match(s.token, /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/, 'token is a compact JWS');
+  const jwks = createLocalJWKSet((await srv.raw('GET', '/oidc/keys')).body);
+  const { payload } = await jwtVerify(s.token, jwks);
+  t.match(payload, { sub: u.id, jti: s.id, z_t: 'session', z_asid: s.apiSessionId, z_svc: S, z_st: 'Dial' }, 'signed claims a router needs, verified with the JWKS');
+  const listed = await u.client.get(`/sessions/${s.id}`);
+  t.not(listed.body.data.token, s.token, 'the stored and listed token is a digest, not the token');
   t.same(s.edgeRouters, [], 'no router is connected');
   const again = await u.client.post('/sessions', { serviceId: S, type: 'Dial' });
   t.equal(again.status, 201, 'repeat → 201');

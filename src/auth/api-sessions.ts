@@ -15,16 +15,13 @@
  * Last activity is kept in memory and flushed in one batched write every `activityFlushMs`,
  * never one commit per request.
  */
-import crypto from 'node:crypto';
 import type { ChangeEvent, Rec, Store, Tx } from '../store/store.js';
 import { timeOrderedId } from '../store/ids.js';
-import type { SigningKeys } from './tokens.js';
+import { tokenDigest, type SigningKeys } from './tokens.js';
 import { allowsPrimary, type PrimaryMethod } from './login-policy.js';
 
 export const API_SESSION_TOKEN = 'api-session';
 
-/** What the store keeps of a token: its SHA-256, enough to match a presented token, useless to present. */
-export const tokenDigest = (token: string) => crypto.createHash('sha256').update(token).digest('base64url');
 
 /** A token in the format stored before tokens were signed (a random UUID kept in clear). */
 const PLAIN_TOKEN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;

@@ -52,6 +52,29 @@ export interface TokenClaims {
 
 const b64url = (b: Buffer | string) => Buffer.from(b).toString('base64url');
 
+/** What the store keeps of a token: its SHA-256, enough to match a presented token, useless to present. */
+export const tokenDigest = (token: string) => crypto.createHash('sha256').update(token).digest('base64url');
+
+export const SESSION_TOKEN = 'session';
+
+export interface SessionTokenFacts {
+  id: string;
+  identityId: string;
+  apiSessionId: string;
+  serviceId: string;
+  type: string;
+}
+
+/**
+ * A session's (dial or bind) token: signed with the controller's key, carrying what a router needs
+ * to admit the dial or bind without asking the controller — identity (`sub`), service (`z_svc`),
+ * type (`z_st`), API session (`z_asid`) — verifiable with the JWKS. Valid while the session
+ * exists: the session's record ends it, as an API session's record ends its token.
+ */
+export function signSessionToken(keys: SigningKeys, issuer: string, s: SessionTokenFacts): string {
+  return keys.sign({ iss: issuer, sub: s.identityId, jti: s.id, iat: Math.floor(Date.now() / 1000), z_t: SESSION_TOKEN, z_asid: s.apiSessionId, z_svc: s.serviceId, z_st: s.type });
+}
+
 /** RFC 7638 thumbprint of an EC public JWK: the key's id, the same on every controller. */
 function thumbprint(jwk: { crv: string; x: string; y: string }): string {
   return crypto.createHash('sha256').update(JSON.stringify({ crv: jwk.crv, kty: 'EC', x: jwk.x, y: jwk.y })).digest('base64url');
