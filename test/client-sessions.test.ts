@@ -60,6 +60,14 @@ t.test('session create: check order, errors, idempotence', async (t) => {
   // A session-token of the caller's API session is accepted on the service edge router list.
   t.equal((await u.client.get(`/services/${S}/edge-routers`, { headers: { 'session-token': s.token } })).status, 200, 'own session token');
   t.ok(isError(await other.get(`/services/${S}/edge-routers`, { headers: { 'session-token': s.token } }), 401, 'UNAUTHORIZED'), 'another API session token → 401');
+  // The two kinds of token are not interchangeable, and a tampered one is refused.
+  t.ok(isError(await u.client.get('/current-identity', { headers: { 'zt-session': s.token } }), 401, 'UNAUTHORIZED'), 'a session token as zt-session → 401');
+  t.ok(isError(await u.client.get(`/services/${S}/edge-routers`, { headers: { 'session-token': u.client.token! } }), 401, 'UNAUTHORIZED'), 'an API-session token as session-token → 401');
+  const [sh, sp, ss] = s.token.split('.');
+  const forged = Buffer.from(JSON.stringify({ ...payload, z_svc: 'another-service' })).toString('base64url');
+  t.ok(isError(await u.client.get(`/services/${S}/edge-routers`, { headers: { 'session-token': `${sh}.${forged}.${ss}` } }), 401, 'UNAUTHORIZED'), 'tampered session token → 401');
+  t.ok(isError(await u.client.get(`/services/${S}/edge-routers`, { headers: { 'session-token': `${sh}.${sp}.` } }), 401, 'UNAUTHORIZED'), 'unsigned session token → 401');
+  t.ok(isError(await u.client.get(`/services/${S}/edge-routers`, { headers: { 'session-token': 'garbage' } }), 401, 'UNAUTHORIZED'), 'malformed session token → 401');
   // Bind.
   await f.sp('ss-bind', 'Bind', ['#ss-id'], ['#ss-svc']);
   const b = await u.client.post('/sessions', { serviceId: S, type: 'Bind' });

@@ -212,7 +212,7 @@ t.test('key rotation: a new key signs, the old one verifies until nothing needs 
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-keys-'));
   const store = new Store(path.join(dir, 'db'), createRegistry().collectionSpecs());
   let needed = true;
-  const keys = new SigningKeys(store, dir, { controllerId: 'ctrl-a', rotationMs: 3_600_000, stillNeeded: () => needed });
+  const keys = new SigningKeys(store, dir, { controllerId: 'ctrl-a', rotationMs: 3_600_000, stillNeeded: (k) => needed && k.retiredAt !== undefined });
   t.teardown(async () => {
     keys.close();
     await store.close();

@@ -115,9 +115,12 @@ export class ApiSessions {
     void this.store.write((tx) => ApiSessions.deleteInTx(tx, ended)).catch(() => {});
   }
 
-  /** Whether a live API session was signed with this key (a retired key stays while one is). */
-  usesKey(kid: string): boolean {
-    for (const s of this.byId.values()) if (s.kid === kid) return true;
+  /**
+   * Whether an API session created before `t` still lives: a key retired at `t` signed nothing
+   * newer, and a session (dial/bind) token lives no longer than its API session.
+   */
+  anyCreatedBefore(t: number): boolean {
+    for (const s of this.byId.values()) if (s.createdAt < t) return true;
     return false;
   }
 

@@ -10,8 +10,8 @@
  *
  * Rotation: when the current key is older than `rotationMs` a new key becomes current; the old one
  * is marked retired and keeps verifying until nothing signed with it can still be valid (the
- * `stillNeeded` callback: a live API session signed with it, or a session token not yet expired),
- * then its record and file are removed.
+ * `stillNeeded` callback: an API session created before it retired still lives — every token it
+ * signed is such an API session's or one of its sessions'), then its record and file are removed.
  *
  * Signing and verifying use node:crypto with KeyObjects parsed once (ES256 sign ~26–37 µs, verify
  * ~70–110 µs here); callers cache verified tokens (ApiSessions) so a signature is checked once per
@@ -93,7 +93,7 @@ export class SigningKeys {
       controllerId: string;
       rotationMs: number;
       /** Whether something signed with a retired key may still be valid. */
-      stillNeeded?: (kid: string) => boolean;
+      stillNeeded?: (key: SigningKeyRec) => boolean;
       onError?: (err: unknown) => void;
     },
   ) {
@@ -190,7 +190,7 @@ export class SigningKeys {
     if (!own || now - own.createdAt >= this.opts.rotationMs) await this.rotate();
     const done = [...this.verifiers.values()]
       .map((v) => v.rec)
-      .filter((r) => r.controllerId === this.opts.controllerId && r.retiredAt !== undefined && !(this.opts.stillNeeded?.(r.id) ?? false));
+      .filter((r) => r.controllerId === this.opts.controllerId && r.retiredAt !== undefined && !(this.opts.stillNeeded?.(r) ?? false));
     if (done.length === 0) return;
     await this.store.write((tx) => {
       for (const r of done) tx.delete(SIGNING_KEYS, r.id);
