@@ -38,9 +38,12 @@ import { bindPresence } from './resources/routers.js';
 import { createRegistry } from './resources/index.js';
 import { defaultAuthPolicy, DEFAULT_AUTH_POLICY_ID } from './resources/auth.js';
 import { newId } from './resources/define.js';
-import { BUILTIN_CONFIG_TYPES } from './resources/builtin-config-types.js';
+import { BUILTIN_CONFIG_TYPES, builtinConfigTypeRecord } from './resources/builtin-config-types.js';
+import { migrateBuiltinConfigTypeIds } from './resources/config-type-ids-migration.js';
 import { hashPassword } from './auth/passwords.js';
 import type { App } from './api/context.js';
+import { lockDataDir, ownerOnlyFromNowOn, tightenModes } from './store/data-dir.js';
+import { removePartialSnapshots } from './store/snapshot.js';
 import type { Static } from 'typebox';
 import type { ConfigSchema } from './config.js';
 
@@ -74,7 +77,14 @@ function buildInfo(): { revision: string; buildDate: string } {
 
 export async function startController(settings: Static<typeof ConfigSchema>, log: Logger = pino({ level: settings.logLevel })): Promise<Controller> {
   const dataDir = path.resolve(settings.dataDir);
+  ownerOnlyFromNowOn();
   fs.mkdirSync(dataDir, { recursive: true });
+  // Before anything reads or writes the directory: a second controller on it would interleave
+  // writes the unique indexes of one process cannot see (duplicate names).
+  const dirLock = lockDataDir(dataDir);
+  tightenModes(dataDir);
+  const partial = removePartialSnapshots(path.join(dataDir, 'snapshots'));
+  if (partial.length) log.warn({ removed: partial }, 'removed snapshots left incomplete by an earlier process');
   const format = checkDataFormat(dataDir, `v${pkg.version}`);
   const listen = splitHostPort(settings.address);
   const advertisedHost = settings.advertisedAddress ? splitHostPort(settings.advertisedAddress).host : listen.host === '0.0.0.0' || listen.host === '::' ? 'localhost' : listen.host;
@@ -93,11 +103,12 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   const controllerId = loadOrCreateControllerId(dataDir);
   const loadPki = () => loadOrCreatePki(path.join(dataDir, 'pki'), { advertisedHost, logger: log });
   let pki;
-  if (settings.clusterEtcd) {
-    // Cluster mode (docs/cluster.md): loaded only here, so a single node never loads the etcd client.
-    const { joinCluster } = await import('./cluster/join.js');
-    pki = await joinCluster(store, settings, controllerId, path.join(dataDir, 'pki'), loadPki, log.child({ component: 'cluster' }));
-  } else pki = await loadPki();
+  let cluster: import('./cluster/replica.js').Cluster | undefined;
+  const clusterLog = log.child({ component: 'cluster' });
+  // Cluster mode (docs/cluster.md): loaded only here, so a single node never loads the etcd client.
+  const join = settings.clusterEtcd ? await import('./cluster/join.js') : undefined;
+  if (join) ({ pki, cluster } = await join.joinCluster(store, settings, controllerId, path.join(dataDir, 'pki'), loadPki, clusterLog));
+  else pki = await loadPki();
   const pool = new WorkerPool({ threads: settings.workers, maxQueue: settings.workerQueue });
   const sessions = new ApiSessions(store, { timeoutMinutes: settings.sessionTimeoutMinutes, flushMs: settings.activityFlushMs });
   const keys = new SigningKeys(store, dataDir, {
@@ -156,9 +167,10 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     heartbeatIntervalMs: settings.routerHeartbeatMs, heartbeatTimeoutMs: settings.routerHeartbeatTimeoutMs,
     handshakeTimeoutMs: settings.routerHandshakeTimeoutMs, maxPendingHandshakes: settings.routerMaxPendingHandshakes,
   });
-  const metrics = new Metrics(app, channel);
+  const metrics = new Metrics(app, channel, events.audit);
   const health = new Health(app);
   const logRequest = requestLogger(log, settings.requestLog);
+  router.onChange = (ctx, reply) => events.audit.record(ctx, reply);
   router.onRequest = (r) => {
     metrics.observe(r);
     logRequest(r);
@@ -174,6 +186,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
       maxBodyBytes: settings.maxBodyBytes,
       handle: (req) => router.handle(req),
       tooLarge: () => router.tooLarge(),
+      shuttingDown: () => router.shuttingDown(),
       websockets: [{ path: CONTROL_PATH, maxPayloadLength: MAX_FRAME_BYTES, accept: (t) => channel.accept(t) }],
     });
     tls = await startTls({
@@ -184,6 +197,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
       maxBodyBytes: settings.maxBodyBytes,
       handle: (req) => router.handle(req),
       tooLarge: () => router.tooLarge(),
+      shuttingDown: () => router.shuttingDown(),
     });
   } catch (e) {
     await server?.close(0);
@@ -195,6 +209,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     policy.close();
     await pool.close();
     await store.close();
+    dirLock.release();
     throw e;
   }
   const bracket = (h: string) => (h.includes(':') ? `[${h}]` : h);
@@ -206,6 +221,25 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   app.certBaseUrl = `https://${config.certAdvertisedAddress}`;
   const api = server;
   const certServer = tls;
+  let members: import('./cluster/members.js').Members | undefined;
+  if (join && cluster) {
+    const at = Date.now();
+    const self = {
+      id: app.controllerId,
+      name: settings.clusterAdvertisedAddress ?? config.advertisedAddress,
+      certPem: pki.serverCertPem,
+      fingerprint: pki.serverCertSha1Hex,
+      ctrlAddress: `wss://${settings.clusterAdvertisedAddress ?? config.advertisedAddress}${CONTROL_PATH}`,
+      baseUrl: settings.clusterAdvertisedAddress ? `https://${settings.clusterAdvertisedAddress}` : app.baseUrl,
+      certBaseUrl: app.certBaseUrl,
+      startedAt: app.startedAt,
+      joinedAt: at,
+      versionInfo: { version: app.version, revision: app.revision, buildDate: app.buildDate, os: process.platform, arch: process.arch },
+    };
+    members = await join.announce(cluster, self, clusterLog);
+    const live = members;
+    app.cluster = { members: () => live.list() };
+  }
 
   let closing: Promise<void> | undefined;
   return {
@@ -217,6 +251,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     close: () =>
       (closing ??= (async () => {
         health.closing = true;
+        await members?.close();
         // Routers first: they see a clean 1001 and reconnect elsewhere (or later).
         channel.close();
         await Promise.all([api.close(settings.shutdownGraceMs), certServer.close(settings.shutdownGraceMs)]);
@@ -227,6 +262,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
         policy.close();
         await pool.close();
         await store.close();
+        dirLock.release();
       })()),
   };
 }
@@ -238,12 +274,16 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
 export async function bootstrap(app: App) {
   const { store, config, log } = app;
   const now = Date.now();
+  // Until data directories carry a format version with a list of migrations, this one runs at
+  // every start and does nothing once a directory has been migrated.
+  const moved = await migrateBuiltinConfigTypeIds(store);
+  if (moved > 0) log.info({ moved }, 'built-in config types moved to their upstream ids');
   await store.write((tx) => {
     if (!tx.exists('authPolicies', DEFAULT_AUTH_POLICY_ID)) tx.put('authPolicies', defaultAuthPolicy(now));
     // The global controller settings always exist (per-controller settings override them).
     if (!tx.exists('controllerSettings', GLOBAL_SETTINGS_ID)) tx.put('controllerSettings', { id: GLOBAL_SETTINGS_ID, createdAt: now, updatedAt: now, tags: {}, oidc: {} });
-    for (const { name, schema } of BUILTIN_CONFIG_TYPES) {
-      if (!tx.findUnique('configTypes', 'name', name)) tx.put('configTypes', { id: name, createdAt: now, updatedAt: now, tags: {}, name, schema });
+    for (const t of BUILTIN_CONFIG_TYPES) {
+      if (!tx.findUnique('configTypes', 'name', t.name) && !tx.exists('configTypes', t.id)) tx.put('configTypes', builtinConfigTypeRecord(t, now));
     }
   });
   if (store.count('identities') > 0) {

@@ -6,6 +6,7 @@ import { pino } from 'pino';
 import { ConfigError, configHelp, loadConfig } from './config.js';
 import { PACKAGE_VERSION, startController } from './app.js';
 import { DataFormatError } from './store/data-format.js';
+import { DataDirInUse } from './store/data-dir.js';
 import { LogStream } from './observability/log-stream.js';
 
 /** Log lines that may wait for a stuck stdout reader before later ones are dropped. */
@@ -50,6 +51,10 @@ async function main() {
   try {
     controller = await startController(settings, log);
   } catch (e) {
+    if (e instanceof DataDirInUse) {
+      process.stderr.write(`mesh-controller: ${e.message}\n`);
+      process.exit(3);
+    }
     if (e instanceof DataFormatError) {
       process.stderr.write(`mesh-controller: ${e.message}\n`);
       await log.flush?.();

@@ -40,6 +40,7 @@ import { WorkerPool } from '../../src/pool.js';
 import { BodyValidator } from '../../src/api/validate.js';
 import { ApiError } from '../../src/api/errors.js';
 import { bootstrap } from '../../src/app.js';
+import { builtinConfigTypeId } from '../../src/resources/builtin-config-types.js';
 import type { App, Ctx } from '../../src/api/context.js';
 
 // ---- shapes ----------------------------------------------------------------------------------
@@ -179,12 +180,12 @@ export function planModel(shape: Shape, seed: number): ModelPlan {
     const port = 1024 + int(rs, 60000);
     configs.push({
       name: `${name}-intercept`,
-      configTypeId: 'intercept.v1',
+      configTypeId: builtinConfigTypeId('intercept.v1'),
       data: { protocols: ['tcp'], addresses: [`${name}.mesh.internal`], portRanges: [{ low: port, high: port }] },
     });
     configs.push({
       name: `${name}-host`,
-      configTypeId: 'host.v1',
+      configTypeId: builtinConfigTypeId('host.v1'),
       data: { protocol: 'tcp', address: `10.${int(rs, 256)}.${int(rs, 256)}.${1 + int(rs, 254)}`, port },
     });
     const attrs = [`svc-group-${i % nSvcGroups}`];

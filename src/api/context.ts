@@ -1,4 +1,5 @@
 /** What every handler receives: the application's services and the request being served. */
+import type { Member } from '../cluster/members.js';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import type { Store, Rec } from '../store/store.js';
@@ -45,6 +46,8 @@ export interface App {
   baseUrl: string;
   /** `https://<advertised host:cert port>`: the mutual-TLS listener, the `iss` of enrollment JWTs. */
   certBaseUrl: string;
+  /** Cluster mode: the live controllers (src/cluster/members.ts), this one first. */
+  cluster?: { members(): Member[] };
 }
 
 export interface Ctx {

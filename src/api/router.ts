@@ -81,6 +81,8 @@ export interface RequestRecord {
 export class Router {
   /** Called once per request after its reply is ready; replaces the built-in debug log when set. */
   onRequest?: (r: RequestRecord) => void;
+  /** Called for every answered Upstream-API request other than a read (the audit trail keeps the successful ones). */
+  onChange?: (ctx: Ctx, reply: Reply) => void;
   private readonly routes: Record<ApiName, Map<number, Route[]>> = { client: new Map(), management: new Map() };
   /** method → path → operation, for paths without parameters: Map lookups instead of the segment walk. */
   private readonly literal: Record<ApiName, Map<string, Map<string, Op>>> = { client: new Map(), management: new Map() };
@@ -226,6 +228,7 @@ export class Router {
       headers['expires-at'] = goTime(this.app.sessions.expiresAt(ctx.session));
     }
     reply.headers = headers;
+    if (ctx && this.onChange && ctx.op.method !== 'get') this.onChange(ctx, reply);
     if (this.onRequest) {
       this.onRequest({
         requestId, method: req.method, path: req.path, api: matched.op?.api, operationId: matched.op?.operationId, rawRoute: raw?.path,
@@ -327,6 +330,13 @@ export class Router {
     const v = this.app.validators[op.api];
     if (op.bodyDefinition) return v.validate(op.bodyDefinition, value, op.bodyIsArray, op.bodyRequired);
     return v.validateSchema(op.bodySchema!, value, op.bodyRequired ?? false);
+  }
+
+  /** The answer to a request still running when the shutdown grace ends. */
+  shuttingDown(): Reply {
+    const reply = renderError(errors.shuttingDown(), shortId());
+    reply.headers = { ...reply.headers, server: this.serverHeader, connection: 'close' };
+    return reply;
   }
 
   tooLarge(): Reply {

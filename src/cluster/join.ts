@@ -9,6 +9,14 @@ import type { Store } from '../store/store.js';
 import type { Pki } from '../pki/bootstrap.js';
 import { Cluster, type ClusterSettings } from './replica.js';
 import { sharedPki } from './pki.js';
+import { Members, type Member } from './members.js';
+
+/** Once listening: publish this controller in the membership list. */
+export async function announce(cluster: Cluster, self: Member, log: Logger): Promise<Members> {
+  const members = new Members(cluster.client, cluster.keys.prefix, self, log);
+  await members.start();
+  return members;
+}
 
 export function clusterSettings(s: Static<typeof ConfigSchema>): ClusterSettings {
   return {
@@ -29,12 +37,12 @@ export async function joinCluster(
   pkiDir: string,
   loadPki: () => Promise<Pki>,
   log: Logger,
-): Promise<Pki> {
+): Promise<{ pki: Pki; cluster: Cluster }> {
   const cluster = new Cluster(store, clusterSettings(settings), controllerId, log);
   try {
     await cluster.start();
     store.cluster = cluster;
-    return await sharedPki(cluster.client, cluster.keys.prefix, pkiDir, loadPki);
+    return { pki: await sharedPki(cluster.client, cluster.keys.prefix, pkiDir, loadPki), cluster };
   } catch (e) {
     await cluster.close();
     throw e;

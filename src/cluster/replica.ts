@@ -28,7 +28,7 @@
  */
 import fs from 'node:fs';
 import { Etcd3, type Watcher, type IKeyValue, type IWatchResponse, type ICompare, type IRequestOp, type ITxnResponse } from 'etcd3';
-import { noop } from 'cockatiel';
+import { ExponentialBackoff, noop } from 'cockatiel';
 import { Packr } from 'msgpackr';
 import type { Logger } from 'pino';
 import { Tx, type Coll, type IndexKey, type Op, type ReadTracker, type Rec, type Store, type WriteLog } from '../store/store.js';
@@ -72,14 +72,19 @@ export function connect(s: ClusterSettings): Etcd3 {
     auth: s.username ? { username: s.username, password: s.password ?? '' } : undefined,
     // No automatic retry of a call on another member: a transaction retried after a timeout may
     // already have been applied. Each write decides itself (guards, then a 503).
-    faultHandling: { global: noop },
+    // A watch stream lost with its member comes back on another within a second, not 30 s.
+    // (etcd3 takes the backoff factory and calls next() itself; its type names the backoff.)
+    faultHandling: { global: noop, watchBackoff: new ExponentialBackoff({ initialDelay: 50, maxDelay: 1000 }) as never },
   });
 }
 
-/** etcd errors that mean "no leader / not reachable now", as opposed to a bad request. */
+/**
+ * Whether a failed etcd call means "no leader / not reachable now" (503, try again) rather than a
+ * request etcd will never take (too many operations, too large): everything but the latter, since
+ * the requests themselves are built here.
+ */
 export function isUnavailable(e: unknown): boolean {
-  const m = String((e as Error)?.message ?? e);
-  return /no leader|unavailable|deadline|timed out|timeout|ECONNREFUSED|connection|leader changed|not capable|too many requests|Cancelled|UNAVAILABLE|stopped|Broken/i.test(m);
+  return !/too many operations|too large|duplicate key|permission denied|invalid argument/i.test(String((e as Error)?.message ?? e));
 }
 
 const enc = (k: IndexKey) => `${typeof k === 'string' ? 's' : typeof k === 'number' ? 'n' : 'b'}:${String(k)}`;
@@ -136,6 +141,8 @@ interface Queued {
   /** Resolves with the revision: the write's own when it succeeded, else the one that failed its guards. */
   done: (r: { ok: boolean; revision: number }) => void;
   fail: (e: unknown) => void;
+  /** Times this write was sent again because the first attempt never reached etcd. */
+  resent?: number;
 }
 
 export class Cluster implements WriteLog {
@@ -307,6 +314,12 @@ export class Cluster implements WriteLog {
           batch.forEach((q, i) => q.done({ ok: res.responses[i]?.response_txn?.succeeded === true, revision }));
         },
         (err: unknown) => {
+          // Never sent (no connection to that member): safe to send again, to another member.
+          if (/No connection established|ECONNREFUSED/i.test(String((err as Error)?.message)) && (batch[0].resent ?? 0) < 3) {
+            for (const q of batch) q.resent = (q.resent ?? 0) + 1;
+            this.queue.unshift(...batch);
+            return new Promise((r) => setTimeout(r, 100));
+          }
           this.log.warn({ err: String((err as Error)?.message ?? err), writes: batch.length }, 'cluster write failed');
           const e = isUnavailable(err) ? new ClusterUnavailable(`etcd did not take the write: ${(err as Error)?.message ?? err}`) : err;
           for (const q of batch) q.fail(e);
@@ -332,11 +345,25 @@ export class Cluster implements WriteLog {
     this.logId = `${head.header.cluster_id}:${this.keys.prefix}`;
     const meta = this.store.metaDb();
     const stored = Number(meta.get('revision') ?? 0);
-    if (stored > 0 && meta.get('log') === this.logId) {
+    if (stored > 0 && meta.get('log') === this.logId && (await this.readableAt(stored))) {
       this.applied = stored;
       this.log.info({ revision: stored }, 'cluster: resuming the replica');
     } else await this.fullLoad();
     await this.follow();
+  }
+
+  /** Whether etcd still has `revision` (not compacted away, not beyond its own history). */
+  private async readableAt(revision: number): Promise<boolean> {
+    try {
+      await this.client.kv.range({ key: Buffer.from(this.keys.records), range_end: Buffer.from(prefixEnd(this.keys.records)), limit: 1, count_only: true, revision });
+      return true;
+    } catch (e) {
+      if (/compacted|future revision/i.test(String((e as Error).message))) {
+        this.log.info({ revision, reason: (e as Error).message }, 'cluster: the stored revision is gone from etcd');
+        return false;
+      }
+      throw e;
+    }
   }
 
   private async retry<T>(f: () => Promise<T>, tries = 20): Promise<T> {
@@ -423,8 +450,10 @@ export class Cluster implements WriteLog {
       // A watch from a compacted revision is cancelled: load everything again, then follow.
       this.log.warn({ err: String(err.message ?? err) }, 'cluster: watch cancelled; loading the model again');
       this.ready = false;
+      // (etcd already cancelled it; cancel() here only detaches it from the client.)
+      watcher.removeAllListeners();
+      watcher.cancel().catch(() => undefined);
       this.applying = this.applying.then(async () => {
-        await watcher.cancel().catch(() => undefined);
         await this.fullLoad();
         await this.follow();
       });

@@ -24,7 +24,7 @@ export function loadOrCreateControllerId(dataDir: string): string {
   const id = crypto.randomBytes(8).toString('base64url').slice(0, 10);
   // Temp file + rename: a crash never leaves a half-written id behind.
   const tmp = `${file}.tmp-${process.pid}`;
-  fs.writeFileSync(tmp, id + '\n', { mode: 0o644 });
+  fs.writeFileSync(tmp, id + '\n', { mode: 0o600 });
   fs.renameSync(tmp, file);
   return id;
 }

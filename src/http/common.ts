@@ -2,6 +2,16 @@
 import http from 'node:http';
 import type { Reply, Req } from '../api/operation.js';
 
+/**
+ * TLS 1.2 suites both listeners offer: forward-secret AEAD only (TLS 1.3 suites are all of that
+ * kind and stay as the library has them). Node's default list also takes CBC with SHA-1, CCM8 and
+ * ARIA, uWS's CBC with SHA-1; no client of these APIs needs them.
+ */
+export const TLS12_CIPHERS = [
+  'ECDHE-ECDSA-AES128-GCM-SHA256', 'ECDHE-ECDSA-AES256-GCM-SHA384', 'ECDHE-ECDSA-CHACHA20-POLY1305',
+  'ECDHE-RSA-AES128-GCM-SHA256', 'ECDHE-RSA-AES256-GCM-SHA384', 'ECDHE-RSA-CHACHA20-POLY1305',
+].join(':');
+
 export type Handle = (req: Req) => Promise<Reply>;
 
 export const STATUS_TEXT: Record<number, string> = http.STATUS_CODES as Record<number, string>;
@@ -21,16 +31,22 @@ export function encodeReply(reply: Reply): { status: number; headers: Record<str
   return { status: reply.status, headers, body };
 }
 
-/** Counts requests being served so shutdown can wait for them. */
+/**
+ * Counts requests being served so shutdown can wait for them, and answers those still running
+ * when it stops waiting (each registered how to: a 503 rather than a cut connection).
+ */
 export class InFlight {
   private n = 0;
   private waiters: (() => void)[] = [];
-  begin(): () => void {
+  private readonly abandon = new Set<() => void>();
+  begin(abandon?: () => void): () => void {
     this.n++;
+    if (abandon) this.abandon.add(abandon);
     let ended = false;
     return () => {
       if (ended) return;
       ended = true;
+      if (abandon) this.abandon.delete(abandon);
       if (--this.n === 0) for (const w of this.waiters.splice(0)) w();
     };
   }
@@ -47,4 +63,13 @@ export class InFlight {
       });
     });
   }
+  /** Answer every request still running through its `abandon`; returns how many there were. */
+  abandonAll(): number {
+    const all = [...this.abandon];
+    for (const a of all) a();
+    return all.length;
+  }
 }
+
+/** Time for abandoned requests' answers to reach the socket before connections are closed. */
+export const FLUSH_BEFORE_CLOSE_MS = 100;

@@ -16,7 +16,7 @@
 import https from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket, PeerCertificate, DetailedPeerCertificate } from 'node:tls';
-import { encodeReply, InFlight, type Handle } from './common.js';
+import { encodeReply, InFlight, TLS12_CIPHERS, FLUSH_BEFORE_CLOSE_MS, type Handle } from './common.js';
 import type { Reply, Req } from '../api/operation.js';
 
 export interface TlsOptions {
@@ -27,6 +27,8 @@ export interface TlsOptions {
   maxBodyBytes: number;
   handle: Handle;
   tooLarge: () => Reply;
+  /** Reply to a request still running when the shutdown grace ends. */
+  shuttingDown: () => Reply;
 }
 
 export interface TlsServer {
@@ -105,13 +107,16 @@ export function startTls(opts: TlsOptions): Promise<TlsServer> {
       key: opts.keyPem,
       requestCert: true,
       rejectUnauthorized: false,
+      minVersion: 'TLSv1.2',
+      ciphers: TLS12_CIPHERS,
       keepAlive: true,
       // Headers and bodies are small; a slow client must not hold a socket forever.
       headersTimeout: 30_000,
       requestTimeout: 60_000,
     },
     (hreq: IncomingMessage, hres: ServerResponse) => {
-      const done = inFlight.begin();
+      let answered = false;
+      const done = inFlight.begin(() => send(opts.shuttingDown()));
       const url = hreq.url ?? '/';
       const q = url.indexOf('?');
       const headers: Record<string, string> = {};
@@ -132,6 +137,8 @@ export function startTls(opts: TlsOptions): Promise<TlsServer> {
         if (!hres.writableFinished) req.aborted = true;
       });
       const send = (reply: Reply) => {
+        if (answered) return;
+        answered = true;
         if (req.aborted || hres.destroyed) return done();
         const { status, headers: h, body } = encodeReply(reply);
         if (closing) h.connection = 'close';
@@ -196,6 +203,7 @@ export function startTls(opts: TlsOptions): Promise<TlsServer> {
           const closed = new Promise<void>((r) => server.close(() => r()));
           server.closeIdleConnections();
           await inFlight.drain(graceMs);
+          if (inFlight.abandonAll() > 0) await new Promise((r) => setTimeout(r, FLUSH_BEFORE_CLOSE_MS));
           server.closeAllConnections();
           await closed;
         },

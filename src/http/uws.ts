@@ -4,7 +4,7 @@
  * `Req` to the router and writes the `Reply` corked. Nothing else in src/ imports uWS.
  */
 import uWS from 'uWebSockets.js';
-import { STATUS_TEXT, type Handle, replyBody, InFlight } from './common.js';
+import { STATUS_TEXT, TLS12_CIPHERS, FLUSH_BEFORE_CLOSE_MS, type Handle, replyBody, InFlight } from './common.js';
 import type { Reply, Req } from '../api/operation.js';
 import type { Connection, Transport } from '../control/channel.js';
 
@@ -25,6 +25,8 @@ export interface UwsOptions {
   handle: Handle;
   /** Reply sent when a body exceeds the limit (built by the router so the envelope stays in one place). */
   tooLarge: () => Reply;
+  /** Reply to a request still running when the shutdown grace ends. */
+  shuttingDown: () => Reply;
   /** WebSocket endpoints (the router control channel). */
   websockets?: WsEndpoint[];
 }
@@ -74,7 +76,7 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
   /** closing: the listener is closed, responses ask clients to close; stopped: in-flight work has drained. */
   let closing = false;
   let stopped = false;
-  const app = uWS.SSLApp({ cert_file_name: opts.certFile, key_file_name: opts.keyFile });
+  const app = uWS.SSLApp({ cert_file_name: opts.certFile, key_file_name: opts.keyFile, ssl_ciphers: TLS12_CIPHERS });
   const sockets = new Set<uWS.WebSocket<WsData>>();
   for (const ep of opts.websockets ?? []) addWebSocket(app, ep, sockets, () => closing);
 
@@ -97,8 +99,11 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
     res.onAborted(() => {
       req.aborted = true;
     });
-    const done = inFlight.begin();
+    const done = inFlight.begin(() => send(opts.shuttingDown()));
+    let answered = false;
     const send = (reply: Reply) => {
+      if (answered) return;
+      answered = true;
       if (req.aborted) return done();
       const { body, contentType } = replyBody(reply);
       const [key, value] = headerBlock(reply.headers, contentType, closing);
@@ -112,11 +117,19 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
       });
       done();
     };
-    const dispatch = () => opts.handle(req).then(send, (e) => {
+    const run = () => opts.handle(req).then(send, (e) => {
       // The router never rejects; this is the last line of defence for the process.
       console.error('router rejected', e);
       send({ status: 500, body: { error: { code: 'UNHANDLED', message: 'An unhandled error occurred' }, meta: {} } });
     });
+    // Pipelining: uWS answers requests sent back to back on a connection only while each answer is
+    // written before the next request is parsed; a request arriving while an answer is pending
+    // makes it close the connection, aborting that answer. Reads mostly answer at once (and an
+    // aborted read changed nothing); a request that may change something starts only after the
+    // rest of what arrived with it was parsed, so when uWS closes the connection for a pipelined
+    // successor it has done nothing, and the client's retry of the unanswered requests is safe
+    // (RFC 9112 §9.3.2).
+    const dispatch = req.method === 'get' || req.method === 'head' ? run : () => setImmediate(() => (req.aborted ? done() : run()));
 
     if (stopped) {
       // Drained and stopping: like an HTTP server shutting down, drop kept-alive connections
@@ -167,6 +180,7 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
           // WebSockets are long-lived: end them now (the control channel normally did already).
           for (const ws of [...sockets]) ws.end(1001, 'controller shutting down');
           await inFlight.drain(graceMs);
+          if (inFlight.abandonAll() > 0) await new Promise((r) => setTimeout(r, FLUSH_BEFORE_CLOSE_MS));
           stopped = true;
           (app as unknown as { close?: () => void }).close?.();
         },

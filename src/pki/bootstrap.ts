@@ -87,7 +87,8 @@ export const PKI_FILES = {
 export const RENEW_BEFORE_MS = 30 * 24 * 60 * 60 * 1000;
 
 const KEY_MODE = 0o600;
-const CERT_MODE = 0o644;
+// Certificates are public, but nothing under the data directory is readable by others (data-dir.ts).
+const CERT_MODE = 0o600;
 const DIR_MODE = 0o700;
 const TEMP_MARK = '.tmp-';
 

@@ -32,7 +32,7 @@ export function enrollmentJwt(app: App, e: { method: string; token: string; expi
     iss: app.certBaseUrl,
     aud: [''],
     exp: Math.floor(e.expiresAt / 1000),
-    ctrls: [app.certBaseUrl],
+    ctrls: app.cluster?.members().map((m) => m.certBaseUrl) ?? [app.certBaseUrl],
   });
 }
 

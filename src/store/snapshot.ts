@@ -175,6 +175,17 @@ export async function restoreBackup(file: string, dataDir: string, opts: { repla
   }
 }
 
+/**
+ * Remove the `*.partial` copies a process killed mid-snapshot left in `dir` (a crash skips the
+ * cleanup in `create`). Run at start-up, under the data-directory lock: no copy is in progress.
+ */
+export function removePartialSnapshots(dir: string): string[] {
+  if (!fs.existsSync(dir)) return [];
+  const gone = fs.readdirSync(dir).filter((n) => n.endsWith('.partial'));
+  for (const n of gone) fs.rmSync(path.join(dir, n), { recursive: true, force: true });
+  return gone;
+}
+
 export class Snapshots {
   private last = 0;
   private running = false;

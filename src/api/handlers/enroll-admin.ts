@@ -36,7 +36,7 @@ export function endSessionsOf(tx: Tx, identityId: string, authenticatorId: strin
 /** The CA auto-enrollment JWT (api-reference §9.1): `em: ca`, sub = jti = CA id, no expiry. */
 export function caJwt(ctx: Ctx, ca: Rec): string {
   const iss = ctx.app.certBaseUrl + '/';
-  return signJwt(ctx.app.pki.serverKey, ctx.app.pki.serverCertSha1Hex, { em: 'ca', sub: ca.id, jti: ca.id, iss, aud: ['mesh-enroller'], ctrls: [ctx.app.certBaseUrl] });
+  return signJwt(ctx.app.pki.serverKey, ctx.app.pki.serverCertSha1Hex, { em: 'ca', sub: ca.id, jti: ca.id, iss, aud: ['mesh-enroller'], ctrls: ctx.app.cluster?.members().map((m) => m.certBaseUrl) ?? [ctx.app.certBaseUrl] });
 }
 
 export function enrollAdminHandlers(_reg: Registry): Record<string, H> {

@@ -124,7 +124,7 @@ export function enrollCertHandlers(reg: Registry): Record<string, H> {
       let token = networkJwtCache.get(ctx.app);
       if (!token) {
         const iss = ctx.app.certBaseUrl + '/';
-        token = signJwt(ctx.app.pki.serverKey, ctx.app.pki.serverCertSha1Hex, { em: 'network', iss, sub: iss, aud: ['mesh-enroller'], jti: crypto.randomUUID(), ctrls: [ctx.app.certBaseUrl] });
+        token = signJwt(ctx.app.pki.serverKey, ctx.app.pki.serverCertSha1Hex, { em: 'network', iss, sub: iss, aud: ['mesh-enroller'], jti: crypto.randomUUID(), ctrls: ctx.app.cluster?.members().map((m) => m.certBaseUrl) ?? [ctx.app.certBaseUrl] });
         networkJwtCache.set(ctx.app, token);
       }
       return ok([{ name: 'default', token }]);

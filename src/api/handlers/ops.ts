@@ -5,6 +5,7 @@
  * Keys are `<api>:<operationId>` for one API or a bare operationId for both; a handler here wins
  * over the standard resource handlers (src/api/operations.ts).
  */
+import type { Member } from '../../cluster/members.js';
 import crypto from 'node:crypto';
 import type { Ctx } from '../context.js';
 import type { Reply } from '../operation.js';
@@ -59,27 +60,44 @@ export function opsHandlers(_reg: Registry): Record<string, H> {
   /** This controller, as `GET /controllers` shows it (a standalone controller: always itself, online). */
   function controller(ctx: Ctx) {
     const { app } = ctx;
-    const at = new Date(app.startedAt).toISOString();
-    return {
+    return controllerView(ctx, {
       id: app.controllerId,
-      createdAt: at,
-      updatedAt: at,
-      tags: {},
-      _links: { self: { href: `./controllers/${app.controllerId}` } },
       name: app.config.advertisedAddress,
       certPem: app.pki.serverCertPem,
       fingerprint: app.pki.serverCertSha1Hex,
-      isOnline: true,
-      isPreferredLeader: true,
-      lastJoinedAt: at,
       // Where routers connect: the control channel WebSocket on the API listener.
       ctrlAddress: `wss://${app.config.advertisedAddress}${CONTROL_PATH}`,
+      baseUrl: app.baseUrl,
+      certBaseUrl: app.certBaseUrl,
+      startedAt: app.startedAt,
+      joinedAt: app.startedAt,
+      versionInfo: { version: app.version, revision: app.revision, buildDate: app.buildDate, os: process.platform, arch: process.arch },
+    });
+  }
+
+  /** A controller as `GET /controllers` shows it; in cluster mode every live member, all online. */
+  function controllerView(ctx: Ctx, m: Member) {
+    const at = new Date(m.startedAt).toISOString();
+    return {
+      id: m.id,
+      createdAt: at,
+      updatedAt: at,
+      tags: {},
+      _links: { self: { href: `./controllers/${m.id}` } },
+      name: m.name,
+      certPem: m.certPem,
+      fingerprint: m.fingerprint,
+      isOnline: true,
+      // No leader among controllers (etcd elects its own): each is as preferred as the others.
+      isPreferredLeader: !ctx.app.cluster,
+      lastJoinedAt: new Date(m.joinedAt).toISOString(),
+      ctrlAddress: m.ctrlAddress,
       apiAddresses: {
-        'edge-client': [{ url: app.baseUrl + BASE_PATHS.client, version: 'v1' }],
-        'edge-management': [{ url: app.baseUrl + BASE_PATHS.management, version: 'v1' }],
+        'edge-client': [{ url: m.baseUrl + BASE_PATHS.client, version: 'v1' }],
+        'edge-management': [{ url: m.baseUrl + BASE_PATHS.management, version: 'v1' }],
       },
       // Not in upstream's controllerDetail; clients ignore unknown fields. The build this controller runs.
-      versionInfo: { version: app.version, revision: app.revision, buildDate: app.buildDate, os: process.platform, arch: process.arch },
+      versionInfo: m.versionInfo,
     };
   }
 
@@ -129,7 +147,7 @@ export function opsHandlers(_reg: Registry): Record<string, H> {
     listControllers: (ctx) => {
       const p = parseListParams(ctx.req.query, CONTROLLER_SYMBOLS);
       const pred = compileFilter(p.filter.where, CONTROLLER_SYMBOLS);
-      const all = [controller(ctx)].filter((c) => pred(c as unknown as Rec));
+      const all = (ctx.app.cluster ? ctx.app.cluster.members().map((m) => controllerView(ctx, m)) : [controller(ctx)]).filter((c) => pred(c as unknown as Rec));
       sortRecords(all as unknown as Rec[], CONTROLLER_SYMBOLS, p.sort);
       const page = p.limit === -1 ? all.slice(p.offset) : all.slice(p.offset, p.offset + p.limit);
       return list(page, { limit: p.limit, offset: p.offset, totalCount: all.length }, Object.keys(CONTROLLER_SYMBOLS));
