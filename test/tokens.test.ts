@@ -252,3 +252,43 @@ t.test('key rotation: a new key signs, the old one verifies until nothing needs 
   t.equal(again.currentKid, second, 'restart: same current key');
   again.close();
 });
+
+t.test('tampered, expired, revoked and partial tokens on every secured operation of both APIs', async (t) => {
+  const { buildOperations } = await import('../src/api/operations.js');
+  const ops = buildOperations(createRegistry()).filter((o) => o.auth !== 'none');
+  const srv = await startServer(t);
+  const admin = await srv.login();
+  const [h, p, s] = admin.token!.split('.');
+  const header = JSON.parse(Buffer.from(h, 'base64url').toString());
+  const claims = JSON.parse(Buffer.from(p, 'base64url').toString());
+  const ownKey = await importPKCS8(fs.readFileSync(path.join(srv.dataDir, 'signing-keys', `${header.kid}.pem`), 'utf8'), 'ES256');
+  const tampered = `${h}.${Buffer.from(JSON.stringify({ ...claims, sub: 'x' })).toString('base64url')}.${s}`;
+  const expired = await new SignJWT({ ...claims, exp: Math.floor(Date.now() / 1000) - 1 }).setProtectedHeader({ alg: 'ES256', kid: header.kid }).sign(ownKey);
+  const revoked = (await srv.login()).token!;
+  await createUser(srv, admin, 'mx-partial', 'mx-partial-pw');
+  // An identity with MFA: its next login is partial.
+  const first = await login(srv, 'mx-partial', 'mx-partial-pw');
+  t.equal((await first.c.post('/current-identity/mfa')).status, 201, 'MFA enrolled');
+  const secret = /secret=([A-Z2-7]+)/.exec((await first.c.get('/current-identity/mfa')).body.data.provisioningUrl)![1];
+  const { generateSync } = await import('otplib');
+  t.equal((await first.c.post('/current-identity/mfa/verify', { code: generateSync({ secret }) })).status, 200, 'MFA verified');
+  const partial = (await login(srv, 'mx-partial', 'mx-partial-pw')).token;
+  t.equal((await new Client(srv, '/edge/management/v1', revoked).delete('/current-api-session')).status, 200, 'revoked by logout');
+
+  const PARTIAL_OK = new Set(['getCurrentAPISession', 'deleteCurrentAPISession', 'authenticateMfa', 'detailMfa', 'enrollMfa', 'verifyMfa', 'detailMfaQrCode']);
+  let n = 0;
+  for (const op of ops) {
+    const c = new Client(srv, op.api === 'management' ? '/edge/management/v1' : '/edge/client/v1');
+    const url = op.path.replace(/\{[^}]+\}/g, 'made-up-id-0001');
+    const body = ['post', 'put', 'patch'].includes(op.method) ? {} : undefined;
+    const kinds: [string, string][] = [['tampered', tampered], ['expired', expired], ['revoked', revoked]];
+    if (!PARTIAL_OK.has(op.operationId)) kinds.push(['partial', partial]);
+    for (const [kind, token] of kinds) {
+      // Alternate the two schemes.
+      const headers: Record<string, string> = n++ % 2 ? { 'zt-session': token } : { 'zt-session': '', authorization: `Bearer ${token}` };
+      const res = await c.request(op.method.toUpperCase(), url, body, { headers });
+      t.ok(isError(res, 401, 'UNAUTHORIZED'), `${kind}: ${op.api} ${op.operationId} → 401 (${res.status})`);
+    }
+  }
+  t.equal((await new Client(srv, '/edge/client/v1', partial).get('/current-api-session')).status, 200, 'the partial session itself is still live');
+});
