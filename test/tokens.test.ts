@@ -142,6 +142,24 @@ t.test('ending a token refuses it from the next request on', async (t) => {
   }
   t.ok(gone, 'and the API session is deleted right after');
 
+  // Moving an identity to a policy that forbids its method.
+  const strict = await admin.post('/auth-policies', {
+    name: 'no-updb', primary: { cert: { allowed: true, allowExpiredCerts: false }, extJwt: { allowed: false, allowedSigners: [] }, updb: { allowed: false, maxAttempts: 0, lockoutDurationMinutes: 0, minPasswordLength: 5, requireMixedCase: false, requireNumberChar: false, requireSpecialChar: false } },
+    secondary: { requireTotp: false },
+  });
+  t.equal(strict.status, 201, 'strict policy created');
+  const mover = await createUser(srv, admin, 'move-user', 'move-password-1');
+  const m = await login(srv, 'move-user', 'move-password-1');
+  t.equal((await admin.patch(`/identities/${mover.id}`, { authPolicyId: strict.body.data.id })).status, 200, 'identity moved to a policy without passwords');
+  t.ok(isError(await m.c.get('/current-identity'), 401, 'UNAUTHORIZED'), 'identity policy change: refused');
+
+  // Authenticator re-enroll.
+  const re = await createUser(srv, admin, 're-user', 're-password-1');
+  const r = await login(srv, 're-user', 're-password-1');
+  const expiresAt = new Date(Date.now() + 3_600_000).toISOString();
+  t.equal((await admin.post(`/authenticators/${re.authenticatorId}/re-enroll`, { expiresAt })).status, 201, 'authenticator re-enroll');
+  t.ok(isError(await r.c.get('/current-identity'), 401, 'UNAUTHORIZED'), 'authenticator re-enroll: refused');
+
   // Identity delete.
   const w = await createUser(srv, admin, 'del-user', 'del-password-1');
   const f = await login(srv, 'del-user', 'del-password-1');
