@@ -310,3 +310,20 @@ t.test('tampered, expired, revoked and partial tokens on every secured operation
   }
   t.equal((await new Client(srv, '/edge/client/v1', partial).get('/current-api-session')).status, 200, 'the partial session itself is still live');
 });
+
+t.test('a data directory from before signed tokens: plain stored tokens are ended at start', async (t) => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-plain-'));
+  const store = new Store(path.join(dataDir, 'db'), createRegistry().collectionSpecs());
+  const now = Date.now();
+  const plain = crypto.randomUUID();
+  await store.write((tx) => {
+    tx.put('apiSessions', { id: 'old-api-session', createdAt: now, updatedAt: now, token: plain, identityId: 'someone', authenticatorId: 'a', lastActivityAt: now, configTypes: [], isMfaRequired: false, isMfaComplete: false });
+    tx.put('sessions', { id: 'old-session', createdAt: now, updatedAt: now, token: crypto.randomUUID(), apiSessionId: 'old-api-session', identityId: 'someone', serviceId: 'svc', type: 'Dial' });
+  });
+  await store.close();
+  const srv = await startServer(t, { dataDir });
+  const admin = await srv.login();
+  t.ok(isError(await admin.get('/api-sessions/old-api-session'), 404, 'NOT_FOUND'), 'the API session with a plain token is gone');
+  t.ok(isError(await admin.get('/sessions/old-session'), 404, 'NOT_FOUND'), 'and the session with a plain token');
+  t.ok(isError(await new Client(srv, '/edge/client/v1', plain).get('/current-identity'), 401, 'UNAUTHORIZED'), 'the old token opens nothing');
+});

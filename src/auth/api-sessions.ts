@@ -29,8 +29,6 @@ const PLAIN_TOKEN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{1
 export interface ApiSession extends Rec {
   /** SHA-256 (base64url) of the signed token. */
   token: string;
-  /** The key that signed the token (a retired key stays published while sessions signed with it live). */
-  kid?: string;
   /** The primary login method (password, cert, ext-jwt): an auth-policy change may end it. */
   method?: string;
   /** ext-jwt: the signer of the login token (a policy's allowedSigners may drop it). */
@@ -125,13 +123,19 @@ export class ApiSessions {
   }
 
   /**
-   * API sessions stored before tokens were signed kept their token in clear: they are ended at
-   * open (their clients log in again) so that no usable token stays at rest.
+   * API sessions and sessions stored before tokens were signed kept their token in clear: they are
+   * ended at start (their clients log in again) so that no usable token stays at rest.
    */
   async endPlainTokenSessions(): Promise<number> {
     const plain = [...this.byId.values()].filter((s) => PLAIN_TOKEN.test(s.token)).map((s) => s.id);
-    if (plain.length) await this.store.write((tx) => ApiSessions.deleteInTx(tx, plain));
-    return plain.length;
+    const plainSessions: string[] = [];
+    for (const rec of this.store.scan('sessions')) if (typeof rec.token === 'string' && PLAIN_TOKEN.test(rec.token)) plainSessions.push(rec.id);
+    if (plain.length || plainSessions.length)
+      await this.store.write((tx) => {
+        ApiSessions.deleteInTx(tx, plain);
+        for (const id of plainSessions) tx.delete('sessions', id);
+      });
+    return plain.length + plainSessions.length;
   }
 
   get(id: string): ApiSession | undefined {
@@ -211,7 +215,6 @@ export class ApiSessions {
       updatedAt: now,
       tags: {},
       token: tokenDigest(token),
-      kid: keys.currentKid,
       lastActivityAt: now,
       isMfaComplete: false,
       ...extra,
