@@ -41,7 +41,7 @@ import { newId } from './resources/define.js';
 import { BUILTIN_CONFIG_TYPES, builtinConfigTypeRecord } from './resources/builtin-config-types.js';
 import { migrateBuiltinConfigTypeIds } from './resources/config-type-ids-migration.js';
 import { hashPassword } from './auth/passwords.js';
-import type { App } from './api/context.js';
+import type { App } from './core/context.js';
 import { lockDataDir, ownerOnlyFromNowOn, tightenModes } from './store/data-dir.js';
 import { removePartialSnapshots } from './store/snapshot.js';
 import type { Static } from 'typebox';

@@ -14,7 +14,7 @@ import { ApiSessions } from '../src/auth/api-sessions.js';
 import { SigningKeys } from '../src/auth/tokens.js';
 import { Store } from '../src/store/store.js';
 import { createRegistry } from '../src/resources/index.js';
-import { ApiError } from '../src/api/errors.js';
+import { ApiError } from '../src/core/errors.js';
 import { startServer, isError } from './helpers/server.js';
 
 t.test('bounded queue', async (t) => {

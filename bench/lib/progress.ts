@@ -1,7 +1,8 @@
 /**
  * A one-line progress bar on stderr for a benchmark phase, redrawn at most 5 times a second and
- * only when stderr is a terminal (logs and CI output get nothing from it). A phase knows either
- * how many operations it will do or how long it will run; the bar shows whichever it knows.
+ * only when stderr is a terminal (logs and CI output get nothing from it). A phase knows how many
+ * operations it will do or how long it will run, and the bar shows whichever it knows; a phase that
+ * knows neither (writing a model) shows the time it has taken so far.
  *
  *   const bar = progressBar('creates', { total: 100_000 });
  *   bar.update(done);      // as often as you like
@@ -30,7 +31,9 @@ export function progressBar(label: string, opts: { total?: number; durationMs?: 
     const filled = Math.round(f * WIDTH);
     const rate = elapsed > 0 ? Math.round((count / elapsed) * 1000) : 0;
     const counted = opts.total ? `${count}/${opts.total}` : `${count}`;
-    const line = `${label} [${'#'.repeat(filled)}${'.'.repeat(WIDTH - filled)}] ${Math.round(f * 100)}%  ${counted}  ${rate}/s  ${(elapsed / 1000).toFixed(0)} s`;
+    const line = !opts.total && !opts.durationMs
+      ? `${label} … ${(elapsed / 1000).toFixed(0)} s${count ? `  ${count}` : ''}`
+      : `${label} [${'#'.repeat(filled)}${'.'.repeat(WIDTH - filled)}] ${Math.round(f * 100)}%  ${counted}  ${rate}/s  ${(elapsed / 1000).toFixed(0)} s`;
     out.write(`\r${line.slice(0, (out.columns ?? 120) - 1)}\x1b[K`);
   };
   const timer = setInterval(draw, 200);

@@ -83,7 +83,11 @@ async function closedLoop(label: string, concurrency: number, durationMs: number
   return { perSec: round((s.count / (performance.now() - start)) * 1000, 1), p50Ms: s.p50, p99Ms: s.p99, timeline };
 }
 
-export async function lmdbCommit(opts: { concurrency: number; durationMs: number; valueBytes?: number }): Promise<RawCeiling> {
+/**
+ * Durable LMDB writes at `concurrency`; with `batch` > 1 each operation is one transaction of that
+ * many values (as a `_bulk` request is), and `perSec` counts values.
+ */
+export async function lmdbCommit(opts: { concurrency: number; durationMs: number; valueBytes?: number; batch?: number }): Promise<RawCeiling> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-bench-lmdb-'));
   const env = open({ path: dir, maxDbs: 4, mapSize: 1024 ** 3, compression: false, overlappingSync: false });
   const db = env.openDB<Buffer, string>({ name: 'raw', encoding: 'binary' });
@@ -92,8 +96,17 @@ export async function lmdbCommit(opts: { concurrency: number; durationMs: number
   const key = (i: number) => `${Date.now().toString(36).padStart(10, '0')}-${i.toString(36).padStart(8, '0')}`;
   try {
     for (let i = 0; i < 50; i++) await db.put(key(1e9 + i), value);
-    const r = await closedLoop(`ceiling: durable LMDB put c=${opts.concurrency}`, opts.concurrency, opts.durationMs, (i) => db.put(key(i), value));
-    return { what: `durable LMDB put (${value.length} B, overlappingSync off), ${opts.concurrency} at a time`, concurrency: opts.concurrency, ...r };
+    const batch = opts.batch ?? 1;
+    if (batch === 1) {
+      const r = await closedLoop(`ceiling: durable LMDB put c=${opts.concurrency}`, opts.concurrency, opts.durationMs, (i) => db.put(key(i), value));
+      return { what: `durable LMDB put (${value.length} B, overlappingSync off), ${opts.concurrency} at a time`, concurrency: opts.concurrency, ...r };
+    }
+    const r = await closedLoop(`ceiling: durable LMDB batches c=${opts.concurrency}`, opts.concurrency, opts.durationMs, (i) =>
+      db.transaction(() => {
+        for (let j = 0; j < batch; j++) db.put(key(i * batch + j), value);
+      }),
+    );
+    return { what: `durable LMDB transactions of ${batch} values (${value.length} B each), ${opts.concurrency} at a time`, concurrency: opts.concurrency, ...r, perSec: round(r.perSec * batch, 1) };
   } finally {
     await env.close();
     fs.rmSync(dir, { recursive: true, force: true });

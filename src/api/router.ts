@@ -5,14 +5,14 @@
  * node:https adapters call `handle`.
  */
 import { ClusterUnavailable, WriteContention } from '../cluster/errors.js';
-import { ApiError, errors } from './errors.js';
-import { renderError } from './envelope.js';
+import { ApiError, errors } from '../core/errors.js';
+import { renderError } from '../core/envelope.js';
 import { shortId } from '../store/ids.js';
-import type { App, Ctx, Op } from './context.js';
-import type { ApiName, Reply, Req } from './operation.js';
+import type { App, Ctx, Op } from '../core/context.js';
+import type { ApiName, RawRoute, Reply, Req } from '../core/operation.js';
 import type { Rec } from '../store/store.js';
 import { isPermitted } from '../auth/permissions.js';
-import { isDisabledAt } from '../auth/disable.js';
+import { isDisabledAt } from '../auth/login-policy.js';
 import { bearerTokens } from '../auth/ext-jwt.js';
 
 export const BASE_PATHS: Record<ApiName, string> = {
@@ -48,18 +48,6 @@ export function goTime(ms: number): string {
   }
   const frac = ms - sec * 1000;
   return `${goSecondText}${frac < 10 ? '00' : frac < 100 ? '0' : ''}${frac} +0000 UTC`;
-}
-
-/**
- * A route outside the two upstream APIs, served on the same listeners (`/metrics`, `/search/…`):
- * matched by exact path or by prefix (`/search/` matches everything under it). Its handler does its
- * own authentication; failures thrown as ApiError render as usual.
- */
-export interface RawRoute {
-  method: string | '*';
-  path: string;
-  prefix?: boolean;
-  handle(req: Req, requestId: string): Reply | Promise<Reply>;
 }
 
 /** One served request, as the request hook sees it (metrics, access log). Carries no body, query or header values. */

@@ -26,6 +26,17 @@ export const API_SESSION_TOKEN = 'api-session';
 /** A token in the format stored before tokens were signed (a random UUID kept in clear). */
 const PLAIN_TOKEN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
+declare module '../core/context.js' {
+  interface Services {
+    /** The API sessions of every caller. */
+    sessions: ApiSessions;
+  }
+  interface Ctx {
+    /** The caller's API session, when the request presented one. */
+    session?: ApiSession;
+  }
+}
+
 export interface ApiSession extends Rec {
   /** SHA-256 (base64url) of the signed token. */
   token: string;

@@ -8,6 +8,13 @@
 import type { Etcd3, Lease } from 'etcd3';
 import type { Logger } from 'pino';
 
+declare module '../core/context.js' {
+  interface Services {
+    /** Cluster mode: the live controllers, this one first. */
+    cluster?: { members(): Member[] };
+  }
+}
+
 /** What a controller publishes about itself. */
 export interface Member {
   id: string;

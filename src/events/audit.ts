@@ -23,8 +23,8 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import type { Ctx } from '../api/context.js';
-import type { Reply } from '../api/operation.js';
+import type { Ctx } from '../core/context.js';
+import type { Reply } from '../core/operation.js';
 import type { SearchStore } from './search-store.js';
 
 export const AUDIT_INDEX = 'mesh.audit';

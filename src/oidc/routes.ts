@@ -3,8 +3,8 @@
  * retired-but-still-verifying), where upstream's OIDC provider publishes it. Routers and other
  * controllers verify API-session and session tokens with it.
  */
-import type { RawRoute } from '../api/router.js';
-import { errors } from '../api/errors.js';
+import type { RawRoute } from '../core/operation.js';
+import { errors } from '../core/errors.js';
 import type { SigningKeys } from '../auth/tokens.js';
 
 export const JWKS_PATH = '/oidc/keys';

@@ -6,7 +6,7 @@
  * `ctrls`): a device that enrolls then logs in with its certificate lands where certificates work.
  */
 import crypto from 'node:crypto';
-import type { App } from '../api/context.js';
+import type { App } from '../core/context.js';
 import type { Rec, Tx } from '../store/store.js';
 import { signJwt } from '../pki/jwt.js';
 import { newId } from './define.js';

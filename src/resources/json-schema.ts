@@ -6,7 +6,7 @@
 import { Ajv, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { Rec } from '../store/store.js';
-import { errors } from '../api/errors.js';
+import { errors } from '../core/errors.js';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
 const ajv = addFormats(new Ajv({ strict: false, allErrors: false, validateSchema: true, addUsedSchema: false }));
