@@ -1,7 +1,7 @@
 /**
  * This machine's ceilings, measured in the same run as the fleet with the same closed-loop driver
  * (bench/lib/ops.ts), so every controller figure can be stated as a fraction of what the machine can
- * do at all (issue #8 item 3):
+ * do at all:
  *
  *  - `uwsJson`: a trivial uWS HTTPS server answering one fixed JSON body, keep-alive connections —
  *    the ceiling of any API request;
