@@ -114,7 +114,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   const keys = new SigningKeys(store, dataDir, {
     controllerId,
     rotationMs: settings.signingKeyRotationHours * 3_600_000,
-    stillNeeded: (kid) => sessions.usesKey(kid),
+    stillNeeded: (key) => sessions.anyCreatedBefore(key.retiredAt ?? Infinity),
     onError: (err) => log.error({ err }, 'signing key rotation failed'),
   });
   await keys.start();

@@ -105,6 +105,22 @@ t.test('a login on A works on B and C', async (t) => {
   }
 });
 
+t.test('signed tokens: every controller publishes every key; a token of A works as Bearer on C; a logout on B ends it on A and C within a second', async (t) => {
+  const jwks = await Promise.all(ctrls.map(async (c) => ((await c.raw('GET', '/oidc/keys')).body.keys as { kid: string }[]).map((k) => k.kid).sort()));
+  t.ok(jwks[0].length >= 3, `at least one key per controller (${jwks[0].length})`);
+  t.same(jwks[1], jwks[0], 'B publishes the same keys as A');
+  t.same(jwks[2], jwks[0], 'C publishes the same keys as A');
+  const user = await ctrls[0].login('user-login', 'user-login-pw1', 'client');
+  const bearer = { headers: { authorization: `Bearer ${user.token}` } };
+  await within(1000, async () => (await ctrls[2].client.request('GET', '/current-identity', undefined, bearer)).status === 200);
+  t.equal((await ctrls[2].client.request('GET', '/current-identity', undefined, bearer)).status, 200, "A's token as Bearer on C");
+  t.equal((await ctrls[1].client.request('DELETE', '/current-api-session', undefined, { headers: { 'zt-session': user.token! } })).status, 200, 'logout on B');
+  for (const [i, srv] of [[0, ctrls[0]], [2, ctrls[2]]] as const) {
+    const ms = await within(1000, async () => (await srv.client.request('GET', '/current-identity', undefined, { headers: { 'zt-session': user.token! } })).status === 401);
+    t.ok(ms <= 1000, `refused on controller ${i} in ${ms} ms`);
+  }
+});
+
 t.test('GET /controllers lists every live controller; enrollment JWTs name all of them', async (t) => {
   for (const x of admins) await within(3000, async () => ((await x.get('/controllers')).body.data as { id: string }[]).length === 3);
   const selves = ((await admins[0].get('/controllers')).body.data as { id: string }[]).map((c) => c.id);

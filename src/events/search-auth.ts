@@ -1,7 +1,7 @@
 /**
  * Who calls `/search`: HTTP basic credentials of an identity with a password (its UPDB
- * authenticator), as search clients send them, or a `zt-session` header of a fully authenticated
- * API session. Reads need admin or `ops.read` (`admin_readonly` too); ingest needs admin or
+ * authenticator), as search clients send them, or the token of a fully authenticated API session
+ * (`zt-session` or `Authorization: Bearer`). Reads need admin or `ops.read` (`admin_readonly` too); ingest needs admin or
  * `ops.update` (semantics §14 families).
  *
  * Verifying a password costs an argon2 hash on the worker pool; clients send the credentials
@@ -35,14 +35,15 @@ export class SearchAuth {
   /** The calling identity; throws Unauthenticated. */
   async identify(req: Req): Promise<Rec> {
     const { store, sessions } = this.app;
-    const token = req.headers['zt-session']?.trim();
+    const header = req.headers.authorization ?? '';
+    // An API-session token as `zt-session` or as `Authorization: Bearer` (the oauth2 scheme).
+    const token = req.headers['zt-session']?.trim() || /^bearer\s+(\S+)\s*$/i.exec(header)?.[1];
     if (token) {
       const s = sessions.resolve(token);
       const identity = s && sessions.isFullyAuthenticated(s) ? sessions.identityOf(s) : undefined;
-      if (!identity) throw new Unauthenticated('the zt-session token is invalid or expired');
+      if (!identity) throw new Unauthenticated('the API-session token is invalid or expired');
       return identity;
     }
-    const header = req.headers.authorization ?? '';
     const m = /^basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(header);
     if (!m) throw new Unauthenticated(`missing authentication credentials for REST request [${req.path}]`);
     const decoded = Buffer.from(m[1], 'base64').toString('utf8');
