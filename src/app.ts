@@ -37,7 +37,7 @@ import { createRegistry } from './resources/index.js';
 import { defaultAuthPolicy, DEFAULT_AUTH_POLICY_ID } from './resources/auth.js';
 import { newId } from './resources/define.js';
 import { BUILTIN_CONFIG_TYPES } from './resources/builtin-config-types.js';
-import { hashPassword } from './auth/passwords.js';
+import { dummyPasswordHash, hashPassword } from './auth/passwords.js';
 import type { App } from './api/context.js';
 import { lockDataDir, ownerOnlyFromNowOn, tightenModes } from './store/data-dir.js';
 import { removePartialSnapshots } from './store/snapshot.js';
@@ -135,6 +135,8 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   };
 
   await bootstrap(app);
+  // Made now, so the first login for an unknown username is not the one that pays for it.
+  await dummyPasswordHash(app);
 
   const router = new Router(app, buildOperations(reg));
   // Alerts, usage ingest and the embedded search store at /search (issue #7, docs/events.md).
