@@ -56,6 +56,9 @@ export const ConfigSchema = Type.Object({
    *  itself is bounded by the worker pool's threads and queue. */
   heavyConcurrency: Type.Integer({ default: 64, minimum: 1, maximum: 100_000 }),
   heavyQueue: Type.Integer({ default: 256, minimum: 0, maximum: 1_000_000 }),
+  /** Lists too large for one slice of main-thread work that run at once, and that may wait (beyond: 429). */
+  largeAnswerConcurrency: Type.Integer({ default: 2, minimum: 1, maximum: 1000 }),
+  largeAnswerQueue: Type.Integer({ default: 4, minimum: 0, maximum: 10_000 }),
   /** Least time between two fetches of one external JWT signer's JWKS (unknown kids refetch). */
   extJwtJwksCooldownMs: Type.Integer({ default: 5000, minimum: 0, maximum: 3_600_000 }),
   /** Clock skew allowed on external JWT exp/nbf/iat. */
@@ -135,6 +138,8 @@ export const ENV: Record<string, keyof Static<typeof ConfigSchema>> = {
   MESH_AUTH_QUEUE: 'authQueue',
   MESH_HEAVY_CONCURRENCY: 'heavyConcurrency',
   MESH_HEAVY_QUEUE: 'heavyQueue',
+  MESH_LARGE_ANSWER_CONCURRENCY: 'largeAnswerConcurrency',
+  MESH_LARGE_ANSWER_QUEUE: 'largeAnswerQueue',
   MESH_EXT_JWT_JWKS_COOLDOWN_MS: 'extJwtJwksCooldownMs',
   MESH_EXT_JWT_CLOCK_SKEW_SECONDS: 'extJwtClockSkewSeconds',
   MESH_SNAPSHOTS_KEEP: 'snapshotsKeep',

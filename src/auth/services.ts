@@ -15,6 +15,11 @@ export type LimitKind = 'auth' | 'heavy';
 export class AuthServices {
   readonly extJwt: ExtJwtVerifier;
   readonly limits: Record<LimitKind, Limiter>;
+  /**
+   * Lists too large to answer within one slice (resources/define.ts listRecords): each holds its
+   * page and its answer in memory while it runs, so only this many run at once and a few wait.
+   */
+  readonly largeAnswers: Limiter;
   /** Wrong MFA codes per identity (src/auth/mfa-throttle.ts). */
   readonly mfaThrottle = new MfaThrottle();
 
@@ -29,5 +34,6 @@ export class AuthServices {
       auth: new Limiter('auth', config.authConcurrency, config.authQueue),
       heavy: new Limiter('heavy', config.heavyConcurrency, config.heavyQueue),
     };
+    this.largeAnswers = new Limiter('large-answers', config.largeAnswerConcurrency, config.largeAnswerQueue);
   }
 }
