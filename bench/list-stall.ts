@@ -14,6 +14,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { spawnController, login, MGMT, ROOT } from './lib/controller.js';
 import { createClient, requestJson, type HttpClient, type RequestSpec } from './lib/http.js';
+import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 
 const arg = (name: string, def: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -58,7 +59,6 @@ async function main() {
   const ctl = await spawnController({ password: PASSWORD });
   const setup = await createClient({ origin: ctl.origin, ca: ctl.ca, connections: 16 });
   const smallClient = await createClient({ origin: ctl.origin, ca: ctl.ca, connections: 1 });
-  const largeClient = await createClient({ origin: ctl.origin, ca: ctl.ca, connections: LARGE });
   try {
     const token = await login(setup, 'admin', PASSWORD);
     const h = { 'zt-session': token, 'content-type': 'application/json' };
@@ -74,26 +74,18 @@ async function main() {
       { method: 'GET', path: `${MGMT}/identities?limit=-1`, headers: { 'zt-session': token } },
       { method: 'GET', path: `${MGMT}/identities?limit=-1&filter=${encodeURIComponent('isAdmin = false and name contains "1"')}`, headers: { 'zt-session': token } },
     ];
-    const large: number[] = [];
-    const largeBytes: number[] = [];
-    let refused = 0;
-    let stop = false;
-    const loops = Array.from({ length: LARGE }, async (_, k) => {
-      while (!stop) {
-        const t = performance.now();
-        const r = await largeClient.request(largeSpecs[k % largeSpecs.length]);
-        if (r.status === 429) refused++;
-        else if (r.status !== 200) throw new Error(`large list: ${r.status}`);
-        else {
-          large.push(performance.now() - t);
-          largeBytes.push(r.bytes);
-        }
-      }
+    // The large lists come from a worker thread: reading and decrypting their answers must not
+    // delay this thread's small requests (that would be the client's stall, not the controller's).
+    const load = new Worker(new URL(import.meta.url), { workerData: { origin: ctl.origin, ca: ctl.ca, specs: largeSpecs, loops: LARGE } });
+    const loadDone = new Promise<{ large: number[]; largeBytes: number[]; refused: number }>((resolve, reject) => {
+      load.once('message', resolve);
+      load.once('error', reject);
     });
     await new Promise((r) => setTimeout(r, 300)); // let the large lists get going
     const loaded = await smallLatencies(smallClient, small, SMALL);
-    stop = true;
-    await Promise.all(loops);
+    load.postMessage('stop');
+    const { large, largeBytes, refused } = await loadDone;
+    await load.terminate();
     const mem = ctl.memory();
     const result = {
       identities: IDENTITIES,
@@ -112,12 +104,39 @@ async function main() {
     fs.mkdirSync(dir, { recursive: true });
     fs.writeFileSync(path.join(dir, `list-stall-${result.at.replace(/[:.]/g, '-')}.json`), JSON.stringify(result, null, 2) + '\n');
   } finally {
-    await Promise.all([setup.close(), smallClient.close(), largeClient.close()]);
+    await Promise.all([setup.close(), smallClient.close()]);
     await ctl.stop();
   }
 }
 
-main().catch((e) => {
+/** The worker: `loops` clients asking for large lists until told to stop; posts what it saw. */
+async function loadWorker() {
+  const { origin, ca, specs, loops } = workerData as { origin: string; ca: Buffer; specs: RequestSpec[]; loops: number };
+  const client = await createClient({ origin, ca, connections: loops });
+  const large: number[] = [];
+  const largeBytes: number[] = [];
+  let refused = 0;
+  let stop = false;
+  parentPort!.once('message', () => (stop = true));
+  await Promise.all(
+    Array.from({ length: loops }, async (_, k) => {
+      while (!stop) {
+        const t = performance.now();
+        const r = await client.request(specs[k % specs.length]);
+        if (r.status === 429) refused++;
+        else if (r.status !== 200) throw new Error(`large list: ${r.status}`);
+        else {
+          large.push(performance.now() - t);
+          largeBytes.push(r.bytes);
+        }
+      }
+    }),
+  );
+  await client.close();
+  parentPort!.postMessage({ large, largeBytes, refused });
+}
+
+(isMainThread ? main() : loadWorker()).catch((e) => {
   console.error(e);
   process.exit(1);
 });

@@ -42,6 +42,10 @@ const decoder = new TextDecoder();
 /** Advertised idle timeout, well inside uWS's fixed 10 s. */
 const KEEP_ALIVE_LINE = 'keep-alive: timeout=5';
 
+/** Bodies larger than this are written in pieces with backpressure (streamBody). */
+const STREAM_ABOVE = 1024 * 1024;
+const STREAM_PIECE = 256 * 1024;
+
 /** Shared by every bodiless request (handlers replace `req.body`, never mutate it). */
 const NO_BODY = Buffer.alloc(0);
 
@@ -96,8 +100,11 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
       remoteAddress: decoder.decode(res.getRemoteAddressAsText()),
       aborted: false,
     };
+    /** Set while a large body is being written with backpressure (see streamBody). */
+    let streaming = false;
     res.onAborted(() => {
       req.aborted = true;
+      if (streaming) done();
     });
     const done = inFlight.begin(() => send(opts.shuttingDown()));
     let answered = false;
@@ -107,15 +114,65 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
       if (req.aborted) return done();
       const { body, contentType } = replyBody(reply);
       const [key, value] = headerBlock(reply.headers, contentType, closing);
+      const large = req.method !== 'head' && body.length > STREAM_ABOVE;
       res.cork(() => {
         res.writeStatus(statusLine(reply.status));
         res.writeHeader(key, value);
         // HEAD: the headers of the GET and no body. (Passing a reported length to
         // endWithoutBody makes uWS drop the kept-alive connection after it.)
         if (req.method === 'head') res.endWithoutBody();
-        else res.end(body);
+        else if (!large) res.end(body);
       });
-      done();
+      if (large) streamBody(typeof body === 'string' ? Buffer.from(body) : body);
+      else done();
+    };
+    /**
+     * A large body goes out in pieces as fast as the client reads it (tryEnd, resumed from
+     * onWritable): uWS neither copies all of it into its own buffer for a slow reader nor encrypts
+     * tens of MiB in one go while every other request waits. Pieces are ArrayBuffers of their own
+     * (uWS reads a typed array's whole buffer, not the view).
+     */
+    const streamBody = (buf: Buffer) => {
+      streaming = true;
+      const total = buf.length;
+      let pos = 0;
+      let pending: { piece: ArrayBuffer; at: number; end: number } | undefined;
+      const finish = () => {
+        streaming = false;
+        done();
+      };
+      const pump = () => {
+        res.cork(() => {
+          while (pos < total && !req.aborted) {
+            const end = Math.min(pos + STREAM_PIECE, total);
+            const piece = buf.buffer.slice(buf.byteOffset + pos, buf.byteOffset + end) as ArrayBuffer;
+            const at = res.getWriteOffset();
+            const [ok, finished] = res.tryEnd(piece, total);
+            if (finished) return finish();
+            if (!ok) {
+              pending = { piece, at, end };
+              return;
+            }
+            pos = end;
+          }
+        });
+      };
+      res.onWritable((offset) => {
+        if (req.aborted || !pending) return true;
+        const { piece, at, end } = pending;
+        const [ok, finished] = res.tryEnd(piece.slice(offset - at), total);
+        if (finished) {
+          finish();
+          return true;
+        }
+        if (!ok) return false;
+        pending = undefined;
+        pos = end;
+        // Further pieces on the next turn: other requests get the loop in between.
+        setImmediate(pump);
+        return true;
+      });
+      pump();
     };
     const run = () => opts.handle(req).then(send, (e) => {
       // The router never rejects; this is the last line of defence for the process.
