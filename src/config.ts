@@ -50,6 +50,8 @@ export const ConfigSchema = Type.Object({
   /** Logins and MFA checks running at once, and waiting beyond those; past both: 429 RATE_LIMITED. */
   authConcurrency: Type.Integer({ default: 32, minimum: 1, maximum: 100_000 }),
   authQueue: Type.Integer({ default: 512, minimum: 0, maximum: 1_000_000 }),
+  /** Longest expected wait either queue admits (from recent call times); beyond: 429 at once. */
+  queueMaxWaitMs: Type.Integer({ default: 5000, minimum: 100, maximum: 600_000 }),
   /** Other expensive operations (certificate signing, password changes, QR codes): same scheme.
    *  64 running: an enrollment holds its slot through its durable commit, and with 16 the CSR
    *  signing of one group waited for the previous group's commit (docs/pki.md); the CPU work
@@ -136,6 +138,7 @@ export const ENV: Record<string, keyof Static<typeof ConfigSchema>> = {
   MESH_SHUTDOWN_GRACE_MS: 'shutdownGraceMs',
   MESH_AUTH_CONCURRENCY: 'authConcurrency',
   MESH_AUTH_QUEUE: 'authQueue',
+  MESH_QUEUE_MAX_WAIT_MS: 'queueMaxWaitMs',
   MESH_HEAVY_CONCURRENCY: 'heavyConcurrency',
   MESH_HEAVY_QUEUE: 'heavyQueue',
   MESH_LARGE_ANSWER_CONCURRENCY: 'largeAnswerConcurrency',

@@ -31,9 +31,9 @@ export class AuthServices {
       clockToleranceS: config.extJwtClockSkewSeconds,
     });
     this.limits = {
-      auth: new Limiter('auth', config.authConcurrency, config.authQueue),
-      heavy: new Limiter('heavy', config.heavyConcurrency, config.heavyQueue),
+      auth: new Limiter('auth', config.authConcurrency, config.authQueue, config.queueMaxWaitMs),
+      heavy: new Limiter('heavy', config.heavyConcurrency, config.heavyQueue, config.queueMaxWaitMs),
     };
-    this.largeAnswers = new Limiter('large-answers', config.largeAnswerConcurrency, config.largeAnswerQueue);
+    this.largeAnswers = new Limiter('large-answers', config.largeAnswerConcurrency, config.largeAnswerQueue, config.queueMaxWaitMs);
   }
 }
