@@ -12,6 +12,8 @@ import { Store } from './store/store.js';
 import { checkDataFormat, migrate } from './store/data-format.js';
 import { loadOrCreatePki } from './pki/bootstrap.js';
 import { ApiSessions } from './auth/api-sessions.js';
+import { SigningKeys } from './auth/tokens.js';
+import { jwksRoute } from './oidc/routes.js';
 import { AuthServices } from './auth/services.js';
 import { WorkerPool } from './pool.js';
 import { Router } from './api/router.js';
@@ -36,9 +38,10 @@ import { bindPresence } from './resources/routers.js';
 import { createRegistry } from './resources/index.js';
 import { defaultAuthPolicy, DEFAULT_AUTH_POLICY_ID } from './resources/auth.js';
 import { newId } from './resources/define.js';
-import { BUILTIN_CONFIG_TYPES } from './resources/builtin-config-types.js';
+import { BUILTIN_CONFIG_TYPES, builtinConfigTypeRecord } from './resources/builtin-config-types.js';
+import { migrateBuiltinConfigTypeIds } from './resources/config-type-ids-migration.js';
 import { dummyPasswordHash, hashPassword } from './auth/passwords.js';
-import type { App } from './api/context.js';
+import type { App } from './core/context.js';
 import { lockDataDir, ownerOnlyFromNowOn, tightenModes } from './store/data-dir.js';
 import { removePartialSnapshots } from './store/snapshot.js';
 import type { Static } from 'typebox';
@@ -100,13 +103,24 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   const controllerId = loadOrCreateControllerId(dataDir);
   const loadPki = () => loadOrCreatePki(path.join(dataDir, 'pki'), { advertisedHost, logger: log });
   let pki;
-  if (settings.clusterEtcd) {
-    // Cluster mode (docs/cluster.md): loaded only here, so a single node never loads the etcd client.
-    const { joinCluster } = await import('./cluster/join.js');
-    pki = await joinCluster(store, settings, controllerId, path.join(dataDir, 'pki'), loadPki, log.child({ component: 'cluster' }));
-  } else pki = await loadPki();
+  let cluster: import('./cluster/replica.js').Cluster | undefined;
+  const clusterLog = log.child({ component: 'cluster' });
+  // Cluster mode (docs/cluster.md): loaded only here, so a single node never loads the etcd client.
+  const join = settings.clusterEtcd ? await import('./cluster/join.js') : undefined;
+  if (join) ({ pki, cluster } = await join.joinCluster(store, settings, controllerId, path.join(dataDir, 'pki'), loadPki, clusterLog));
+  else pki = await loadPki();
   const pool = new WorkerPool({ threads: settings.workers, maxQueue: settings.workerQueue });
   const sessions = new ApiSessions(store, { timeoutMinutes: settings.sessionTimeoutMinutes, flushMs: settings.activityFlushMs });
+  const keys = new SigningKeys(store, dataDir, {
+    controllerId,
+    rotationMs: settings.signingKeyRotationHours * 3_600_000,
+    stillNeeded: (kid) => sessions.usesKey(kid),
+    onError: (err) => log.error({ err }, 'signing key rotation failed'),
+  });
+  await keys.start();
+  sessions.keys = keys;
+  const ended = await sessions.endPlainTokenSessions();
+  if (ended) log.info({ ended }, 'ended API sessions stored with a plain token');
   // Built on the main thread: it reads only index keys and policies (no entity records); the
   // policy benchmark measures it at 100k identities (docs/policy.md).
   const policy = new PolicyEngine(store, { onError: (err) => log.error({ err }, 'policy index update failed') });
@@ -126,6 +140,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     policy,
     traces: new Traces(store),
     controllerId,
+    keys,
     startedAt: Date.now(),
     version: `v${pkg.version}`,
     ...buildInfo(),
@@ -138,7 +153,9 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   // Made now, so the first login for an unknown username is not the one that pays for it.
   await dummyPasswordHash(app);
 
+  sessions.issuer = () => app.baseUrl;
   const router = new Router(app, buildOperations(reg));
+  router.addRawRoute(jwksRoute(keys));
   // Alerts, usage ingest and the embedded search store at /search (issue #7, docs/events.md).
   const events = startEvents(app);
   router.addRawRoute(events.route);
@@ -152,9 +169,10 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     heartbeatIntervalMs: settings.routerHeartbeatMs, heartbeatTimeoutMs: settings.routerHeartbeatTimeoutMs,
     handshakeTimeoutMs: settings.routerHandshakeTimeoutMs, maxPendingHandshakes: settings.routerMaxPendingHandshakes,
   });
-  const metrics = new Metrics(app, channel);
+  const metrics = new Metrics(app, channel, events.audit);
   const health = new Health(app);
   const logRequest = requestLogger(log, settings.requestLog);
+  router.onChange = (ctx, reply) => events.audit.record(ctx, reply);
   router.onRequest = (r) => {
     metrics.observe(r);
     logRequest(r);
@@ -189,6 +207,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     app.traces.close();
     await events.close();
     await sessions.close();
+    keys.close();
     policy.close();
     await pool.close();
     await store.close();
@@ -204,6 +223,24 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   app.certBaseUrl = `https://${config.certAdvertisedAddress}`;
   const api = server;
   const certServer = tls;
+  let shared: { members: import('./cluster/members.js').Members; close(): Promise<void> } | undefined;
+  if (join && cluster) {
+    const at = Date.now();
+    const self = {
+      id: app.controllerId,
+      name: settings.clusterAdvertisedAddress ?? config.advertisedAddress,
+      certPem: pki.serverCertPem,
+      fingerprint: pki.serverCertSha1Hex,
+      ctrlAddress: `wss://${settings.clusterAdvertisedAddress ?? config.advertisedAddress}${CONTROL_PATH}`,
+      baseUrl: settings.clusterAdvertisedAddress ? `https://${settings.clusterAdvertisedAddress}` : app.baseUrl,
+      certBaseUrl: app.certBaseUrl,
+      startedAt: app.startedAt,
+      joinedAt: at,
+      versionInfo: { version: app.version, revision: app.revision, buildDate: app.buildDate, os: process.platform, arch: process.arch },
+    };
+    const live = (shared = await join.announce(cluster, self, presence, clusterLog)).members;
+    app.cluster = { members: () => live.list() };
+  }
 
   let closing: Promise<void> | undefined;
   return {
@@ -215,12 +252,14 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     close: () =>
       (closing ??= (async () => {
         health.closing = true;
+        await shared?.close();
         // Routers first: they see a clean 1001 and reconnect elsewhere (or later).
         channel.close();
         await Promise.all([api.close(settings.shutdownGraceMs), certServer.close(settings.shutdownGraceMs)]);
         app.traces.close();
         await events.close();
         await sessions.close();
+        keys.close();
         policy.close();
         await pool.close();
         await store.close();
@@ -236,12 +275,16 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
 export async function bootstrap(app: App) {
   const { store, config, log } = app;
   const now = Date.now();
+  // Until data directories carry a format version with a list of migrations, this one runs at
+  // every start and does nothing once a directory has been migrated.
+  const moved = await migrateBuiltinConfigTypeIds(store);
+  if (moved > 0) log.info({ moved }, 'built-in config types moved to their upstream ids');
   await store.write((tx) => {
     if (!tx.exists('authPolicies', DEFAULT_AUTH_POLICY_ID)) tx.put('authPolicies', defaultAuthPolicy(now));
     // The global controller settings always exist (per-controller settings override them).
     if (!tx.exists('controllerSettings', GLOBAL_SETTINGS_ID)) tx.put('controllerSettings', { id: GLOBAL_SETTINGS_ID, createdAt: now, updatedAt: now, tags: {}, oidc: {} });
-    for (const { name, schema } of BUILTIN_CONFIG_TYPES) {
-      if (!tx.findUnique('configTypes', 'name', name)) tx.put('configTypes', { id: name, createdAt: now, updatedAt: now, tags: {}, name, schema });
+    for (const t of BUILTIN_CONFIG_TYPES) {
+      if (!tx.findUnique('configTypes', 'name', t.name) && !tx.exists('configTypes', t.id)) tx.put('configTypes', builtinConfigTypeRecord(t, now));
     }
   });
   if (store.count('identities') > 0) {

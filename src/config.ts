@@ -43,6 +43,8 @@ export const ConfigSchema = Type.Object({
   argon2MemoryKiB: Type.Integer({ default: 19456, minimum: 1024, maximum: 4 * 1024 * 1024 }),
   argon2Iterations: Type.Integer({ default: 2, minimum: 1, maximum: 100 }),
   argon2Parallelism: Type.Integer({ default: 1, minimum: 1, maximum: 16 }),
+  /** Age at which the token signing key is replaced; the old key keeps verifying what it signed. */
+  signingKeyRotationHours: Type.Integer({ default: 720, minimum: 1, maximum: 87600 }),
   /** How often batched API-session last-activity times are written to the store. */
   activityFlushMs: Type.Integer({ default: 5000, minimum: 100, maximum: 600000 }),
   /** Default lifetime of enrollments created together with an identity or router. */
@@ -95,6 +97,18 @@ export const ConfigSchema = Type.Object({
   routerMaxPendingHandshakes: Type.Integer({ default: 1024, minimum: 1, maximum: 100000 }),
   /** One access-log line per request at info level (no secrets: see src/observability/request-log.ts). */
   requestLog: Type.Boolean({ default: true }),
+  /** Audit trail (src/events/audit.ts): also POST every change to this URL… */
+  auditWebhookUrl: Type.Optional(Type.String({ pattern: '^https?://[^\\s]+$' })),
+  /** …signed with HMAC-SHA256 of the body under this secret (`x-mesh-signature: sha256=<hex>`). */
+  auditWebhookSecret: Type.Optional(Type.String({ minLength: 16, maxLength: 1024 })),
+  /** Events waiting for the webhook at most (the oldest are dropped and counted beyond it). */
+  auditWebhookQueue: Type.Integer({ default: 10000, minimum: 1, maximum: 10_000_000 }),
+  /** Events per webhook request. */
+  auditWebhookBatch: Type.Integer({ default: 100, minimum: 1, maximum: 10000 }),
+  /** Tries per batch before its events are dropped (and counted), waiting auditWebhookRetryMs, doubling, between tries. */
+  auditWebhookAttempts: Type.Integer({ default: 5, minimum: 1, maximum: 100 }),
+  auditWebhookRetryMs: Type.Integer({ default: 1000, minimum: 10, maximum: 600000 }),
+  auditWebhookTimeoutMs: Type.Integer({ default: 10000, minimum: 100, maximum: 600000 }),
   /** When set, `GET /metrics` requires `Authorization: Bearer <this>`. */
   metricsToken: Type.Optional(Type.String({ minLength: 16, maxLength: 256 })),
   /**
@@ -134,6 +148,7 @@ export const ENV: Record<string, keyof Static<typeof ConfigSchema>> = {
   MESH_ARGON2_ITERATIONS: 'argon2Iterations',
   MESH_ARGON2_PARALLELISM: 'argon2Parallelism',
   MESH_ACTIVITY_FLUSH_MS: 'activityFlushMs',
+  MESH_SIGNING_KEY_ROTATION_HOURS: 'signingKeyRotationHours',
   MESH_ENROLLMENT_MINUTES: 'enrollmentMinutes',
   MESH_SHUTDOWN_GRACE_MS: 'shutdownGraceMs',
   MESH_AUTH_CONCURRENCY: 'authConcurrency',
@@ -162,6 +177,13 @@ export const ENV: Record<string, keyof Static<typeof ConfigSchema>> = {
   MESH_ROUTER_MAX_PENDING_HANDSHAKES: 'routerMaxPendingHandshakes',
   MESH_REQUEST_LOG: 'requestLog',
   MESH_METRICS_TOKEN: 'metricsToken',
+  MESH_AUDIT_WEBHOOK_URL: 'auditWebhookUrl',
+  MESH_AUDIT_WEBHOOK_SECRET: 'auditWebhookSecret',
+  MESH_AUDIT_WEBHOOK_QUEUE: 'auditWebhookQueue',
+  MESH_AUDIT_WEBHOOK_BATCH: 'auditWebhookBatch',
+  MESH_AUDIT_WEBHOOK_ATTEMPTS: 'auditWebhookAttempts',
+  MESH_AUDIT_WEBHOOK_RETRY_MS: 'auditWebhookRetryMs',
+  MESH_AUDIT_WEBHOOK_TIMEOUT_MS: 'auditWebhookTimeoutMs',
   MESH_CLUSTER_ETCD: 'clusterEtcd',
   MESH_CLUSTER_PREFIX: 'clusterPrefix',
   MESH_CLUSTER_ETCD_CA: 'clusterEtcdCa',
@@ -175,7 +197,7 @@ export const ENV: Record<string, keyof Static<typeof ConfigSchema>> = {
 export class ConfigError extends Error {}
 
 /** Settings whose values are never repeated in messages. */
-const SECRET_SETTINGS = new Set(['adminPassword', 'metricsToken', 'searchExportPassword', 'auditWebhookSecret']);
+const SECRET_SETTINGS = new Set(['adminPassword', 'metricsToken', 'searchExportPassword', 'auditWebhookSecret', 'clusterEtcdPassword']);
 
 /** Config file names looked for in the data directory when `MESH_CONFIG` is not set, in this order. */
 const DATA_DIR_CONFIG_FILES = ['config.yaml', 'config.yml', 'config.json'];
@@ -202,7 +224,9 @@ export function allowedValues(key: string): string {
   if (s.type === 'integer') return `must be a whole number from ${s.minimum} to ${s.maximum}`;
   if (s.type === 'boolean') return 'must be true or false';
   if (s.pattern === HOST_PORT) return 'must be host:port (port 0-65535), e.g. 127.0.0.1:1280';
-  if (typeof s.pattern === 'string') return `must be an http:// or https:// URL`;
+  if (typeof s.pattern === 'string' && s.pattern.startsWith('^https?'))
+    return s.pattern.includes(',') ? 'must be http:// or https:// URLs separated by commas' : 'must be an http:// or https:// URL';
+  if (typeof s.pattern === 'string') return `must match ${s.pattern}${s.maxLength !== undefined ? ` (at most ${s.maxLength} characters)` : ''}`;
   const len = s.maxLength !== undefined ? `${s.minLength ?? 0} to ${s.maxLength} characters` : `at least ${s.minLength ?? 0} character(s)`;
   return `must be a string of ${len}`;
 }

@@ -5,8 +5,15 @@
  */
 import os from 'node:os';
 import { Piscina } from 'piscina';
-import { errors } from './api/errors.js';
+import { errors } from './core/errors.js';
 import type * as Tasks from '../workers/tasks.js';
+
+declare module './core/context.js' {
+  interface Services {
+    /** The worker threads that hash, sign and verify. */
+    pool: WorkerPool;
+  }
+}
 
 type TaskName = keyof typeof Tasks;
 type TaskInput<N extends TaskName> = Parameters<(typeof Tasks)[N]>[0];

@@ -2,14 +2,23 @@
  * Cluster mode against a real 3-member etcd and three real controllers (port 0, their own LMDB
  * replicas): replication, guarded concurrent writes, logins across controllers, cascades.
  */
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { startEtcd, type EtcdCluster } from './helpers/etcd.js';
 import { startServer, isError, type Client, type Server } from './helpers/server.js';
+import { RouterClient } from '../bench/lib/router-client.js';
+import { createAndEnroll } from '../bench/lib/router-enroll.js';
+import { createClient } from '../bench/lib/http.js';
 
+/** Controllers that outlive the subtest starting them are torn down with the whole file. */
+const root = t;
 let etcd: EtcdCluster;
 const ctrls: Server[] = [];
 const admins: Client[] = [];
 const PREFIX = '/mesh-test';
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
 const env = () => ({ MESH_CLUSTER_ETCD: etcd.endpoints.join(','), MESH_CLUSTER_PREFIX: PREFIX });
 
@@ -29,6 +38,12 @@ t.before(async () => {
   ctrls.push(await startServer(t, { env: env() }));
   ctrls.push(...(await Promise.all([startServer(t, { env: env() }), startServer(t, { env: env() })])));
   for (const c of ctrls) admins.push(await c.login());
+  // A controller that dies on its own shows why (its last log lines, requests left out).
+  for (const c of ctrls) {
+    c.proc.on('exit', (code, sig) => {
+      if (sig !== 'SIGKILL' && sig !== 'SIGTERM' && code !== 0) console.error(`controller exited (${code ?? sig}):`, c.output.split('\n').filter((l) => !l.includes('"component":"http"')).slice(-40).join('\n'));
+    });
+  }
 });
 
 t.test('one PKI: every controller presents a server certificate of the same CA', async (t) => {
@@ -83,6 +98,22 @@ t.test('a login on A works on B and C', async (t) => {
   }
 });
 
+t.test('GET /controllers lists every live controller; enrollment JWTs name all of them', async (t) => {
+  for (const x of admins) await within(3000, async () => ((await x.get('/controllers')).body.data as { id: string }[]).length === 3);
+  const selves = ((await admins[0].get('/controllers')).body.data as { id: string }[]).map((c) => c.id);
+  t.equal(new Set(selves).size, 3, 'three distinct controllers');
+  for (const x of admins) {
+    const list = (await x.get('/controllers')).body.data as { id: string; isOnline: boolean; apiAddresses: Record<string, { url: string }[]> }[];
+    t.same(list.map((c) => c.id).sort(), [...selves].sort());
+    t.ok(list.every((c) => c.isOnline && c.apiAddresses['edge-client'][0].url.startsWith('https://')));
+  }
+  const iid = (await admins[1].post('/identities', { name: 'jwt-ctrls', type: 'Device', isAdmin: false, enrollment: { ott: true } })).body.data.id;
+  const jwt = (await admins[1].get(`/identities/${iid}`)).body.data.enrollment.ott.jwt as string;
+  const claims = JSON.parse(Buffer.from(jwt.split('.')[1], 'base64url').toString());
+  t.equal(claims.ctrls.length, 3, 'ctrls names the three controllers');
+  t.ok(claims.ctrls.includes(`https://127.0.0.1:${ctrls[2].certPort}`), 'including C');
+});
+
 t.test('a delete on B cascades everywhere', async (t) => {
   const [a, b, c] = admins;
   const id = (await a.post('/identities', { name: 'doomed', type: 'User', isAdmin: false })).body.data.id;
@@ -94,4 +125,218 @@ t.test('a delete on B cascades everywhere', async (t) => {
     t.ok(isError(await x.get(`/identities/${id}`), 404, 'NOT_FOUND'));
     t.ok(isError(await x.get(`/authenticators/${authId}`), 404, 'NOT_FOUND'));
   }
+});
+
+/**
+ * Every record of every collection in a controller's LMDB replica, read-only, as JSON by collection
+ * then id. Read in a child process: the controller has the environment open, and one process
+ * should not hold the same LMDB environment twice.
+ */
+function replicaOf(dataDir: string): Promise<Record<string, Record<string, unknown>>> {
+  const script = `
+    import { open } from 'lmdb';
+    const env = open({ path: process.argv[1], readOnly: true, maxDbs: 256 });
+    const out = {};
+    for (const name of [...env.getKeys({})]) {
+      if (typeof name !== 'string' || !name.startsWith('c:')) continue;
+      const db = env.openDB({ name });
+      out[name.slice(2)] = Object.fromEntries([...db.getRange({})].map(({ key, value }) => [key, value]));
+    }
+    process.stdout.write(JSON.stringify(out));`;
+  return new Promise((resolve, reject) =>
+    execFile(process.execPath, ['--input-type=module', '-e', script, path.join(dataDir, 'db')], { cwd: ROOT, maxBuffer: 256 * 1024 * 1024 }, (err, stdout, stderr) =>
+      err ? reject(new Error(stderr || err.message)) : resolve(JSON.parse(stdout)),
+    ),
+  );
+}
+
+async function currentRevision(): Promise<number> {
+  const out = JSON.parse(await etcd.ctl(['get', `${PREFIX}/`, '--prefix', '--limit=1', '-w', 'json']));
+  return Number(out.header.revision);
+}
+
+/** Service ids each identity may dial, as a controller's role index answers. */
+async function access(admin: Client, ids: string[]): Promise<string[][]> {
+  const out: string[][] = [];
+  for (const id of ids) out.push(((await admin.get(`/identities/${id}/services?limit=500`)).body.data as { id: string }[]).map((s) => s.id).sort());
+  return out;
+}
+
+t.test('stop A, write, compact, start A: A equals the others record for record, and so do its policy answers', async (t) => {
+  const a = ctrls[0];
+  const dataDir = a.dataDir;
+  t.equal(await a.stop(), 0, 'A stopped cleanly');
+  const [, b, c] = admins;
+  const ids: string[] = [];
+  for (let i = 0; i < 6; i++) ids.push((await b.post('/identities', { name: `offline-${i}`, type: 'User', isAdmin: false, roleAttributes: [i % 2 ? 'odd' : 'even'] })).body.data.id);
+  const svc: string[] = [];
+  for (let i = 0; i < 3; i++) svc.push((await c.post('/services', { name: `offline-svc-${i}`, encryptionRequired: true, roleAttributes: [`s${i}`] })).body.data.id);
+  t.equal((await b.post('/service-policies', { name: 'odd-dial', type: 'Dial', semantic: 'AnyOf', identityRoles: ['#odd'], serviceRoles: ['#s0', '#s1'] })).status, 201);
+  t.equal((await c.post('/service-policies', { name: 'even-dial', type: 'Dial', semantic: 'AnyOf', identityRoles: ['#even', `@${ids[1]}`], serviceRoles: ['#s2'] })).status, 201);
+  t.equal((await b.patch(`/identities/${ids[0]}`, { roleAttributes: ['odd', 'even'] })).status, 200);
+  t.equal((await c.delete(`/services/${svc[1]}`)).status, 200);
+  const rev = await currentRevision();
+  await etcd.ctl(['compact', String(rev)]);
+  t.ok(rev > 0, `compacted at ${rev}`);
+
+  const a2 = await startServer(root, { dataDir, env: { ...env(), MESH_LOG_LEVEL: 'info' } });
+  ctrls[0] = a2;
+  admins[0] = await a2.login();
+  t.match(a2.output, /stored revision is gone from etcd[^]*replica loaded/, 'A found its revision compacted and loaded the model');
+  const expect = await access(b, ids);
+  t.same(await access(admins[0], ids), expect, 'A answers policy queries as B does');
+  t.same(await access(c, ids), expect, 'C too');
+  t.same(expect[1], [svc[0], svc[2]].sort(), 'identity 1 (odd, and @id in even-dial) dials s0 and s2, not the deleted s1');
+
+  // Record for record. API-session activity is flushed every few seconds by each controller, so a
+  // read of the three replicas may fall between a flush and its arrival elsewhere: read again then.
+  let [ra, rb, rc] = await Promise.all(ctrls.map((x) => replicaOf(x.dataDir)));
+  for (let i = 0; i < 20 && !(JSON.stringify(ra) === JSON.stringify(rb) && JSON.stringify(rc) === JSON.stringify(rb)); i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    [ra, rb, rc] = await Promise.all(ctrls.map((x) => replicaOf(x.dataDir)));
+  }
+  t.same(Object.keys(ra).sort(), Object.keys(rb).sort(), 'same collections');
+  t.ok(Object.keys(rb.identities).length >= 10, 'the replicas hold the identities');
+  for (const [name, recs] of Object.entries(rb)) {
+    t.same(ra[name], recs, `A's ${name} equal B's (${Object.keys(recs).length})`);
+    t.same(rc[name], recs, `C's ${name} equal B's`);
+  }
+});
+
+t.test('a restart without compaction resumes from the stored revision', async (t) => {
+  const b = ctrls[1];
+  t.equal(await b.stop(), 0);
+  const id = (await admins[0].post('/identities', { name: 'while-b-was-down', type: 'User', isAdmin: false })).body.data.id;
+  const b2 = await startServer(root, { dataDir: b.dataDir, env: { ...env(), MESH_LOG_LEVEL: 'info' } });
+  ctrls[1] = b2;
+  admins[1] = await b2.login();
+  t.match(b2.output, /resuming the replica/);
+  t.notMatch(b2.output, /replica loaded/, 'no full load');
+  t.equal((await admins[1].get(`/identities/${id}`)).status, 200, 'the write made while B was down is there');
+});
+
+t.test('a wiped data directory is rebuilt from etcd', async (t) => {
+  const fresh = await startServer(t, { env: env() });
+  const admin = await fresh.login();
+  const names = async (x: Client) => ((await x.get('/identities?limit=500')).body.data as { name: string }[]).map((i) => i.name).sort();
+  t.same(await names(admin), await names(admins[2]));
+  t.equal(fresh.ca, ctrls[2].ca, 'it took the shared CA');
+  await fresh.stop();
+});
+
+t.test('kill -9 of the etcd leader during writes: no acknowledged write lost, writes resume', async (t) => {
+  const leader = await etcd.leader();
+  t.ok(leader >= 0, `leader is m${leader}`);
+  const acked: string[] = [];
+  const statuses = new Map<number, number>();
+  let killedAt = 0;
+  let firstAfter = 0;
+  let stop = false;
+  const writer = async (admin: Client, w: number) => {
+    for (let i = 0; !stop; i++) {
+      const issued = Date.now();
+      const r = await admin.post('/identities', { name: `failover-${w}-${i}`, type: 'User', isAdmin: false });
+      statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
+      if (r.status === 201) {
+        acked.push(r.body.data.id);
+        // The first write issued after the kill that succeeded.
+        if (killedAt && issued > killedAt && !firstAfter) firstAfter = Date.now();
+      } else {
+        t.ok(isError(r, 503, 'CLUSTER_HAS_NO_LEADER') && r.headers['retry-after'], `a failed write is a 503 with Retry-After, not ${r.status} ${r.text.slice(0, 200)}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+  };
+  const writers = admins.flatMap((a, i) => [writer(a, i * 2), writer(a, i * 2 + 1)]);
+  await new Promise((r) => setTimeout(r, 500));
+  const before = acked.length;
+  killedAt = Date.now();
+  await etcd.kill(leader);
+  const deadline = Date.now() + 15_000;
+  while (!firstAfter && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  await new Promise((r) => setTimeout(r, 500));
+  stop = true;
+  await Promise.all(writers);
+  t.ok(before > 0, `${before} writes before the kill`);
+  t.ok(firstAfter > 0 && firstAfter - killedAt <= 10_000, `writes back ${firstAfter - killedAt} ms after the leader died`);
+  t.ok(!statuses.has(500), `no 500 (${JSON.stringify([...statuses])})`);
+  // Reads keep working, and every acknowledged write is on every controller.
+  for (const x of admins) {
+    await within(5000, async () => {
+      const r = await x.get(`/identities?filter=name contains "failover-"&limit=-1`);
+      return r.status === 200 && acked.every((id) => (r.body.data as { id: string }[]).some((d) => d.id === id));
+    });
+  }
+  t.pass(`${acked.length} acknowledged writes on every controller`);
+  etcd.start(leader);
+  await etcd.waitHealthy();
+});
+
+t.test('etcd without a leader: reads work, writes answer 503 CLUSTER_HAS_NO_LEADER with Retry-After, and succeed again afterwards', async (t) => {
+  const [a] = admins;
+  await Promise.all([etcd.kill(1), etcd.kill(2)]);
+  const read = await a.get('/identities?limit=5');
+  t.equal(read.status, 200, 'reads come from the replica');
+  const started = Date.now();
+  const w = await a.post('/identities', { name: 'no-quorum', type: 'User', isAdmin: false });
+  t.ok(isError(w, 503, 'CLUSTER_HAS_NO_LEADER'), `503 CLUSTER_HAS_NO_LEADER (${w.status} ${w.text.slice(0, 200)})`);
+  t.ok(Number(w.headers['retry-after']) > 0, 'Retry-After');
+  t.ok(Date.now() - started < 8000, `answered in ${Date.now() - started} ms`);
+  t.equal((await admins[1].get('/identities?limit=5')).status, 200, 'B reads too');
+  etcd.start(1);
+  etcd.start(2);
+  await etcd.waitHealthy();
+  let ok = 0;
+  await within(15_000, async () => {
+    const r = await a.post('/identities', { name: 'no-quorum', type: 'User', isAdmin: false });
+    ok = r.status;
+    return r.status === 201 || r.status === 400;
+  });
+  t.ok(ok === 201 || ok === 400, 'writes go through again (400: the 503 write had in fact been made)');
+  await within(3000, async () => (await admins[2].get('/identities?filter=name="no-quorum"')).body.data.length === 1);
+  for (const x of ctrls) {
+    await within(10_000, async () => (await x.raw('GET', '/health/ready')).status === 200);
+  }
+  t.pass('every controller ready again');
+});
+
+t.test('kill -9 of a controller: its router reconnects to another and is online on every controller; the dead one leaves GET /controllers', async (t) => {
+  const [a, b, c] = ctrls;
+  const http = await createClient({ origin: a.origin, ca: a.ca, connections: 2, kind: 'https' });
+  t.teardown(() => http.close());
+  const token = (await a.login()).token!;
+  const r1 = await createAndEnroll(http, token, { name: 'failover-er-1', kind: 'edge', hostname: 'er1.test' });
+  const r2 = await createAndEnroll(http, token, { name: 'failover-er-2', kind: 'edge', hostname: 'er2.test' });
+  const versionInfo = { os: 'linux', arch: 'amd64', version: 'v1.0.0', revision: 'x', buildDate: '2026-01-01T00:00:00Z' };
+  const router = (r: typeof r1, srv: Server) =>
+    new RouterClient({ url: `wss://127.0.0.1:${srv.port}/ctrl/v1`, ca: srv.ca, certChain: r.certChain, key: r.keyPem, hostname: `${r.name}.example`, protocols: { tls: `tls:${r.name}.example:3022` }, versionInfo });
+  const online = async (admin: Client, id: string) => (await admin.get(`/edge-routers/${id}`)).body?.data?.isOnline === true;
+  const [adminB, adminC] = [admins[1], admins[2]];
+  await within(5000, async () => (await adminB.get(`/edge-routers/${r2.id}`)).status === 200);
+  const c1 = router(r1, a);
+  await c1.connect();
+  const c2 = router(r2, b);
+  await c2.connect();
+  t.teardown(async () => {
+    await c2.close().catch(() => undefined);
+  });
+  for (const x of admins) {
+    await within(3000, async () => (await online(x, r1.id)) && (await online(x, r2.id)));
+  }
+  t.pass('both routers online on all three controllers');
+  const closed = new Promise((r) => c1.once('closed', r));
+  const killed = Date.now();
+  await a.stop('SIGKILL');
+  await closed;
+  // The router picks another controller of its list and connects there.
+  const c1b = router(r1, c);
+  await c1b.connect();
+  t.teardown(async () => {
+    await c1b.close().catch(() => undefined);
+  });
+  const ms = await within(10_000, async () => (await online(adminB, r1.id)) && (await online(adminC, r1.id)));
+  t.ok(true, `router 1 online on B and C ${Date.now() - killed} ms after A was killed (${ms} ms after reconnecting)`);
+  t.ok(await online(adminB, r2.id), 'router 2, on B all along, still online');
+  const list = await within(10_000, async () => ((await adminB.get('/controllers')).body.data as unknown[]).length === 2);
+  t.ok(list >= 0, 'A dropped out of GET /controllers once its lease expired');
 });

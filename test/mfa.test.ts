@@ -153,7 +153,10 @@ t.test('full MFA flow with real TOTP codes', async (t) => {
   t.ok(isError(await p.get('/current-identity/mfa/recovery-codes', { headers: { 'mfa-validation-code': code(secret) } }), 401, 'UNAUTHORIZED'), 'partial: recovery codes → 401');
   t.equal((await p.get('/current-api-session')).status, 200, 'partial: current-api-session allowed');
   t.equal((await p.get('/current-identity/mfa')).status, 200, 'partial: mfa detail allowed');
-  t.equal((await p.get('/current-identity')).status, 200, 'partial: current-identity allowed');
+  t.ok(isError(await p.get('/current-identity'), 401, 'UNAUTHORIZED'), 'partial: current-identity → 401');
+  t.ok(isError(await onMgmt(p).get('/current-identity'), 401, 'UNAUTHORIZED'), 'partial: management current-identity → 401');
+  t.ok(isError(await p.delete('/current-identity/mfa', undefined, { headers: { 'mfa-validation-code': code(secret) } }), 401, 'UNAUTHORIZED'), 'partial: removing MFA → 401');
+  t.equal((await p.get('/current-identity/mfa/qr-code')).status, 404, 'partial: qr-code answers (404 once verified)');
   t.ok(isError(await p.post('/authenticate/mfa', { code: '' }), 400, 'MFA_INVALID_TOKEN'), 'authenticate/mfa empty → 400');
   t.ok(isError(await p.post('/authenticate/mfa', { code: wrongCode(secret) }), 400, 'MFA_INVALID_TOKEN'), 'authenticate/mfa wrong → 400');
   t.ok(isError(await p.post('/authenticate/mfa', {}), 400, 'COULD_NOT_VALIDATE'), 'authenticate/mfa without code → 400 COULD_NOT_VALIDATE');

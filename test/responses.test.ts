@@ -20,7 +20,7 @@ import t, { type Test } from 'tap';
 import { Ajv } from 'ajv';
 import type { ErrorObject, ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
-import { startServer, Client, type Res, type Server } from './helpers/server.js';
+import { startServer, sessionIdOf, Client, type Res, type Server } from './helpers/server.js';
 import { selfSignedCert } from './helpers/certs.js';
 import clientDoc from '../src/api/spec/client.json' with { type: 'json' };
 import managementDoc from '../src/api/spec/management.json' with { type: 'json' };
@@ -491,7 +491,7 @@ t.test('every response conforms to the upstream response schemas', async (tt) =>
   await call(tt, throwawayClient, C, 'deleteCurrentAPISession', '/current-api-session', undefined, { expect: [200] });
   const victim = await srv.login();
   const all = (await admin.get('/api-sessions?limit=-1')).body?.data ?? [];
-  const victimId = all.find((x: any) => x.token === victim.token)?.id ?? 'missing';
+  const victimId = all.find((x: any) => x.id === sessionIdOf(victim.token!))?.id ?? 'missing';
   await empty('deleteAPISessions', `/api-sessions/${victimId}`);
 
   // ---- deletes

@@ -2,10 +2,9 @@
  * API sessions, sessions and controller settings (Management API) against the real controller.
  */
 import t, { type Test } from 'tap';
-import { startServer, isError, type Client, type Res, type Server } from './helpers/server.js';
+import { startServer, isError, sessionIdOf, type Client, type Res, type Server } from './helpers/server.js';
 import { RFC3339, base, created, emptyOk, get, hasFields, kind, sleep, type Tap } from './helpers/assert.js';
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/i;
 
 
 let srv: Server;
@@ -31,16 +30,17 @@ t.test('api sessions: list, detail, delete', async (t) => {
   const list = await admin.get('/api-sessions?limit=-1');
   t.equal(list.status, 200);
   t.ok(Array.isArray(list.body.data));
-  const tokens = list.body.data.map((s: any) => s.token);
-  t.ok(tokens.includes(admin.token), 'admin login listed');
-  t.ok(tokens.includes(u1.token), 'user client login listed');
-  t.ok(tokens.includes(u2.token), 'user management login listed');
+  const ids = list.body.data.map((s: any) => s.id);
+  t.ok(ids.includes(sessionIdOf(admin.token!)), 'admin login listed');
+  t.ok(ids.includes(sessionIdOf(u1.token!)), 'user client login listed');
+  t.ok(ids.includes(sessionIdOf(u2.token!)), 'user management login listed');
+  t.notOk(list.body.data.some((s: any) => [admin.token, u1.token, u2.token].includes(s.token)), 'no listed token is a usable token');
   t.ok(list.body.meta.pagination.totalCount >= 3);
   t.ok(Array.isArray(list.body.meta.filterableFields));
 
   const mine = await admin.get(`/api-sessions?filter=identity="${ident}"`);
   t.equal(mine.body.data.length, 2, 'filter identity=');
-  const s1 = mine.body.data.find((s: any) => s.token === u1.token);
+  const s1 = mine.body.data.find((s: any) => s.id === sessionIdOf(u1.token!));
   t.ok(s1, 'client session found by filter');
 
   const d = await admin.get(`/api-sessions/${s1.id}`);
@@ -51,8 +51,8 @@ t.test('api sessions: list, detail, delete', async (t) => {
     authQueries: 'array', authenticatorId: 'string', configTypes: 'array', identity: 'object', identityId: 'string', ipAddress: 'string',
     isCertExtendable: 'boolean', isMfaComplete: 'boolean', isMfaRequired: 'boolean', token: 'string', lastActivityAt: 'string', cachedLastActivityAt: 'string',
   }, 'apiSessionDetail');
-  t.equal(x.token, u1.token);
-  t.match(x.token, UUID, 'token UUIDv4');
+  t.match(x.token, /^[A-Za-z0-9_-]{43}$/, 'token shown as its SHA-256 digest, not the token');
+  t.not(x.token, u1.token, 'not the token itself');
   t.equal(x.identityId, ident);
   t.match(x.identity, { id: ident, name: 'as-user', entity: 'identities' });
   t.equal(x.authenticatorId, authId);
@@ -75,7 +75,7 @@ t.test('api sessions: list, detail, delete', async (t) => {
   t.ok(isError(await admin.delete(`/api-sessions/${s1.id}`), 404, 'NOT_FOUND'), 'delete again → 404');
 
   // logout removes it from the list
-  const s2 = mine.body.data.find((s: any) => s.token === u2.token);
+  const s2 = mine.body.data.find((s: any) => s.id === sessionIdOf(u2.token!));
   emptyOk(t, await u2.delete('/current-api-session'), 'logout');
   t.ok(isError(await admin.get(`/api-sessions/${s2.id}`), 404, 'NOT_FOUND'), 'logged-out session gone');
   t.equal((await get(admin, `/identities/${ident}`)).hasApiSession, false, 'hasApiSession false after both end');
@@ -91,7 +91,7 @@ t.test('api sessions: list, detail, delete', async (t) => {
 t.test('deleting an admin session ends it', async (t) => {
   const other = await srv.login();
   const sessions = (await admin.get('/api-sessions?limit=-1')).body.data;
-  const s = sessions.find((x: any) => x.token === other.token);
+  const s = sessions.find((x: any) => x.id === sessionIdOf(other.token!));
   emptyOk(t, await admin.delete(`/api-sessions/${s.id}`), 'delete admin session');
   t.ok(isError(await other.get('/identities'), 401, 'UNAUTHORIZED'), 'admin token now 401 on management');
   t.equal((await admin.get('/identities')).status, 200, 'own session fine');

@@ -38,9 +38,10 @@ import type { ResourceDef, WriteCtx } from '../../src/resources/types.js';
 import { loadOrCreatePki } from '../../src/pki/bootstrap.js';
 import { WorkerPool } from '../../src/pool.js';
 import { BodyValidator } from '../../src/api/validate.js';
-import { ApiError } from '../../src/api/errors.js';
+import { ApiError } from '../../src/core/errors.js';
 import { bootstrap } from '../../src/app.js';
-import type { App, Ctx } from '../../src/api/context.js';
+import { builtinConfigTypeId } from '../../src/resources/builtin-config-types.js';
+import type { App, Ctx } from '../../src/core/context.js';
 
 // ---- shapes ----------------------------------------------------------------------------------
 
@@ -179,12 +180,12 @@ export function planModel(shape: Shape, seed: number): ModelPlan {
     const port = 1024 + int(rs, 60000);
     configs.push({
       name: `${name}-intercept`,
-      configTypeId: 'intercept.v1',
+      configTypeId: builtinConfigTypeId('intercept.v1'),
       data: { protocols: ['tcp'], addresses: [`${name}.mesh.internal`], portRanges: [{ low: port, high: port }] },
     });
     configs.push({
       name: `${name}-host`,
-      configTypeId: 'host.v1',
+      configTypeId: builtinConfigTypeId('host.v1'),
       data: { protocol: 'tcp', address: `10.${int(rs, 256)}.${int(rs, 256)}.${1 + int(rs, 254)}`, port },
     });
     const attrs = [`svc-group-${i % nSvcGroups}`];
@@ -447,7 +448,7 @@ function createInTx(reg: Registry, def: ResourceDef, ctx: Ctx, tx: Tx, id: strin
   if (tx.exists(def.collection, id)) throw new UniqueViolation(def.collection, 'id', id);
   const now = Date.now();
   const rec: Rec = { id, createdAt: now, updatedAt: now };
-  const wctx: WriteCtx = { reg, tx, mode: 'create', body, ctx };
+  const wctx: WriteCtx = { tx, mode: 'create', body, ctx };
   applyBody(reg, def, wctx, rec);
   def.prepare?.(rec, wctx);
   tx.put(def.collection, rec);

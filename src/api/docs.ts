@@ -10,10 +10,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
-import type { RawRoute } from './router.js';
+import type { RawRoute } from '../core/operation.js';
 import { BASE_PATHS } from './router.js';
-import { errors } from './errors.js';
-import type { ApiName } from './operation.js';
+import { errors } from '../core/errors.js';
+import type { ApiName } from '../core/operation.js';
 
 const ASSETS: Record<string, string> = {
   'swagger-ui.css': 'text/css; charset=utf-8',

@@ -9,7 +9,7 @@
  *   specSummaries('.')      // → [{ id: 'edge-client', name: 'edge-client', _links: { self: { href: './specs/edge-client' }, spec: {…} }, … }, …]
  *   specDetail('edge-management', '.')
  */
-import type { ApiName, OperationSpec } from './operation.js';
+import type { ApiName, OperationSpec } from '../core/operation.js';
 import { upstreamDocument } from './spec/index.js';
 
 export const SPEC_VERSION = '0.28.0';

@@ -1,179 +1,112 @@
 /**
- * The one operation table. Every operation of both upstream specs becomes exactly one entry; its
- * auth level and permission are derived here from the spec (secured or not) and the path (the
- * family it exposes), and its handler comes from the resource definitions or a handler module.
- * Starting fails if an upstream operation has no handler.
+ * The operation table: every operation of both APIs is one entry, written out by the module that
+ * serves it (src/api/handlers/*.ts) or made from a resource family's declaration
+ * (`standardEntries`). `buildOperations` joins the entries with the embedded specs, which add the
+ * method, the path and the body's schema; starting fails unless every spec operation has exactly
+ * one entry and every entry names a spec operation.
  */
-import type { Ctx, Op } from './context.js';
-import type { ApiName, AuthLevel, HttpMethod, Permission, PermissionAction, Reply } from './operation.js';
-import type { LimitKind } from '../auth/services.js';
+import type { Entry, Handler, Op } from '../core/context.js';
+import type { ApiName, HttpMethod } from '../core/operation.js';
 import { upstreamDocument, upstreamOperations, type UpstreamOp } from './spec/index.js';
-import { standardHandlers, type Registry } from '../resources/define.js';
+import { standardEntries, type Registry } from '../resources/define.js';
 import { ALIASES, RESOURCES } from '../resources/index.js';
-import { metaHandlers } from './handlers/meta.js';
-import { sessionHandlers } from './handlers/session.js';
-import { adminHandlers } from './handlers/admin.js';
-import { policyHandlers } from './handlers/policy.js';
-import { enrollHandlers } from './handlers/enroll.js';
-import { authHandlers } from './handlers/auth.js';
-import { opsHandlers } from './handlers/ops.js';
-import { dataHandlers } from './handlers/data.js';
+import { metaEntries } from './handlers/meta.js';
+import { sessionEntries } from './handlers/session.js';
+import { adminEntries } from './handlers/admin.js';
+import { policyViewEntries } from './handlers/policy-views.js';
+import { policyClientEntries } from './handlers/policy-client.js';
+import { enrollFlowEntries } from './handlers/enroll-flows.js';
+import { enrollAdminEntries } from './handlers/enroll-admin.js';
+import { enrollCertEntries } from './handlers/enroll-certs.js';
+import { enrollTokenEntries } from './handlers/enroll-token.js';
+import { authEntries } from './handlers/auth.js';
+import { opsEntries } from './handlers/ops.js';
+import { dataEntries } from './handlers/data.js';
 
-type Handler = (ctx: Ctx) => Reply | Promise<Reply>;
+/** Every entry of both APIs. `ops` is the finished table, for the handlers that serve the specs. */
+export function operationEntries(reg: Registry, ops: () => Op[]): Entry[] {
+  return [
+    ...[...RESOURCES, ...ALIASES].flatMap((def) => standardEntries(reg, def)),
+    ...metaEntries(ops),
+    ...sessionEntries(reg),
+    ...adminEntries(reg),
+    ...policyViewEntries(reg),
+    ...policyClientEntries(reg),
+    ...enrollFlowEntries(),
+    ...enrollAdminEntries(reg),
+    ...enrollCertEntries(reg),
+    ...enrollTokenEntries(),
+    ...authEntries(reg),
+    ...opsEntries(reg),
+    ...dataEntries(reg),
+  ];
+}
 
-/** Path segment → permission family (semantics §14); sub-resources use the family they expose. */
-const FAMILY_BY_SEGMENT: Record<string, string> = {
-  identities: 'identity', 'identity-role-attributes': 'identity', 'identity-types': 'identity',
-  enrollments: 'enrollment', authenticators: 'authenticator',
-  services: 'service', 'service-role-attributes': 'service', configs: 'config', 'config-types': 'config-type',
-  'service-configs': 'identity',
-  'service-policies': 'service-policy', 'edge-router-policies': 'edge-router-policy',
-  'service-edge-router-policies': 'service-edge-router-policy',
-  'posture-checks': 'posture-check', 'posture-check-types': 'posture-check', 'posture-check-role-attributes': 'posture-check',
-  'posture-data': 'identity', 'failed-service-requests': 'identity',
-  'edge-routers': 'router', 'edge-router-role-attributes': 'router', routers: 'router', 'transit-routers': 'router',
-  terminators: 'terminator', cas: 'ca', 'auth-policies': 'auth-policy', 'external-jwt-signers': 'external-jwt-signer',
-  'api-sessions': 'ops', sessions: 'ops', 'route-path': 'ops', 'controller-settings': 'ops', controllers: 'ops',
-};
-
-/** Bodies accepted empty although the spec marks them required (#5): ottca with its token in the
- *  query and an empty `text/plain` body; CA verify, which reports an empty body itself (400
- *  COULD_NOT_PARSE_BODY, behaviors §6); token enrollment without a CSR (token credentials). */
-const OPTIONAL_BODY = new Set(['enrollOttCa', 'verifyCa', 'enrollToken']);
-
-/** Text bodies the handler reads itself from `req.body`, after its 404/409 checks (#5: CA verify). */
-const RAW_BODY = new Set(['verifyCa']);
-
-const ACTION: Record<HttpMethod, PermissionAction> = { get: 'read', post: 'create', put: 'update', patch: 'update', delete: 'delete' };
-
-/**
- * Operations only a full admin may call, whatever permissions the caller holds (semantics §14):
- * authenticator writes, the datastore, and PUT on identities (non-admin identity managers may
- * only PATCH: a PUT could reset `isAdmin`/`permissions`).
- */
-const ADMIN_ONLY = new Set([
-  'createAuthenticator', 'updateAuthenticator', 'patchAuthenticator', 'deleteAuthenticator', 'reEnrollAuthenticator',
-  'requestExtendAuthenticator', 'checkDataIntegrity', 'dataIntegrityResults', 'fixDataIntegrity', 'createDatabaseSnapshot',
-  'updateIdentity',
-]);
-
-/** Authenticator reads: admins and `admin_readonly` (`authenticator` is no grantable family). */
-const AUTHENTICATOR_READS = new Set(['listAuthenticators', 'detailAuthenticator', 'getIdentityAuthenticators']);
-
-/** Management operations open to any fully authenticated session (decisions §3: summary counts what the caller may read). */
-const ANY_SESSION = new Set(['listSummary']);
-
-/** Operations that change an identity in place (disable, MFA removal, service configs, tracing) need `identity.update`. */
-const IDENTITY_UPDATES = new Set([
-  'disableIdentity', 'enableIdentity', 'removeIdentityMfa', 'associateIdentitysServiceConfigs',
-  'disassociateIdentitysServiceConfigs', 'updateIdentityTracing',
-]);
-
-/** Session-level operations open while a secondary factor is still pending (api-reference §8.2). */
-const PARTIAL = new Set([
-  'getCurrentAPISession', 'deleteCurrentAPISession', 'authenticateMfa', 'getCurrentIdentity',
-  'detailMfa', 'enrollMfa', 'verifyMfa', 'detailMfaQrCode', 'deleteMfa',
-]);
-
-/**
- * Expensive operations go through a bounded queue (src/auth/limiter.ts): logins and code checks
- * through `auth`, signing/hashing/rendering through `heavy`. A full queue answers 429 RATE_LIMITED.
- */
-export const RATE_LIMITED: Record<string, LimitKind> = {
-  authenticate: 'auth', authenticateMfa: 'auth', verifyMfa: 'auth', createTotpToken: 'auth', deleteMfa: 'auth',
-  detailMfaRecoveryCodes: 'auth', createMfaRecoveryCodes: 'auth',
-  detailMfaQrCode: 'heavy', enrollMfa: 'heavy',
-  createAuthenticator: 'heavy', updateAuthenticator: 'heavy', patchAuthenticator: 'heavy',
-  updateCurrentIdentityAuthenticator: 'heavy', patchCurrentIdentityAuthenticator: 'heavy',
-  enroll: 'heavy', enrollCa: 'heavy', enrollOtt: 'heavy', enrollOttCa: 'heavy', enrollUpdb: 'heavy', enrollErOtt: 'heavy',
-  enrollToken: 'heavy', extendRouterEnrollment: 'heavy', enrollmentChallenge: 'heavy',
-  extendCurrentIdentityAuthenticator: 'heavy', extendVerifyCurrentIdentityAuthenticator: 'heavy',
-  createCurrentApiSessionCertificate: 'heavy',
-};
-
-/**
- * The permission an admin-level Management operation needs (semantics §14): undefined = admins
- * only. The family is what the path exposes (its last literal segment with a family:
- * `identities/{id}/edge-routers` → `router`); reads of sub-lists are reads; a POST action on an
- * existing entity (`cas/{id}/verify`, `enrollments/{id}/refresh`) changes it: `update`.
- */
-export function permissionFor(op: { operationId: string; path: string }, method: HttpMethod): Permission | undefined {
-  if (AUTHENTICATOR_READS.has(op.operationId)) return { family: 'authenticator', action: 'read' };
-  if (ADMIN_ONLY.has(op.operationId)) return undefined;
-  if (IDENTITY_UPDATES.has(op.operationId)) return { family: 'identity', action: 'update' };
-  if (op.operationId === 'getIdentityPolicyAdvice') return { family: 'service', action: 'read' };
-  const literal = op.path.split('/').filter((s) => s && !s.startsWith('{'));
-  for (let i = literal.length - 1; i >= 0; i--) {
-    const family = FAMILY_BY_SEGMENT[literal[i]];
-    if (!family) continue;
-    if (method === 'get' || i > 0) return { family, action: 'read' };
-    if (method === 'post' && literal.length > 1 && op.path.includes('{')) return { family, action: 'update' };
-    return { family, action: ACTION[method] };
+export class OperationTableError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`operation table and specs disagree:\n  ${problems.join('\n  ')}`);
   }
-  return undefined;
 }
 
-function authFor(op: UpstreamOp): AuthLevel {
-  if (!op.secured) return 'none';
-  if (PARTIAL.has(op.operationId)) return 'partial';
-  if (ANY_SESSION.has(op.operationId)) return 'session';
-  if (op.api === 'client') return 'session';
-  if (op.path.startsWith('/current-')) return 'session';
-  return 'admin';
-}
+const apisOf = (e: Entry): ApiName[] => (e.api === 'both' ? ['client', 'management'] : [e.api]);
 
-function specOf(api: ApiName, op: UpstreamOp) {
-  return upstreamDocument(api).paths[op.path][op.method.toLowerCase()];
-}
-
-export function buildOperations(reg: Registry): Op[] {
-  const ops: Op[] = [];
-  const shared: Record<string, Handler | undefined> = {
-    ...metaHandlers(() => ops),
-    ...sessionHandlers(reg),
-  };
-  const management: Record<string, Handler | undefined> = {
-    ...Object.assign({}, ...[...RESOURCES, ...ALIASES].map((def) => standardHandlers(reg, def))),
-    ...adminHandlers(reg),
-  };
-  // Handler modules of the later issues: `<api>:<operationId>` or a bare operationId (both APIs).
-  const special: Record<string, Handler | undefined> = {
-    ...policyHandlers(reg),
-    ...enrollHandlers(reg),
-    ...authHandlers(reg),
-    ...opsHandlers(reg),
-    ...dataHandlers(reg),
-  };
-  for (const api of ['client', 'management'] as const) {
-    for (const u of upstreamOperations(api)) {
-      const key = `${api}:${u.operationId}`;
-      const method = u.method.toLowerCase() as HttpMethod;
-      const handler: Handler | undefined =
-        special[key] ??
-        special[u.operationId] ??
-        management[key] ??
-        shared[u.operationId] ??
-        // The caller's own resources (`/current-…`) are served alike on both APIs.
-        (api === 'management' || u.path.startsWith('/current-') ? management[u.operationId] : undefined);
-      if (!handler) throw new Error(`operation ${key} has no handler`);
-      const limit = RATE_LIMITED[u.operationId];
-      const run: Handler = limit ? (ctx) => ctx.app.auth.limits[limit].run(() => handler(ctx)) : handler;
-      const auth = authFor(u);
-      ops.push({
-        api,
-        method,
-        path: u.path,
-        operationId: u.operationId,
-        auth,
-        permission: auth === 'admin' ? permissionFor(u, method) : undefined,
-        spec: specOf(api, u),
-        bodyDefinition: u.bodyDefinition,
-        bodyIsArray: u.bodyIsArray,
-        bodyRequired: OPTIONAL_BODY.has(u.operationId) ? false : u.bodyRequired,
-        bodySchema: RAW_BODY.has(u.operationId) ? undefined : u.bodySchema,
-        handler: run,
-      });
+/**
+ * The checked join of entries and spec operations, in spec order. Throws OperationTableError
+ * listing every spec operation without an entry, every entry without a spec operation and every
+ * operation with two entries.
+ */
+export function joinOperations(entries: Entry[], specs: Record<ApiName, readonly UpstreamOp[]>): Op[] {
+  const byKey = new Map<string, Entry>();
+  const problems: string[] = [];
+  for (const e of entries) {
+    for (const api of apisOf(e)) {
+      const key = `${api}:${e.operationId}`;
+      if (byKey.has(key)) problems.push(`${key}: two entries`);
+      else byKey.set(key, e);
     }
   }
+  const ops: Op[] = [];
+  const joined = new Set<string>();
+  for (const api of ['client', 'management'] as const) {
+    for (const u of specs[api]) {
+      const key = `${api}:${u.operationId}`;
+      const e = byKey.get(key);
+      if (!e) {
+        problems.push(`${key}: no entry`);
+        continue;
+      }
+      joined.add(key);
+      ops.push(operation(api, u, e));
+    }
+  }
+  for (const key of byKey.keys()) if (!joined.has(key)) problems.push(`${key}: no such operation in the ${key.split(':')[0]} spec`);
+  if (problems.length) throw new OperationTableError(problems);
+  return ops;
+}
+
+function operation(api: ApiName, u: UpstreamOp, e: Entry): Op {
+  const { limit, handler } = e;
+  const run: Handler = limit ? (ctx) => ctx.app.auth.limits[limit].run(() => handler(ctx)) : handler;
+  return {
+    api,
+    method: u.method.toLowerCase() as HttpMethod,
+    path: u.path,
+    operationId: u.operationId,
+    auth: e.auth,
+    permission: e.permission ?? undefined,
+    spec: upstreamDocument(api).paths[u.path][u.method.toLowerCase()],
+    bodyDefinition: u.bodyDefinition,
+    bodyIsArray: u.bodyIsArray,
+    bodyRequired: e.body === 'spec' ? u.bodyRequired : false,
+    bodySchema: e.body === 'raw' ? undefined : u.bodySchema,
+    handler: run,
+  };
+}
+
+/** The table the controller serves. */
+export function buildOperations(reg: Registry): Op[] {
+  const ops: Op[] = [];
+  const specs = { client: upstreamOperations('client'), management: upstreamOperations('management') };
+  ops.push(...joinOperations(operationEntries(reg, () => ops), specs));
   return ops;
 }

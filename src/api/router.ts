@@ -5,14 +5,15 @@
  * node:https adapters call `handle`.
  */
 import { ClusterUnavailable, WriteContention } from '../cluster/errors.js';
-import { ApiError, errors } from './errors.js';
-import { renderError } from './envelope.js';
+import { ApiError, errors } from '../core/errors.js';
+import { renderError } from '../core/envelope.js';
 import { shortId } from '../store/ids.js';
-import type { App, Ctx, Op } from './context.js';
-import type { ApiName, Reply, Req } from './operation.js';
+import type { App, Ctx, Op } from '../core/context.js';
+import type { ApiName, RawRoute, Reply, Req } from '../core/operation.js';
 import type { Rec } from '../store/store.js';
 import { isPermitted } from '../auth/permissions.js';
-import { isDisabledAt } from '../auth/disable.js';
+import { isDisabledAt } from '../auth/login-policy.js';
+import { bearerTokens } from '../auth/ext-jwt.js';
 
 export const BASE_PATHS: Record<ApiName, string> = {
   client: '/edge/client/v1',
@@ -49,18 +50,6 @@ export function goTime(ms: number): string {
   return `${goSecondText}${frac < 10 ? '00' : frac < 100 ? '0' : ''}${frac} +0000 UTC`;
 }
 
-/**
- * A route outside the two upstream APIs, served on the same listeners (`/metrics`, `/search/…`):
- * matched by exact path or by prefix (`/search/` matches everything under it). Its handler does its
- * own authentication; failures thrown as ApiError render as usual.
- */
-export interface RawRoute {
-  method: string | '*';
-  path: string;
-  prefix?: boolean;
-  handle(req: Req, requestId: string): Reply | Promise<Reply>;
-}
-
 /** One served request, as the request hook sees it (metrics, access log). Carries no body, query or header values. */
 export interface RequestRecord {
   requestId: string;
@@ -80,6 +69,8 @@ export interface RequestRecord {
 export class Router {
   /** Called once per request after its reply is ready; replaces the built-in debug log when set. */
   onRequest?: (r: RequestRecord) => void;
+  /** Called for every answered Upstream-API request other than a read (the audit trail keeps the successful ones). */
+  onChange?: (ctx: Ctx, reply: Reply) => void;
   private readonly routes: Record<ApiName, Map<number, Route[]>> = { client: new Map(), management: new Map() };
   /** method → path → operation, for paths without parameters: Map lookups instead of the segment walk. */
   private readonly literal: Record<ApiName, Map<string, Map<string, Op>>> = { client: new Map(), management: new Map() };
@@ -225,6 +216,7 @@ export class Router {
       headers['expires-at'] = goTime(this.app.sessions.expiresAt(ctx.session));
     }
     reply.headers = headers;
+    if (ctx && this.onChange && ctx.op.method !== 'get') this.onChange(ctx, reply);
     if (this.onRequest) {
       this.onRequest({
         requestId, method: req.method, path: req.path, api: matched.op?.api, operationId: matched.op?.operationId, rawRoute: raw?.path,
@@ -274,10 +266,13 @@ export class Router {
   /** Throws when the request may not proceed; a promise only when a secondary token must be verified. */
   private authenticate(ctx: Ctx): Promise<void> | undefined {
     const { op, req } = ctx;
-    const token = req.headers['zt-session']?.trim();
+    // `zt-session` (apiSession scheme) or, without it, `Authorization: Bearer` (oauth2 scheme).
+    // With both, the Bearer tokens are the secondary ext-JWT factor's.
+    const token = req.headers['zt-session']?.trim() || sessionBearer(req.headers['authorization']);
     if (!token) throw errors.unauthorized({ 'www-authenticate': WWW_MISSING });
     const session = this.app.sessions.resolve(token);
     if (!session) throw errors.unauthorized({ 'www-authenticate': WWW_INVALID });
+    ctx.token = token;
     const identity = this.app.sessions.identityOf(session);
     // A disabled identity's sessions end at disable time; any still in flight are refused too.
     if (!identity || isDisabledAt(identity)) throw errors.unauthorized({ 'www-authenticate': WWW_INVALID });
@@ -342,6 +337,13 @@ export class Router {
 /** Permission before any lookup (semantics §14): the answer never depends on whether the entity exists. */
 function permit(op: Op, identity: Rec) {
   if (op.auth === 'admin' && !isPermitted(identity, op.permission)) throw errors.unauthorized();
+}
+
+/** The first Bearer token of an Authorization header, when it has the shape of a JWS. */
+function sessionBearer(authorization: string | undefined): string | undefined {
+  if (!authorization) return undefined;
+  for (const t of bearerTokens(authorization)) if (t.split('.').length === 3) return t;
+  return undefined;
 }
 
 /** A request on its way through `handle`. */

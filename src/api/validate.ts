@@ -29,9 +29,16 @@
 import AjvModule from 'ajv';
 import type { ErrorObject, ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
-import { errors } from './errors.js';
-import type { ApiName } from './operation.js';
+import { errors } from '../core/errors.js';
+import type { ApiName } from '../core/operation.js';
 import { upstreamDocument, upstreamOperations } from './spec/index.js';
+
+declare module '../core/context.js' {
+  interface Services {
+    /** Request body validation against each API's spec. */
+    validators: Record<ApiName, BodyValidator>;
+  }
+}
 
 // ajv and ajv-formats are CommonJS with a `default` export property.
 const Ajv = AjvModule.default;

@@ -1,7 +1,16 @@
 /**
- * API sessions: persisted in the store (so a restart keeps logins) and mirrored in memory keyed by
- * token, so authenticating a request is a Map lookup. The mirror follows store change events, so
- * any write path (logout, admin delete, identity delete) is reflected at once.
+ * API sessions: the token a client holds is a JWT signed with the controller's key (tokens.ts:
+ * `sub` identity, `jti` API-session id, `z_t: "api-session"`); the API session's state (MFA,
+ * config types, activity) is a record persisted in the store (so a restart keeps logins) and
+ * mirrored in memory by id. The store keeps only a SHA-256 of the token (`token`), so a copied
+ * data directory holds nothing a client could present.
+ *
+ * Authenticating a request: a verified token is remembered (token → id), so its signature is
+ * checked once, then every request is two Map lookups. A token is valid while its record is in
+ * the mirror: the mirror follows store change events, so every write path that ends an API
+ * session (logout, admin delete, identity disable or delete, authenticator delete or re-enroll,
+ * auth-policy change, idle sweep) refuses its token from the next request on, on every controller
+ * the store's changes reach (docs/auth.md).
  *
  * Last activity is kept in memory and flushed in one batched write every `activityFlushMs`,
  * never one commit per request.
@@ -9,9 +18,37 @@
 import crypto from 'node:crypto';
 import type { ChangeEvent, Rec, Store, Tx } from '../store/store.js';
 import { timeOrderedId } from '../store/ids.js';
+import type { SigningKeys } from './tokens.js';
+import { allowsPrimary, type PrimaryMethod } from './login-policy.js';
+
+export const API_SESSION_TOKEN = 'api-session';
+
+/** What the store keeps of a token: its SHA-256, enough to match a presented token, useless to present. */
+export const tokenDigest = (token: string) => crypto.createHash('sha256').update(token).digest('base64url');
+
+/** A token in the format stored before tokens were signed (a random UUID kept in clear). */
+const PLAIN_TOKEN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+declare module '../core/context.js' {
+  interface Services {
+    /** The API sessions of every caller. */
+    sessions: ApiSessions;
+  }
+  interface Ctx {
+    /** The caller's API session, when the request presented one. */
+    session?: ApiSession;
+  }
+}
 
 export interface ApiSession extends Rec {
+  /** SHA-256 (base64url) of the signed token. */
   token: string;
+  /** The key that signed the token (a retired key stays published while sessions signed with it live). */
+  kid?: string;
+  /** The primary login method (password, cert, ext-jwt): an auth-policy change may end it. */
+  method?: string;
+  /** ext-jwt: the signer of the login token (a policy's allowedSigners may drop it). */
+  primarySignerId?: string;
   identityId: string;
   authenticatorId: string;
   ipAddress: string;
@@ -26,7 +63,8 @@ export interface ApiSession extends Rec {
 }
 
 export class ApiSessions {
-  private readonly byToken = new Map<string, ApiSession>();
+  /** Tokens whose signature was checked → API-session id; bounded (cleared when full). */
+  private readonly verified = new Map<string, string>();
   private readonly byId = new Map<string, ApiSession>();
   /** Live last-activity times not yet written: id → ms. */
   private readonly activity = new Map<string, number>();
@@ -36,12 +74,18 @@ export class ApiSessions {
   private sweepTimer?: NodeJS.Timeout;
   readonly timeoutMs: number;
 
+  keys?: SigningKeys;
+  /** The `iss` of new tokens (the API's base URL, known once the listener is bound). */
+  issuer = () => '';
+
   constructor(private readonly store: Store, opts: { timeoutMinutes: number; flushMs: number }) {
     this.timeoutMs = opts.timeoutMinutes * 60_000;
     for (const rec of store.scan('apiSessions')) this.remember(rec as ApiSession);
     store.on('change', (events: ChangeEvent[]) => {
       for (const ev of events) {
         if (ev.collection === 'identities') this.identities.delete(ev.id);
+        if (ev.collection === 'authPolicies' && ev.type === 'update') this.recheckMethods(() => true);
+        if (ev.collection === 'identities' && ev.before && ev.after && ev.before.authPolicyId !== ev.after.authPolicyId) this.recheckMethods((s) => s.identityId === ev.id);
         if (ev.collection !== 'apiSessions') continue;
         if (ev.before) this.forget(ev.before as ApiSession);
         if (ev.after) this.remember(ev.after as ApiSession);
@@ -60,13 +104,45 @@ export class ApiSessions {
   private remember(s: ApiSession) {
     const live = this.activity.get(s.id);
     const merged = live && live > s.lastActivityAt ? { ...s, lastActivityAt: live } : s;
-    this.byToken.set(s.token, merged);
     this.byId.set(s.id, merged);
   }
 
   private forget(s: ApiSession) {
-    this.byToken.delete(s.token);
     this.byId.delete(s.id);
+  }
+
+  /**
+   * After an auth-policy change: API sessions whose primary method the identity's policy no
+   * longer allows leave the mirror at once (their tokens are refused from the next request on)
+   * and are deleted from the store in a following write.
+   */
+  private recheckMethods(which: (s: ApiSession) => boolean) {
+    const ended: string[] = [];
+    for (const s of this.byId.values()) {
+      if (!s.method || !which(s)) continue;
+      const identity = this.store.get('identities', s.identityId);
+      if (!identity) continue;
+      if (!allowsPrimary(this.store, { method: s.method as PrimaryMethod, identity, signerId: s.primarySignerId })) ended.push(s.id);
+    }
+    if (ended.length === 0) return;
+    for (const id of ended) this.byId.delete(id);
+    void this.store.write((tx) => ApiSessions.deleteInTx(tx, ended)).catch(() => {});
+  }
+
+  /** Whether a live API session was signed with this key (a retired key stays while one is). */
+  usesKey(kid: string): boolean {
+    for (const s of this.byId.values()) if (s.kid === kid) return true;
+    return false;
+  }
+
+  /**
+   * API sessions stored before tokens were signed kept their token in clear: they are ended at
+   * open (their clients log in again) so that no usable token stays at rest.
+   */
+  async endPlainTokenSessions(): Promise<number> {
+    const plain = [...this.byId.values()].filter((s) => PLAIN_TOKEN.test(s.token)).map((s) => s.id);
+    if (plain.length) await this.store.write((tx) => ApiSessions.deleteInTx(tx, plain));
+    return plain.length;
   }
 
   get(id: string): ApiSession | undefined {
@@ -75,8 +151,20 @@ export class ApiSessions {
 
   /** The live session for a token, refreshing its activity; undefined when unknown or idle too long. */
   resolve(token: string): ApiSession | undefined {
-    const s = this.byToken.get(token);
-    if (!s) return undefined;
+    let id = this.verified.get(token);
+    if (id === undefined) {
+      const claims = this.keys?.verify(token, API_SESSION_TOKEN);
+      if (!claims) return undefined;
+      const rec = this.byId.get(claims.jti);
+      if (!rec || rec.identityId !== claims.sub || rec.token !== tokenDigest(token)) return undefined;
+      if (this.verified.size >= 200_000) this.verified.clear();
+      this.verified.set(token, (id = claims.jti));
+    }
+    const s = this.byId.get(id);
+    if (!s) {
+      this.verified.delete(token);
+      return undefined;
+    }
     const now = Date.now();
     if (now - s.lastActivityAt > this.timeoutMs) return undefined;
     s.lastActivityAt = now;
@@ -109,33 +197,43 @@ export class ApiSessions {
     return s.lastActivityAt + this.timeoutMs;
   }
 
-  /** Create and persist a session; resolves once durable (and mirrored). */
+  /** Create and persist a session; resolves once durable (and mirrored), with its signed token. */
   async create(fields: {
     identityId: string;
     authenticatorId: string;
+    method: string;
+    primarySignerId?: string;
     ipAddress: string;
     configTypes: string[];
     isMfaRequired: boolean;
     extJwtSignerId?: string;
     /** Extra wire fields from the login method (cert extension flags, improperClientCertChain…). */
     extra?: Record<string, unknown>;
-  }): Promise<ApiSession> {
+  }): Promise<{ session: ApiSession; token: string }> {
     const { extra, ...own } = fields;
+    const keys = this.keys;
+    if (!keys) throw new Error('API sessions need signing keys');
     const now = Date.now();
+    const id = timeOrderedId();
+    const token = keys.sign({ iss: this.issuer(), sub: fields.identityId, jti: id, iat: Math.floor(now / 1000), z_t: API_SESSION_TOKEN });
     const rec: ApiSession = {
-      id: timeOrderedId(),
+      id,
       createdAt: now,
       updatedAt: now,
       tags: {},
-      token: crypto.randomUUID(),
+      token: tokenDigest(token),
+      kid: keys.currentKid,
       lastActivityAt: now,
       isMfaComplete: false,
       ...extra,
       ...own,
     };
     if (rec.extJwtSignerId === undefined) delete rec.extJwtSignerId;
+    if (rec.primarySignerId === undefined) delete rec.primarySignerId;
     await this.store.write((tx) => tx.put('apiSessions', rec));
-    return this.byId.get(rec.id) ?? rec;
+    const session = this.byId.get(rec.id) ?? rec;
+    this.verified.set(token, rec.id);
+    return { session, token };
   }
 
   /** Delete API sessions (and their service sessions) inside a larger write. */

@@ -14,14 +14,10 @@
  */
 import type { Rec, Store, Tx } from '../store/store.js';
 import { ApiSessions } from './api-sessions.js';
+import { isDisabledAt } from './login-policy.js';
 
 /** Longest explicit disable: 100 years (keeps `disabledUntil` a sane date). */
 export const MAX_DISABLE_MINUTES = 100 * 365 * 24 * 60;
-
-export function isDisabledAt(r: Rec, now = Date.now()): boolean {
-  if (!r.disabledAt) return false;
-  return r.disabledUntil === undefined || r.disabledUntil === null || r.disabledUntil > now;
-}
 
 /** Disable inside a write: `durationMinutes` 0 = indefinitely. Ends the identity's sessions. */
 export function disableIdentityInTx(tx: Tx, identity: Rec, durationMinutes: number, now = Date.now()): Rec {

@@ -7,7 +7,7 @@
  *
  * Example: `await limiter.run(() => login(ctx))` → the login's result, or throws RATE_LIMITED.
  */
-import { errors } from '../api/errors.js';
+import { errors } from '../core/errors.js';
 
 export class Limiter {
   private active = 0;

@@ -7,11 +7,16 @@
  * Example: `checkPrimary(store, { method: 'password', identity })` throws INVALID_AUTH or returns;
  * `secondaryFactors(store, identity)` → `{ isMfaRequired: true, extJwtSignerId: undefined }`.
  */
-import { errors } from '../api/errors.js';
+import { errors } from '../core/errors.js';
 import type { Rec, Store } from '../store/store.js';
-import { isDisabledAt } from './disable.js';
 
 export type PrimaryMethod = 'password' | 'cert' | 'ext-jwt';
+
+/** A disabled identity: `disabledAt` set and `disabledUntil` (if any) still ahead. */
+export function isDisabledAt(r: Rec, now = Date.now()): boolean {
+  if (!r.disabledAt) return false;
+  return r.disabledUntil === undefined || r.disabledUntil === null || r.disabledUntil > now;
+}
 
 export interface PrimaryFacts {
   method: PrimaryMethod;
@@ -45,6 +50,16 @@ export function checkPrimary(store: Store, facts: PrimaryFacts): void {
       if (allowed.length > 0 && (!facts.signerId || !allowed.includes(facts.signerId))) throw errors.invalidAuth();
       break;
     }
+  }
+}
+
+/** checkPrimary as a yes/no (an existing API session re-checked after a policy change). */
+export function allowsPrimary(store: Store, facts: PrimaryFacts): boolean {
+  try {
+    checkPrimary(store, facts);
+    return true;
+  } catch {
+    return false;
   }
 }
 

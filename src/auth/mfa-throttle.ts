@@ -5,7 +5,7 @@
  * of that identity answers 429 RATE_LIMITED until the window has passed; a good code resets.
  * In memory: a restart forgives, which costs an attacker a controller restart per window.
  */
-import { errors } from '../api/errors.js';
+import { errors } from '../core/errors.js';
 
 export class MfaThrottle {
   private readonly failures = new Map<string, { count: number; since: number }>();

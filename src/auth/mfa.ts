@@ -13,7 +13,7 @@
 import crypto from 'node:crypto';
 import { generateSecret, generateSync, verifySync } from 'otplib';
 import QRCode from 'qrcode';
-import { ApiError } from '../api/errors.js';
+import { ApiError } from '../core/errors.js';
 import { shortId } from '../store/ids.js';
 import type { Rec, Tx } from '../store/store.js';
 

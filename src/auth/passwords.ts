@@ -1,7 +1,7 @@
 /** Password rules of an identity's auth policy (semantics §10), applied wherever a password is set. */
 import crypto from 'node:crypto';
-import { errors } from '../api/errors.js';
-import type { App } from '../api/context.js';
+import { errors } from '../core/errors.js';
+import type { App } from '../core/context.js';
 import type { Rec } from '../store/store.js';
 
 export function checkPassword(app: App, identity: Rec, password: unknown, field = 'password'): string {

@@ -3,7 +3,7 @@
  * a holder of a family (`service`) or of `family.action` (`service.read`) may do that.
  * Operations without a permission (database, summary) are for admins only.
  */
-import type { Permission } from '../api/operation.js';
+import type { Permission } from '../core/operation.js';
 import type { Rec } from '../store/store.js';
 
 export const PERMISSION_FAMILIES = [

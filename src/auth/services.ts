@@ -8,13 +8,19 @@ import type { Store } from '../store/store.js';
 import { ExtJwtVerifier } from './ext-jwt.js';
 import { Limiter } from './limiter.js';
 import { MfaThrottle } from './mfa-throttle.js';
+import type { RateLimit } from '../core/operation.js';
 
-/** Which bounded queue an operation goes through (src/api/operations.ts `RATE_LIMITED`). */
-export type LimitKind = 'auth' | 'heavy';
+declare module '../core/context.js' {
+  interface Services {
+    /** External JWT verification and the rate-limiting queues. */
+    auth: AuthServices;
+  }
+}
+
 
 export class AuthServices {
   readonly extJwt: ExtJwtVerifier;
-  readonly limits: Record<LimitKind, Limiter>;
+  readonly limits: Record<RateLimit, Limiter>;
   /**
    * Lists too large to answer within one slice (resources/define.ts listRecords): each holds its
    * page and its answer in memory while it runs, so only this many run at once and a few wait.

@@ -27,7 +27,8 @@
  * replica reports not ready.
  */
 import fs from 'node:fs';
-import { Etcd3, type Watcher, type IKeyValue, type IWatchResponse, type ICompare, type IRequestOp, type ITxnResponse } from 'etcd3';
+import { Etcd3, type IKeyValue, type IEvent, type ICompare, type IRequestOp, type ITxnResponse } from 'etcd3';
+import { prefixEnd, watchPrefix } from './watch.js';
 import { noop } from 'cockatiel';
 import { Packr } from 'msgpackr';
 import type { Logger } from 'pino';
@@ -57,7 +58,7 @@ const MAX_TXN_BYTES = 1024 * 1024;
 const CALL_TIMEOUT_MS = 5000;
 
 // Records are stored in etcd exactly as msgpack, so what a replica decodes is what was written.
-const packr = new Packr({ useRecords: false, moreTypes: true });
+export const packr = new Packr({ useRecords: false, moreTypes: true });
 
 export function connect(s: ClusterSettings): Etcd3 {
   return new Etcd3({
@@ -76,15 +77,16 @@ export function connect(s: ClusterSettings): Etcd3 {
   });
 }
 
-/** etcd errors that mean "no leader / not reachable now", as opposed to a bad request. */
+/**
+ * Whether a failed etcd call means "no leader / not reachable now" (503, try again) rather than a
+ * request etcd will never take (too many operations, too large): everything but the latter, since
+ * the requests themselves are built here.
+ */
 export function isUnavailable(e: unknown): boolean {
-  const m = String((e as Error)?.message ?? e);
-  return /no leader|unavailable|deadline|timed out|timeout|ECONNREFUSED|connection|leader changed|not capable|too many requests|Cancelled|UNAVAILABLE|stopped|Broken/i.test(m);
+  return !/too many operations|too large|duplicate key|permission denied|invalid argument/i.test(String((e as Error)?.message ?? e));
 }
 
 const enc = (k: IndexKey) => `${typeof k === 'string' ? 's' : typeof k === 'number' ? 'n' : 'b'}:${String(k)}`;
-/** The key after every key with this prefix (etcd range_end of a prefix ending in '/'). */
-const prefixEnd = (p: string) => p.slice(0, -1) + String.fromCharCode(p.charCodeAt(p.length - 1) + 1);
 
 class Reads implements ReadTracker {
   /** etcd key → [collection, present when read]. */
@@ -136,6 +138,8 @@ interface Queued {
   /** Resolves with the revision: the write's own when it succeeded, else the one that failed its guards. */
   done: (r: { ok: boolean; revision: number }) => void;
   fail: (e: unknown) => void;
+  /** Times this write was sent again because the first attempt never reached etcd. */
+  resent?: number;
 }
 
 export class Cluster implements WriteLog {
@@ -143,7 +147,7 @@ export class Cluster implements WriteLog {
   readonly keys: Keys;
   /** The last log revision applied to the replica. */
   applied = 0;
-  private watcher?: Watcher;
+  private watch?: { close(): void };
   private ready = false;
   private detail = 'starting';
   private closed = false;
@@ -307,6 +311,12 @@ export class Cluster implements WriteLog {
           batch.forEach((q, i) => q.done({ ok: res.responses[i]?.response_txn?.succeeded === true, revision }));
         },
         (err: unknown) => {
+          // Never sent (no connection to that member): safe to send again, to another member.
+          if (/No connection established|ECONNREFUSED/i.test(String((err as Error)?.message)) && (batch[0].resent ?? 0) < 3) {
+            for (const q of batch) q.resent = (q.resent ?? 0) + 1;
+            this.queue.unshift(...batch);
+            return new Promise((r) => setTimeout(r, 100));
+          }
           this.log.warn({ err: String((err as Error)?.message ?? err), writes: batch.length }, 'cluster write failed');
           const e = isUnavailable(err) ? new ClusterUnavailable(`etcd did not take the write: ${(err as Error)?.message ?? err}`) : err;
           for (const q of batch) q.fail(e);
@@ -332,11 +342,25 @@ export class Cluster implements WriteLog {
     this.logId = `${head.header.cluster_id}:${this.keys.prefix}`;
     const meta = this.store.metaDb();
     const stored = Number(meta.get('revision') ?? 0);
-    if (stored > 0 && meta.get('log') === this.logId) {
+    if (stored > 0 && meta.get('log') === this.logId && (await this.readableAt(stored))) {
       this.applied = stored;
       this.log.info({ revision: stored }, 'cluster: resuming the replica');
     } else await this.fullLoad();
     await this.follow();
+  }
+
+  /** Whether etcd still has `revision` (not compacted away, not beyond its own history). */
+  private async readableAt(revision: number): Promise<boolean> {
+    try {
+      await this.client.kv.range({ key: Buffer.from(this.keys.records), range_end: Buffer.from(prefixEnd(this.keys.records)), limit: 1, count_only: true, revision });
+      return true;
+    } catch (e) {
+      if (/compacted|future revision/i.test(String((e as Error).message))) {
+        this.log.info({ revision, reason: (e as Error).message }, 'cluster: the stored revision is gone from etcd');
+        return false;
+      }
+      throw e;
+    }
   }
 
   private async retry<T>(f: () => Promise<T>, tries = 20): Promise<T> {
@@ -404,30 +428,29 @@ export class Cluster implements WriteLog {
 
   /** Watch from the applied revision; mark ready once a marker written now has come back. */
   private async follow(): Promise<void> {
-    const watcher = await this.client.watch().prefix(this.keys.records).startRevision(String(this.applied + 1)).create();
-    this.watcher = watcher;
-    watcher.on('data', (res: IWatchResponse) => {
-      if (res.events.length === 0) return;
-      const events = res.events;
-      this.applying = this.applying.then(() => this.apply(events));
-    });
-    watcher.on('disconnected', () => {
-      this.ready = false;
-      this.detail = 'disconnected from etcd';
-    });
-    watcher.on('connected', () => {
-      if (!this.closed) void this.sync();
-    });
-    watcher.on('error', (err: Error) => {
-      if (this.closed) return;
-      // A watch from a compacted revision is cancelled: load everything again, then follow.
-      this.log.warn({ err: String(err.message ?? err) }, 'cluster: watch cancelled; loading the model again');
-      this.ready = false;
-      this.applying = this.applying.then(async () => {
-        await watcher.cancel().catch(() => undefined);
-        await this.fullLoad();
-        await this.follow();
-      });
+    let first = true;
+    this.watch = watchPrefix(this.client, this.keys.records, this.applied + 1, {
+      events: (events) => {
+        this.applying = this.applying.then(() => this.apply(events));
+      },
+      disconnected: (reason) => {
+        this.ready = false;
+        this.detail = `disconnected from etcd: ${reason}`;
+      },
+      // Back after a break: ready again once a marker written now has come through.
+      connected: () => {
+        if (!first && !this.closed) void this.sync();
+        first = false;
+      },
+      compacted: () => {
+        if (this.closed) return;
+        this.log.warn({ from: this.applied + 1 }, 'cluster: the watch revision was compacted; loading the model again');
+        this.ready = false;
+        this.applying = this.applying.then(async () => {
+          await this.fullLoad();
+          await this.follow();
+        });
+      },
     });
     await this.sync();
   }
@@ -451,7 +474,7 @@ export class Cluster implements WriteLog {
     }
   }
 
-  private async apply(events: IWatchResponse['events']): Promise<void> {
+  private async apply(events: IEvent[]): Promise<void> {
     const changes: { collection: string; id: string; after?: Rec }[] = [];
     let revision = this.applied;
     for (const ev of events) {
@@ -476,7 +499,7 @@ export class Cluster implements WriteLog {
     if (this.closed) return;
     this.closed = true;
     this.ready = false;
-    await this.watcher?.cancel().catch(() => undefined);
+    this.watch?.close();
     await this.applying.catch(() => undefined);
     this.client.close();
   }

@@ -4,17 +4,19 @@
  * the exporter that ships every document to an external Elasticsearch/OpenSearch.
  */
 import path from 'node:path';
-import type { App } from '../api/context.js';
-import type { RawRoute } from '../api/router.js';
+import type { App } from '../core/context.js';
+import type { RawRoute } from '../core/operation.js';
 import { SearchStore, type IndexedDoc } from './search-store.js';
 import { searchRoute } from './search-http.js';
 import { Alerts } from './alerts.js';
 import { Exporter } from './exporter.js';
+import { Audit } from './audit.js';
 
 export interface Events {
   search: SearchStore;
   alerts: Alerts;
   exporter?: Exporter;
+  audit: Audit;
   route: RawRoute;
   close(): Promise<void>;
 }
@@ -38,13 +40,20 @@ export function startEvents(app: App): Events {
   }
   const alerts = new Alerts(app, search, { debounceMs: c.alertDebounceMs, certExpiryDays: c.alertCertExpiryDays });
   alerts.start();
+  const audit = new Audit({
+    dataDir: path.resolve(c.dataDir), search, log: app.log,
+    webhookUrl: c.auditWebhookUrl, webhookSecret: c.auditWebhookSecret, webhookQueue: c.auditWebhookQueue, webhookBatch: c.auditWebhookBatch,
+    webhookAttempts: c.auditWebhookAttempts, webhookRetryMs: c.auditWebhookRetryMs, webhookTimeoutMs: c.auditWebhookTimeoutMs,
+  });
   return {
     search,
     alerts,
     exporter,
+    audit,
     route: searchRoute(app, search),
     async close() {
       await alerts.close();
+      await audit.close();
       await exporter?.close();
       await search.close();
     },

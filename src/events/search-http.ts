@@ -12,9 +12,9 @@
  * Answers and errors use Elasticsearch's shapes (`{error:{root_cause,type,reason},status}`), since
  * the callers are search clients, not Edge API clients.
  */
-import type { App } from '../api/context.js';
-import type { Reply, Req } from '../api/operation.js';
-import { ApiError } from '../api/errors.js';
+import type { App } from '../core/context.js';
+import type { Reply, Req } from '../core/operation.js';
+import { ApiError } from '../core/errors.js';
 import { parseBulk } from './bulk.js';
 import { SearchError, compileSearch } from './query.js';
 import { patternMatcher, type SearchStore } from './search-store.js';

@@ -1,6 +1,6 @@
 /** What both transports (uWS and node:https) share: reply encoding and in-flight tracking. */
 import http from 'node:http';
-import type { Reply, Req } from '../api/operation.js';
+import type { Reply, Req } from '../core/operation.js';
 
 /**
  * TLS 1.2 suites both listeners offer: forward-secret AEAD only (TLS 1.3 suites are all of that

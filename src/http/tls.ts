@@ -17,7 +17,7 @@ import https from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket, PeerCertificate, DetailedPeerCertificate } from 'node:tls';
 import { encodeReply, InFlight, TLS12_CIPHERS, FLUSH_BEFORE_CLOSE_MS, type Handle } from './common.js';
-import type { Reply, Req } from '../api/operation.js';
+import type { Reply, Req } from '../core/operation.js';
 
 export interface TlsOptions {
   host: string;

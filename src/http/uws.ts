@@ -5,7 +5,7 @@
  */
 import uWS from 'uWebSockets.js';
 import { STATUS_TEXT, TLS12_CIPHERS, FLUSH_BEFORE_CLOSE_MS, type Handle, replyBody, InFlight } from './common.js';
-import type { Reply, Req } from '../api/operation.js';
+import type { Reply, Req } from '../core/operation.js';
 import type { Connection, Transport } from '../control/channel.js';
 
 /** A WebSocket endpoint: each upgraded connection is handed to `accept` as a transport-neutral Transport. */

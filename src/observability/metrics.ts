@@ -12,16 +12,17 @@
  */
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { RequestStats } from './request-stats.js';
-import type { App } from '../api/context.js';
+import type { App } from '../core/context.js';
 import type { RequestRecord } from '../api/router.js';
 import type { ControlChannel } from '../control/channel.js';
+import type { Audit } from '../events/audit.js';
 
 
 export class Metrics {
   readonly registry = new Registry();
   private readonly requests = new RequestStats();
 
-  constructor(app: App, channel: ControlChannel) {
+  constructor(app: App, channel: ControlChannel, audit?: Audit) {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry });
 
@@ -129,6 +130,12 @@ export class Metrics {
         for (const c of app.store.collections()) this.set({ collection: c.name }, app.store.count(c.name));
       },
     });
+    if (audit) {
+      monotonic(registers, 'mesh_audit_events_total', 'Changes recorded in the audit trail', () => ({ '': audit.stats.events }));
+      monotonic(registers, 'mesh_audit_webhook_sent_total', 'Audit events delivered to the webhook', () => ({ '': audit.stats.webhookSent }));
+      monotonic(registers, 'mesh_audit_webhook_dropped_total', 'Audit events dropped before reaching the webhook: queue full (overflow) or every try failed (failed)', () => audit.stats.webhookDropped, 'reason');
+      new Gauge({ name: 'mesh_audit_webhook_queue', help: 'Audit events waiting for the webhook', registers, collect() { this.set(audit.webhookQueued); } });
+    }
   }
 
   /** The request hook (Router.onRequest). */

@@ -4,9 +4,9 @@
  * (health.ts). GET and HEAD only.
  */
 import crypto from 'node:crypto';
-import type { Router, RawRoute } from '../api/router.js';
-import type { Reply, Req } from '../api/operation.js';
-import { errors } from '../api/errors.js';
+import type { Router } from '../api/router.js';
+import type { RawRoute, Reply, Req } from '../core/operation.js';
+import { errors } from '../core/errors.js';
 import type { Metrics } from './metrics.js';
 import type { Health } from './health.js';
 

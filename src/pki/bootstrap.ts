@@ -41,6 +41,13 @@ import path from 'node:path';
 import type { Issued, SubjectAltName } from './issue.js';
 import { encodeCertsOnlyPkcs7, wrapBase64 } from './pkcs7.js';
 
+declare module '../core/context.js' {
+  interface Services {
+    /** The controller's CAs, server certificate and signing key. */
+    pki: Pki;
+  }
+}
+
 export interface Pki {
   rootCertPem: string;
   intermediateCertPem: string;

@@ -1,6 +1,6 @@
 /** Reading user-supplied PEM certificates with node's X509Certificate (sync, no extra parsing). */
 import crypto from 'node:crypto';
-import { errors } from '../api/errors.js';
+import { errors } from '../core/errors.js';
 
 export interface CertInfo {
   cert: crypto.X509Certificate;

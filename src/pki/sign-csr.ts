@@ -6,8 +6,8 @@
  *
  *   const [client, server] = await signCsrs(app, [{ csr, profile: 'client' }, { csr: s, profile: 'server' }]);
  */
-import type { App } from '../api/context.js';
-import { ApiError, type ErrorCode } from '../api/errors.js';
+import type { App } from '../core/context.js';
+import { ApiError, type ErrorCode } from '../core/errors.js';
 import type { CertProfile } from './issuer.js';
 import type { SignCsrItem, SignCsrResult } from '../../workers/pki.js';
 

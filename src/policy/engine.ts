@@ -18,6 +18,13 @@ import type { ChangeEvent, Rec, Store } from '../store/store.js';
 import { RoleIndex, POLICY_COLLS, type Delta, type Kind, type PolicyColl, type PolicyState, type Side } from './role-index.js';
 import { PostureStore, type CheckResult } from './posture.js';
 
+declare module '../core/context.js' {
+  interface Services {
+    /** The role index and everything derived from it. */
+    policy: PolicyEngine;
+  }
+}
+
 const ENTITY_KINDS: Record<string, Kind> = {
   identities: 'identities',
   services: 'services',

@@ -4,10 +4,11 @@
  * src/auth; the enrollment and verification flows are issue #5, MFA and signer logins issue #6.
  */
 import crypto from 'node:crypto';
-import { ApiError, errors } from '../api/errors.js';
+import { ApiError, errors } from '../core/errors.js';
 import { parseCert } from '../pki/certs.js';
 import type { Rec, Tx } from '../store/store.js';
 import { crud, type ResourceDef } from './types.js';
+import { ApiSessions } from '../auth/api-sessions.js';
 
 export const DEFAULT_AUTH_POLICY_ID = 'default';
 
@@ -248,7 +249,10 @@ export const authenticators: ResourceDef = {
   collection: 'authenticators',
   path: 'authenticators',
   family: 'identity',
+  // Writes (create, update, patch: src/api/handlers/admin.ts) are for full admins alone; reads for
+  // admins and `admin_readonly` (`authenticator` is no grantable family).
   operations: { list: 'listAuthenticators', detail: 'detailAuthenticator', delete: 'deleteAuthenticator' },
+  permissions: { list: { family: 'authenticator', action: 'read' }, detail: { family: 'authenticator', action: 'read' }, delete: null },
   fields: {
     method: { readOnly: true, filter: 'string' },
     identityId: { readOnly: true, filter: 'string', ref: { collection: 'identities', onDelete: 'cascade', entityRef: 'identity' } },
@@ -269,6 +273,10 @@ export const authenticators: ResourceDef = {
     /** Extension issued but not yet verified (semantics §12): the new certificate and its fingerprint. */
     pendingCertPem: { readOnly: true, hidden: true },
     pendingFingerprint: { readOnly: true, hidden: true },
+  },
+  // The API sessions opened with an authenticator end with it (their tokens are refused at once).
+  beforeDelete(rec, { tx }) {
+    ApiSessions.deleteInTx(tx, tx.idsByIndex('apiSessions', 'identityId', rec.identityId).filter((id) => tx.get('apiSessions', id)?.authenticatorId === rec.id));
   },
   symbols: {
     identity: { type: 'string', get: (r: Rec) => r.identityId },

@@ -1,61 +1,28 @@
 /**
- * Config types every controller has from its first start (decisions §2): the tunneler types under
- * our brand, and the intercept/host types SDK tunnelers read. Their ids are their names, so clients
- * that look them up by either find them. Schemas follow upstream's in structure; they require what
- * a tunneler cannot work without and leave room for the optional knobs.
+ * Config types every controller has from its first start, with upstream's fixed ids and full JSON
+ * Schemas (builtin-config-types.json, the schema documents of upstream's built-in types): consoles
+ * and tunnelers address them by these ids (`intercept.v1` is `g7cIWbcGg`, `host.v1` `NH5p4FpGR`) and
+ * build their forms from the schemas. The two tunneler types carry our brand's names (decisions §2)
+ * under upstream's ids.
  */
-const port = { type: 'integer', minimum: 0, maximum: 65535 };
-const portRange = {
-  type: 'object',
-  required: ['low', 'high'],
-  properties: { low: port, high: port },
-};
-const protocol = { type: 'string', enum: ['tcp', 'udp'] };
-const hostTerminator = {
-  type: 'object',
-  properties: {
-    protocol,
-    forwardProtocol: { type: 'boolean' },
-    allowedProtocols: { type: 'array', items: protocol, minItems: 1 },
-    address: { type: 'string', minLength: 1 },
-    forwardAddress: { type: 'boolean' },
-    allowedAddresses: { type: 'array', items: { type: 'string', minLength: 1 }, minItems: 1 },
-    allowedSourceAddresses: { type: 'array', items: { type: 'string', minLength: 1 } },
-    port,
-    forwardPort: { type: 'boolean' },
-    allowedPortRanges: { type: 'array', items: portRange, minItems: 1 },
-    listenOptions: { type: 'object' },
-    portChecks: { type: 'array' },
-    httpChecks: { type: 'array' },
-  },
-};
+import builtins from './builtin-config-types.json' with { type: 'json' };
 
-export const BUILTIN_CONFIG_TYPES: { name: string; schema: object }[] = [
-  {
-    name: 'mesh-tunneler-client.v1',
-    schema: { type: 'object', required: ['hostname', 'port'], properties: { hostname: { type: 'string', minLength: 1 }, port } },
-  },
-  {
-    name: 'mesh-tunneler-server.v1',
-    schema: { type: 'object', required: ['hostname', 'port', 'protocol'], properties: { hostname: { type: 'string', minLength: 1 }, port, protocol } },
-  },
-  {
-    name: 'intercept.v1',
-    schema: {
-      type: 'object',
-      required: ['protocols', 'addresses', 'portRanges'],
-      properties: {
-        protocols: { type: 'array', items: protocol, minItems: 1 },
-        addresses: { type: 'array', items: { type: 'string', minLength: 1 }, minItems: 1 },
-        portRanges: { type: 'array', items: portRange, minItems: 1 },
-        dialOptions: { type: 'object' },
-        sourceIp: { type: 'string' },
-      },
-    },
-  },
-  { name: 'host.v1', schema: hostTerminator },
-  {
-    name: 'host.v2',
-    schema: { type: 'object', required: ['terminators'], properties: { terminators: { type: 'array', items: hostTerminator, minItems: 1 } } },
-  },
-];
+export interface BuiltinConfigType {
+  id: string;
+  name: string;
+  schema: Record<string, unknown>;
+}
+
+export const BUILTIN_CONFIG_TYPES: readonly BuiltinConfigType[] = builtins as BuiltinConfigType[];
+
+/** The record of a built-in type as first written. */
+export function builtinConfigTypeRecord(t: BuiltinConfigType, now: number) {
+  return { id: t.id, createdAt: now, updatedAt: now, tags: {}, name: t.name, schema: structuredClone(t.schema) };
+}
+
+/** The id of the built-in type named `name` (`intercept.v1` → `g7cIWbcGg`). */
+export function builtinConfigTypeId(name: string): string {
+  const t = BUILTIN_CONFIG_TYPES.find((x) => x.name === name);
+  if (!t) throw new Error(`no built-in config type ${name}`);
+  return t.id;
+}

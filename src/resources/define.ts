@@ -4,16 +4,16 @@
  * defaults, PUT vs PATCH, immutable and read-only fields, uniqueness, references checked on write,
  * role lists and role attributes, and what a delete does to everything that points at the entity.
  */
-import { errors, ApiError } from '../api/errors.js';
-import { created, empty, ok, list as listEnvelope } from '../api/envelope.js';
+import { errors, ApiError } from '../core/errors.js';
+import { created, empty, ok, list as listEnvelope } from '../core/envelope.js';
 import { timeOrderedId } from '../store/ids.js';
-import { parseListParams, listSteps, type ListSource } from '../api/query.js';
-import { continueSliced, firstSlice } from '../api/slices.js';
-import type { SymbolTable } from '../api/filter/index.js';
-import type { Ctx } from '../api/context.js';
-import type { Reply } from '../api/operation.js';
+import { parseListParams, listSteps, type ListSource } from '../core/query.js';
+import { continueSliced, firstSlice } from '../core/slices.js';
+import type { SymbolTable } from '../core/filter/index.js';
+import type { Ctx, Entry, Handler } from '../core/context.js';
+import type { PermissionAction, Reply } from '../core/operation.js';
 import { UniqueViolation, type CollectionSpec, type Rec, type Store, type Tx } from '../store/store.js';
-import type { FieldDef, Mode, ResourceDef, View, WriteCtx } from './types.js';
+import type { FieldDef, Mode, ResourceDef, StandardOp, View, WriteCtx } from './types.js';
 import { RenderCache } from './render-cache.js';
 
 /** Entity ids: opaque strings like upstream's shortids, growing with creation time (src/store/ids.ts). */
@@ -60,7 +60,9 @@ export class Registry {
   }
 
   collectionSpecs(): CollectionSpec[] {
-    return this.defs.map((def) => {
+    // Kept in the store without an API: the token signing keys' public halves (src/auth/tokens.ts).
+    const internal: CollectionSpec[] = [{ name: 'signingKeys' }];
+    return internal.concat(this.defs.map((def) => {
       const unique: string[] = [];
       const indexes: string[] = [];
       for (const [name, f] of Object.entries(def.fields)) {
@@ -68,7 +70,7 @@ export class Registry {
         else if (f.index || f.ref || f.roles || f.attributes) indexes.push(name);
       }
       return { name: def.collection, unique, indexes };
-    });
+    }));
   }
 
   /**
@@ -79,7 +81,7 @@ export class Registry {
     const depth = opts.depth ?? 0;
     if (depth > 8) throw new Error('delete cascade too deep');
     if (!tx.exists(def.collection, rec.id)) return;
-    const wctx: WriteCtx = { reg: this, tx, mode: 'delete', body: undefined, before: rec, ctx };
+    const wctx: WriteCtx = { tx, mode: 'delete', body: undefined, before: rec, ctx };
     if (!opts.force) def.protect?.(rec, 'delete');
     def.beforeDelete?.(rec, wctx);
     for (const [refDef, field, f] of this.refsTo.get(def.collection) ?? []) {
@@ -317,7 +319,7 @@ export async function createRecord(reg: Registry, def: ResourceDef, ctx: Ctx, bo
   const now = Date.now();
   return write(ctx.app.store, (tx) => {
     const rec: Rec = { id: newId(), createdAt: now, updatedAt: now };
-    const wctx: WriteCtx = { reg, tx, mode: 'create', body, ctx };
+    const wctx: WriteCtx = { tx, mode: 'create', body, ctx };
     applyBody(reg, def, wctx, rec);
     def.prepare?.(rec, wctx);
     extra?.(rec, tx);
@@ -336,7 +338,7 @@ export async function updateRecord(reg: Registry, def: ResourceDef, ctx: Ctx, id
     // Server-side fields survive untouched.
     for (const [name, f] of Object.entries(def.fields)) if (f.readOnly && before[name] !== undefined) rec[name] = before[name];
     if (before.isSystem) rec.isSystem = true;
-    const wctx: WriteCtx = { reg, tx, mode, body, before, ctx };
+    const wctx: WriteCtx = { tx, mode, body, before, ctx };
     applyBody(reg, def, wctx, rec);
     def.prepare?.(rec, wctx);
     tx.put(def.collection, rec);
@@ -347,8 +349,6 @@ export async function updateRecord(reg: Registry, def: ResourceDef, ctx: Ctx, id
 
 // ---------------------------------------------------------------------------------------------
 // Standard operations
-
-export type Handler = (ctx: Ctx) => Reply | Promise<Reply>;
 
 export function listSource(reg: Registry, def: ResourceDef, extra?: Partial<ListSource>): ListSource {
   const symbols = reg.symbols.get(def.collection)!;
@@ -453,36 +453,53 @@ function roleFilter(ctx: Ctx, def: ResourceDef): Set<string> | undefined {
   return out;
 }
 
-export function standardHandlers(reg: Registry, def: ResourceDef): Record<string, Handler> {
-  const h: Record<string, Handler> = {};
-  const ops = def.operations;
-  if (ops.list) h[ops.list] = (ctx) => listRecords(reg, def, ctx);
-  if (ops.detail) h[ops.detail] = (ctx) => ok(renderRecord(reg, def, mustGet(ctx.app.store, def, ctx.params.id), { store: ctx.app.store, ctx }));
-  if (ops.create)
-    h[ops.create] = async (ctx) => {
+/** The six standard handlers of a family, whichever of them it offers. */
+export function standardHandlers(reg: Registry, def: ResourceDef): Record<StandardOp, Handler> {
+  return {
+    list: (ctx) => listRecords(reg, def, ctx),
+    detail: (ctx) => ok(renderRecord(reg, def, mustGet(ctx.app.store, def, ctx.params.id), { store: ctx.app.store, ctx })),
+    create: async (ctx) => {
       const rec = await createRecord(reg, def, ctx, ctx.body);
       return created(rec.id, `./${def.path}/${rec.id}`);
-    };
-  if (ops.update)
-    h[ops.update] = async (ctx) => {
+    },
+    update: async (ctx) => {
       await updateRecord(reg, def, ctx, ctx.params.id, ctx.body, 'put');
       return empty();
-    };
-  if (ops.patch)
-    h[ops.patch] = async (ctx) => {
+    },
+    patch: async (ctx) => {
       await updateRecord(reg, def, ctx, ctx.params.id, ctx.body, 'patch');
       return empty();
-    };
-  if (ops.delete)
-    h[ops.delete] = async (ctx) => {
+    },
+    delete: async (ctx) => {
       await write(ctx.app.store, (tx) => {
         const rec = tx.get(def.collection, ctx.params.id);
         if (!rec) throw errors.notFound();
         reg.deleteInTx(tx, def, rec, ctx);
       });
       return empty();
-    };
-  return h;
+    },
+  };
+}
+
+const STANDARD_ACTION: Record<StandardOp, PermissionAction> = {
+  list: 'read', detail: 'read', create: 'create', update: 'update', patch: 'update', delete: 'delete',
+};
+
+/**
+ * A family's operation table entries, from its declaration: Management API, admin level, the
+ * permission `<family>.<action>` unless the declaration says otherwise, no rate limit, the body
+ * as the spec says.
+ */
+export function standardEntries(reg: Registry, def: ResourceDef): Entry[] {
+  const handlers = standardHandlers(reg, def);
+  const entries: Entry[] = [];
+  for (const op of Object.keys(STANDARD_ACTION) as StandardOp[]) {
+    const operationId = def.operations[op];
+    if (!operationId) continue;
+    const permission = def.permissions && op in def.permissions ? def.permissions[op] ?? null : { family: def.family, action: STANDARD_ACTION[op] };
+    entries.push({ api: 'management', operationId, auth: 'admin', permission, limit: null, body: 'spec', handler: handlers[op] });
+  }
+  return entries;
 }
 
 export function mustGet(store: Store | Tx, def: ResourceDef, id: string): Rec {

@@ -6,7 +6,7 @@
  * `ctrls`): a device that enrolls then logs in with its certificate lands where certificates work.
  */
 import crypto from 'node:crypto';
-import type { App } from '../api/context.js';
+import type { App } from '../core/context.js';
 import type { Rec, Tx } from '../store/store.js';
 import { signJwt } from '../pki/jwt.js';
 import { newId } from './define.js';
@@ -32,7 +32,7 @@ export function enrollmentJwt(app: App, e: { method: string; token: string; expi
     iss: app.certBaseUrl,
     aud: [''],
     exp: Math.floor(e.expiresAt / 1000),
-    ctrls: [app.certBaseUrl],
+    ctrls: app.cluster?.members().map((m) => m.certBaseUrl) ?? [app.certBaseUrl],
   });
 }
 

@@ -1,7 +1,7 @@
 /** Identities and identity types (api-reference §6.2–§6.3, behaviors §9). */
-import { errors } from '../api/errors.js';
+import { errors } from '../core/errors.js';
 import { ALL_PERMISSIONS } from '../auth/permissions.js';
-import { isDisabledAt } from '../auth/disable.js';
+import { isDisabledAt } from '../auth/login-policy.js';
 import type { Rec } from '../store/store.js';
 import { crud, type ResourceDef, type View } from './types.js';
 import { createEnrollmentInTx } from './enrollments.js';
@@ -14,6 +14,8 @@ export const identities: ResourceDef = {
   path: 'identities',
   family: 'identity',
   operations: crud('Identity', 'Identities'),
+  // Non-admin identity managers may only PATCH: a PUT could reset `isAdmin` and `permissions`.
+  permissions: { update: null },
   owner: 'id',
   rendersSecrets: true,
   links: [

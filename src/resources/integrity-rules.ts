@@ -11,11 +11,11 @@
  *   enrollments with exactly one owner, usable authenticators;
  * - system records: the default auth policy, the built-in config types, a default admin.
  */
-import type { Ctx } from '../api/context.js';
+import type { Ctx } from '../core/context.js';
 import type { Finding, GlobalCheck, RecordCheck } from '../store/integrity.js';
 import type { Rec, Store, Tx } from '../store/store.js';
 import { defaultAuthPolicy, DEFAULT_AUTH_POLICY_ID } from './auth.js';
-import { BUILTIN_CONFIG_TYPES } from './builtin-config-types.js';
+import { BUILTIN_CONFIG_TYPES, builtinConfigTypeRecord } from './builtin-config-types.js';
 import type { Registry } from './define.js';
 import type { ResourceDef } from './types.js';
 
@@ -244,14 +244,13 @@ export function integrityChecks(reg: Registry, ctx: Ctx): { records: RecordCheck
             },
           });
         }
-        for (const { name, schema } of BUILTIN_CONFIG_TYPES) {
-          if (store.findUnique('configTypes', 'name', name)) continue;
+        for (const t of BUILTIN_CONFIG_TYPES) {
+          if (store.findUnique('configTypes', 'name', t.name)) continue;
           out.push({
-            description: `config-types ${name}: the built-in config type is missing`,
+            description: `config-types ${t.name}: the built-in config type is missing`,
             repair: (tx) => {
-              if (tx.findUnique('configTypes', 'name', name) || tx.exists('configTypes', name)) return;
-              const now = Date.now();
-              tx.put('configTypes', { id: name, createdAt: now, updatedAt: now, tags: {}, name, schema });
+              if (tx.findUnique('configTypes', 'name', t.name) || tx.exists('configTypes', t.id)) return;
+              tx.put('configTypes', builtinConfigTypeRecord(t, Date.now()));
             },
           });
         }

@@ -6,10 +6,14 @@
 import { Ajv, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { Rec } from '../store/store.js';
-import { errors } from '../api/errors.js';
+import { errors } from '../core/errors.js';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
 const ajv = addFormats(new Ajv({ strict: false, allErrors: false, validateSchema: true, addUsedSchema: false }));
+// Upstream's validator has no `idn-hostname` check, and the built-in tunneler schemas rely on that:
+// their addresses are hostnames, IPs, CIDRs and wildcards alike (`not: {pattern: "^$"}` refuses
+// the empty one). Declared as accepting every string so it is neither checked nor warned about.
+ajv.addFormat('idn-hostname', true);
 const cache = new Map<string, { at: number; fn: ValidateFunction }>();
 
 function compile(schema: object): ValidateFunction {

@@ -1,5 +1,5 @@
 /** Service policies, edge router policies and service edge router policies (api-reference §6–§7). */
-import { errors } from '../api/errors.js';
+import { errors } from '../core/errors.js';
 import type { Rec } from '../store/store.js';
 import { crud, type FieldDef, type ResourceDef } from './types.js';
 

@@ -1,5 +1,5 @@
 /** Posture checks (polymorphic on `typeId`) and the fixed posture check types (behaviors §13). */
-import { errors } from '../api/errors.js';
+import { errors } from '../core/errors.js';
 import { crud, type FieldDef, type ResourceDef } from './types.js';
 
 /** Fields each check type carries besides the common ones. */

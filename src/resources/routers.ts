@@ -3,7 +3,7 @@
  * A tunneler-enabled edge router has an identity of type `Router` with its name and a system edge
  * router policy `edge-router-<id>-system` joining the two (behaviors §9, §11).
  */
-import { errors } from '../api/errors.js';
+import { errors } from '../core/errors.js';
 import type { Rec, Tx } from '../store/store.js';
 import { createEnrollmentInTx } from './enrollments.js';
 import { newId, REDACTED } from './define.js';

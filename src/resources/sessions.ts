@@ -50,7 +50,8 @@ export const sessions: ResourceDef = {
   collection: 'sessions',
   path: 'sessions',
   family: 'ops',
-  operations: { list: 'listSessions', detail: 'detailSession', delete: 'deleteSession' },
+  // List and detail hide sessions whose removal is committing (src/api/handlers/policy-client.ts).
+  operations: { delete: 'deleteSession' },
   owner: 'identityId',
   links: ['route-path'],
   fields: {

@@ -11,10 +11,11 @@
  *     fields: { name: { unique: true, filter: 'string', nullKeeps: true }, schema: { default: () => ({}) } },
  *   };
  */
-import type { SymbolTable, SymbolType } from '../api/filter/index.js';
+import type { SymbolTable, SymbolType } from '../core/filter/index.js';
 import type { Rec, Tx, Store } from '../store/store.js';
-import type { Ctx } from '../api/context.js';
-import type { Registry } from './define.js';
+import type { Ctx } from '../core/context.js';
+import type { Permission } from '../core/operation.js';
+import type { ManagementOperationId } from '../core/operation-ids.js';
 
 export type Mode = 'create' | 'put' | 'patch';
 
@@ -65,17 +66,14 @@ export interface FieldDef {
   };
 }
 
-export interface OperationIds {
-  list?: string;
-  create?: string;
-  detail?: string;
-  update?: string;
-  patch?: string;
-  delete?: string;
-}
+/** The standard operations a family may offer. */
+export type StandardOp = 'list' | 'create' | 'detail' | 'update' | 'patch' | 'delete';
+
+/** Management API operation ids of the standard operations a family offers. */
+export type OperationIds = Partial<Record<StandardOp, ManagementOperationId>>;
 
 /** The standard six operation ids, named as upstream names them: `crud('Service', 'Services')`. */
-export function crud(singular: string, plural: string): OperationIds {
+export function crud<S extends string, P extends string>(singular: S, plural: P) {
   return {
     list: `list${plural}`,
     create: `create${singular}`,
@@ -83,7 +81,7 @@ export function crud(singular: string, plural: string): OperationIds {
     update: `update${singular}`,
     patch: `patch${singular}`,
     delete: `delete${singular}`,
-  };
+  } as const;
 }
 
 export interface ResourceDef {
@@ -95,6 +93,11 @@ export interface ResourceDef {
   family: string;
   /** Management API operation ids of the standard set this family offers. */
   operations: OperationIds;
+  /**
+   * The permission a standard operation needs where it is not `<family>.<action>` (list and
+   * detail read, create creates, update and patch update, delete deletes); null: admins only.
+   */
+  permissions?: Partial<Record<StandardOp, Permission | null>>;
   fields: Record<string, FieldDef>;
   /** Filter symbols beyond the fields' own (computed ones). */
   symbols?: SymbolTable;
@@ -128,7 +131,6 @@ export interface ResourceDef {
 }
 
 export interface WriteCtx {
-  reg: Registry;
   tx: Tx;
   mode: Mode | 'delete';
   body: any;

@@ -155,7 +155,8 @@ export class Server {
   /** SIGTERM and wait for exit; resolves with the exit code. */
   async stop(signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
     this.agent.destroy();
-    if (this.proc.exitCode !== null) return this.proc.exitCode;
+    // Already exited (a signal such as kill -9 leaves exitCode null and sets signalCode).
+    if (this.proc.exitCode !== null || this.proc.signalCode !== null) return this.proc.exitCode;
     const exited = new Promise<number | null>((resolve) => this.proc.once('exit', (code) => resolve(code)));
     this.proc.kill(signal);
     return exited;
@@ -213,6 +214,11 @@ export async function startServer(t?: { teardown(fn: () => unknown): void }, opt
     if (!opts.keepData) fs.rmSync(dataDir, { recursive: true, force: true });
   });
   return srv;
+}
+
+/** The API-session id (`jti`) a signed API-session token names. */
+export function sessionIdOf(token: string): string {
+  return JSON.parse(Buffer.from(token.split('.')[1] ?? '', 'base64url').toString('utf8')).jti;
 }
 
 /** Assert an upstream error envelope: status, code, and the standard meta. */

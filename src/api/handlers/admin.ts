@@ -3,19 +3,17 @@
  * writes (password hashing in the pool), the caller's own authenticators, and sub-lists that follow
  * plain references. (Controller settings and identity tracing: handlers/ops.ts.)
  */
-import type { Ctx } from '../context.js';
-import type { Reply } from '../operation.js';
-import { ApiError, errors } from '../errors.js';
-import { created, empty, ok } from '../envelope.js';
+import type { Ctx, Entry, Handler } from '../../core/context.js';
+import type { Reply } from '../../core/operation.js';
+import { ApiError, errors } from '../../core/errors.js';
+import { created, empty, ok } from '../../core/envelope.js';
 import { createRecord, listRecords, mustGet, renderRecord, write, type Registry } from '../../resources/define.js';
 import { checkPassword, checkUsername, hashPassword } from '../../auth/passwords.js';
 import { parseCert } from '../../pki/certs.js';
 import { issued, x509 } from '../../pki/chain.js';
 import type { Rec } from '../../store/store.js';
 
-type H = (ctx: Ctx) => Reply | Promise<Reply>;
-
-export function adminHandlers(reg: Registry): Record<string, H> {
+export function adminEntries(reg: Registry): Entry[] {
   const authDef = reg.def('authenticators');
   const view = (ctx: Ctx) => ({ store: ctx.app.store, ctx });
 
@@ -50,55 +48,68 @@ export function adminHandlers(reg: Registry): Record<string, H> {
     return empty();
   }
 
-  const sub = (parent: string, child: string, where: (ctx: Ctx) => (r: Rec) => boolean, candidates?: (ctx: Ctx) => string[]): H => (ctx) => {
+  const sub = (parent: string, child: string, where: (ctx: Ctx) => (r: Rec) => boolean, candidates?: (ctx: Ctx) => string[]): Handler => (ctx) => {
     mustGet(ctx.app.store, reg.def(parent), ctx.params.id);
     return listRecords(reg, reg.def(child), ctx, { where: where(ctx), candidates: candidates?.(ctx) });
   };
 
-  return {
-    createAuthenticator: async (ctx) => {
-      const body = ctx.body ?? {};
-      const identity = ctx.app.store.get('identities', body.identityId);
-      if (!identity) throw errors.field('identityId', 'no identity found with the given id', body.identityId);
-      const method = body.method;
-      let extra: Record<string, unknown>;
-      if (method === 'updb') {
-        const username = checkUsername(body.username);
-        const passwordHash = await hashPassword(ctx.app, checkPassword(ctx.app, identity, body.password));
-        extra = { method, username, passwordHash };
-      } else if (method === 'cert') {
-        const info = parseCert(body.certPem, 'certPem');
-        // Signed by the controller's signing CA → a network certificate (extendable, re-enrolls as ott).
-        const network = issued(info.cert, x509(ctx.app.pki.signingCertPem));
-        extra = { method, certPem: body.certPem, fingerprint: info.fingerprint, certNotAfter: info.notAfter, isIssuedByNetwork: network, isExtendRequested: false, isKeyRollRequested: false };
-      } else throw errors.field('method', 'must be one of updb, cert', method);
-      const rec = await createRecord(reg, authDef, ctx, { tags: body.tags }, (r, tx) => {
-        if (!tx.exists('identities', identity.id)) throw errors.field('identityId', 'no identity found with the given id', identity.id);
-        for (const aid of tx.idsByIndex('authenticators', 'identityId', identity.id)) {
-          if (tx.get('authenticators', aid)?.method === method)
-            throw new ApiError('MAX_AUTHENTICATOR_METHODS_REACHED', `the identity already has a ${method} authenticator`);
-        }
-        Object.assign(r, extra, { identityId: identity.id });
-      });
-      return created(rec.id, `./authenticators/${rec.id}`);
-    },
-    updateAuthenticator: (ctx) => updateAuthenticator(ctx, ctx.params.id, 'put'),
-    patchAuthenticator: (ctx) => updateAuthenticator(ctx, ctx.params.id, 'patch'),
+  return [
+    { api: 'management', operationId: 'createAuthenticator', auth: 'admin', permission: null, limit: 'heavy', body: 'spec',
+      handler: async (ctx) => {
+        const body = ctx.body ?? {};
+        const identity = ctx.app.store.get('identities', body.identityId);
+        if (!identity) throw errors.field('identityId', 'no identity found with the given id', body.identityId);
+        const method = body.method;
+        let extra: Record<string, unknown>;
+        if (method === 'updb') {
+          const username = checkUsername(body.username);
+          const passwordHash = await hashPassword(ctx.app, checkPassword(ctx.app, identity, body.password));
+          extra = { method, username, passwordHash };
+        } else if (method === 'cert') {
+          const info = parseCert(body.certPem, 'certPem');
+          // Signed by the controller's signing CA → a network certificate (extendable, re-enrolls as ott).
+          const network = issued(info.cert, x509(ctx.app.pki.signingCertPem));
+          extra = { method, certPem: body.certPem, fingerprint: info.fingerprint, certNotAfter: info.notAfter, isIssuedByNetwork: network, isExtendRequested: false, isKeyRollRequested: false };
+        } else throw errors.field('method', 'must be one of updb, cert', method);
+        const rec = await createRecord(reg, authDef, ctx, { tags: body.tags }, (r, tx) => {
+          if (!tx.exists('identities', identity.id)) throw errors.field('identityId', 'no identity found with the given id', identity.id);
+          for (const aid of tx.idsByIndex('authenticators', 'identityId', identity.id)) {
+            if (tx.get('authenticators', aid)?.method === method)
+              throw new ApiError('MAX_AUTHENTICATOR_METHODS_REACHED', `the identity already has a ${method} authenticator`);
+          }
+          Object.assign(r, extra, { identityId: identity.id });
+        });
+        return created(rec.id, `./authenticators/${rec.id}`);
+      } },
+    { api: 'management', operationId: 'updateAuthenticator', auth: 'admin', permission: null, limit: 'heavy', body: 'spec',
+      handler: (ctx) => updateAuthenticator(ctx, ctx.params.id, 'put') },
+    { api: 'management', operationId: 'patchAuthenticator', auth: 'admin', permission: null, limit: 'heavy', body: 'spec',
+      handler: (ctx) => updateAuthenticator(ctx, ctx.params.id, 'patch') },
 
-    listCurrentIdentityAuthenticators: (ctx) => listRecords(reg, authDef, ctx, { candidates: ctx.app.store.idsByIndex('authenticators', 'identityId', ctx.identity!.id) }),
-    detailCurrentIdentityAuthenticator: (ctx) => {
-      const rec = mustGet(ctx.app.store, authDef, ctx.params.id);
-      if (rec.identityId !== ctx.identity!.id) throw errors.notFound();
-      return ok(renderRecord(reg, authDef, rec, view(ctx)));
-    },
-    updateCurrentIdentityAuthenticator: (ctx) => updateAuthenticator(ctx, ctx.params.id, 'put', ctx.identity!.id),
-    patchCurrentIdentityAuthenticator: (ctx) => updateAuthenticator(ctx, ctx.params.id, 'patch', ctx.identity!.id),
+    { api: 'both', operationId: 'listCurrentIdentityAuthenticators', auth: 'session', permission: null, limit: null, body: 'spec',
+      handler: (ctx) => listRecords(reg, authDef, ctx, { candidates: ctx.app.store.idsByIndex('authenticators', 'identityId', ctx.identity!.id) }) },
+    { api: 'both', operationId: 'detailCurrentIdentityAuthenticator', auth: 'session', permission: null, limit: null, body: 'spec',
+      handler: (ctx) => {
+        const rec = mustGet(ctx.app.store, authDef, ctx.params.id);
+        if (rec.identityId !== ctx.identity!.id) throw errors.notFound();
+        return ok(renderRecord(reg, authDef, rec, view(ctx)));
+      } },
+    { api: 'both', operationId: 'updateCurrentIdentityAuthenticator', auth: 'session', permission: null, limit: 'heavy', body: 'spec',
+      handler: (ctx) => updateAuthenticator(ctx, ctx.params.id, 'put', ctx.identity!.id) },
+    { api: 'both', operationId: 'patchCurrentIdentityAuthenticator', auth: 'session', permission: null, limit: 'heavy', body: 'spec',
+      handler: (ctx) => updateAuthenticator(ctx, ctx.params.id, 'patch', ctx.identity!.id) },
 
-    listConfigsForConfigType: sub('configTypes', 'configs', () => () => true, (ctx) => ctx.app.store.idsByIndex('configs', 'configTypeId', ctx.params.id)),
-    listConfigServices: sub('configs', 'services', () => () => true, (ctx) => ctx.app.store.idsByIndex('services', 'configs', ctx.params.id)),
-    listServiceConfig: sub('services', 'configs', () => () => true, (ctx) => ctx.app.store.get('services', ctx.params.id)?.configs ?? []),
-    getIdentityAuthenticators: sub('identities', 'authenticators', () => () => true, (ctx) => ctx.app.store.idsByIndex('authenticators', 'identityId', ctx.params.id)),
-    getIdentityEnrollments: sub('identities', 'enrollments', () => () => true, (ctx) => ctx.app.store.idsByIndex('enrollments', 'identityId', ctx.params.id)),
-    'management:listServiceTerminators': sub('services', 'terminators', () => () => true, (ctx) => ctx.app.store.idsByIndex('terminators', 'serviceId', ctx.params.id)),
-  };
+    { api: 'management', operationId: 'listConfigsForConfigType', auth: 'admin', permission: { family: 'config', action: 'read' }, limit: null, body: 'spec',
+      handler: sub('configTypes', 'configs', () => () => true, (ctx) => ctx.app.store.idsByIndex('configs', 'configTypeId', ctx.params.id)) },
+    { api: 'management', operationId: 'listConfigServices', auth: 'admin', permission: { family: 'service', action: 'read' }, limit: null, body: 'spec',
+      handler: sub('configs', 'services', () => () => true, (ctx) => ctx.app.store.idsByIndex('services', 'configs', ctx.params.id)) },
+    { api: 'management', operationId: 'listServiceConfig', auth: 'admin', permission: { family: 'config', action: 'read' }, limit: null, body: 'spec',
+      handler: sub('services', 'configs', () => () => true, (ctx) => ctx.app.store.get('services', ctx.params.id)?.configs ?? []) },
+    { api: 'management', operationId: 'getIdentityAuthenticators', auth: 'admin', permission: { family: 'authenticator', action: 'read' }, limit: null, body: 'spec',
+      handler: sub('identities', 'authenticators', () => () => true, (ctx) => ctx.app.store.idsByIndex('authenticators', 'identityId', ctx.params.id)) },
+    { api: 'management', operationId: 'getIdentityEnrollments', auth: 'admin', permission: { family: 'enrollment', action: 'read' }, limit: null, body: 'spec',
+      handler: sub('identities', 'enrollments', () => () => true, (ctx) => ctx.app.store.idsByIndex('enrollments', 'identityId', ctx.params.id)) },
+    { api: 'management', operationId: 'listServiceTerminators', auth: 'admin', permission: { family: 'terminator', action: 'read' }, limit: null, body: 'spec',
+      handler: sub('services', 'terminators', () => () => true, (ctx) => ctx.app.store.idsByIndex('terminators', 'serviceId', ctx.params.id)) },
+  ];
 }

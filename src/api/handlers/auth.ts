@@ -2,14 +2,12 @@
  * Authentication complete (issue #6): the caller's MFA (enroll, detail, QR code, verify, recovery
  * codes, disable, `authenticate/mfa`, TOTP tokens for posture), administrator MFA removal,
  * identity disable/enable, and the client's unauthenticated external JWT signer list.
- * Keys are `<api>:<operationId>` for one API or a bare operationId for both; a handler here wins
- * over the standard resource handlers (src/api/operations.ts).
  */
 import crypto from 'node:crypto';
-import type { Ctx } from '../context.js';
-import type { Reply } from '../operation.js';
-import { ApiError, errors } from '../errors.js';
-import { created, empty, ok } from '../envelope.js';
+import type { Ctx, Entry } from '../../core/context.js';
+import type { Reply } from '../../core/operation.js';
+import { ApiError, errors } from '../../core/errors.js';
+import { created, empty, ok } from '../../core/envelope.js';
 import { listRecords, write, type Registry } from '../../resources/define.js';
 import type { Rec, Tx } from '../../store/store.js';
 import { splitHostPort } from '../../config.js';
@@ -19,8 +17,6 @@ import {
 } from '../../auth/mfa.js';
 import { MAX_DISABLE_MINUTES, disableIdentityInTx, enableIdentityInTx } from '../../auth/disable.js';
 import { policyOf } from '../../auth/login-policy.js';
-
-type H = (ctx: Ctx) => Reply | Promise<Reply>;
 
 /** Lifetime of a TOTP token (proof of a TOTP check at a point in time, for posture responses). */
 const TOTP_TOKEN_SECONDS = 5 * 60;
@@ -101,173 +97,186 @@ function mayManage(ctx: Ctx, target: Rec) {
   if (ctx.identity?.isAdmin !== true && target.isAdmin === true) throw errors.unauthorized();
 }
 
-export function authHandlers(reg: Registry): Record<string, H> {
+export function authEntries(reg: Registry): Entry[] {
   const signerDef = reg.def('externalJwtSigners');
 
-  return {
-    enrollMfa: async (ctx) => {
-      const mfa = newMfaRecord();
-      await write(ctx.app.store, (tx) => {
-        const cur = currentIdentity(ctx, tx);
-        if (cur.mfa) throw mfaErrors.exists();
-        tx.put('identities', { ...cur, mfa });
-      });
-      return created(mfa.id, './current-identity/mfa');
-    },
+  return [
+    { api: 'both', operationId: 'enrollMfa', auth: 'partial', permission: null, limit: 'heavy', body: 'spec',
+      handler: async (ctx) => {
+        const mfa = newMfaRecord();
+        await write(ctx.app.store, (tx) => {
+          const cur = currentIdentity(ctx, tx);
+          if (cur.mfa) throw mfaErrors.exists();
+          tx.put('identities', { ...cur, mfa });
+        });
+        return created(mfa.id, './current-identity/mfa');
+      } },
 
-    detailMfa: (ctx) => {
-      const mfa = currentIdentity(ctx).mfa as MfaRecord | undefined;
-      if (!mfa) throw errors.notFound();
-      if (mfa.isVerified) return ok({ ...mfaBase(mfa), isVerified: true, recoveryCodes: null });
-      return ok({
-        ...mfaBase(mfa),
-        isVerified: false,
-        provisioningUrl: provisioningUrl(totpIssuer(ctx), ctx.identity!.name, mfa.secret),
-        recoveryCodes: mfa.recoveryCodes,
-      });
-    },
-
-    detailMfaQrCode: async (ctx) => {
-      const mfa = currentIdentity(ctx).mfa as MfaRecord | undefined;
-      // Only while enrollment is pending: once verified the secret is never shown again.
-      if (!mfa || mfa.isVerified) throw errors.notFound();
-      const png = await qrPng(provisioningUrl(totpIssuer(ctx), ctx.identity!.name, mfa.secret));
-      return { status: 200, body: png, contentType: 'image/png', headers: { 'cache-control': 'no-store' } };
-    },
-
-    verifyMfa: (ctx) => guarded(ctx, async () => {
-      const code = codeOf(ctx, 'body');
-      const now = Date.now();
-      await write(ctx.app.store, (tx) => {
-        const cur = currentIdentity(ctx, tx);
-        const mfa = cur.mfa as MfaRecord | undefined;
-        if (!mfa || mfa.isVerified) throw errors.notFound();
-        // Enrollment is verified with a TOTP code only: it proves the authenticator app works.
-        if (!isValidTotp(mfa.secret, code)) throw mfaErrors.invalidToken();
-        tx.put('identities', { ...cur, mfa: { ...mfa, isVerified: true, updatedAt: now } });
-        passMfaInTx(tx, ctx.session!.id, now);
-      });
-      return empty();
-    }),
-
-    authenticateMfa: (ctx) => guarded(ctx, async () => {
-      const code = codeOf(ctx, 'body');
-      const now = Date.now();
-      await write(ctx.app.store, (tx) => {
-        const cur = currentIdentity(ctx, tx);
-        if (!(cur.mfa as MfaRecord | undefined)?.isVerified) throw mfaErrors.notEnrolled();
-        if (code === '') throw mfaErrors.invalidToken();
-        checkCodeInTx(tx, cur, code, { allowRecovery: true });
-        passMfaInTx(tx, ctx.session!.id, now);
-      });
-      return empty();
-    }),
-
-    detailMfaRecoveryCodes: (ctx) => guarded(ctx, () => {
-      const mfa = currentIdentity(ctx).mfa as MfaRecord | undefined;
-      if (!mfa?.isVerified) throw errors.notFound();
-      // Showing the codes needs a TOTP code: a recovery code must not reveal the others.
-      if (!isValidTotp(mfa.secret, codeOf(ctx, 'either'))) throw mfaErrors.invalidToken();
-      return ok({ ...mfaBase(mfa), recoveryCodes: mfa.recoveryCodes });
-    }),
-
-    createMfaRecoveryCodes: (ctx) => guarded(ctx, async () => {
-      const code = codeOf(ctx, 'body');
-      await write(ctx.app.store, (tx) => {
-        const cur = currentIdentity(ctx, tx);
-        if (!(cur.mfa as MfaRecord | undefined)?.isVerified) throw errors.notFound();
-        checkCodeInTx(tx, cur, code, { allowRecovery: true });
-        const latest = currentIdentity(ctx, tx);
-        tx.put('identities', { ...latest, mfa: { ...latest.mfa, recoveryCodes: newRecoveryCodes(), updatedAt: Date.now() } });
-      });
-      return empty();
-    }),
-
-    deleteMfa: (ctx) => guarded(ctx, async () => {
-      const code = codeOf(ctx, 'header');
-      await write(ctx.app.store, (tx) => {
-        const cur = currentIdentity(ctx, tx);
-        const mfa = cur.mfa as MfaRecord | undefined;
+    { api: 'both', operationId: 'detailMfa', auth: 'partial', permission: null, limit: null, body: 'spec',
+      handler: (ctx) => {
+        const mfa = currentIdentity(ctx).mfa as MfaRecord | undefined;
         if (!mfa) throw errors.notFound();
-        // A never-verified enrollment can be dropped without a code (there may be no app yet).
-        if (mfa.isVerified) checkCodeInTx(tx, cur, code, { allowRecovery: true });
-        const { mfa: _m, ...rest } = currentIdentity(ctx, tx);
-        tx.put('identities', rest as Rec);
-        dropMfaInTx(ctx, tx, cur);
-      });
-      return empty();
-    }),
+        if (mfa.isVerified) return ok({ ...mfaBase(mfa), isVerified: true, recoveryCodes: null });
+        return ok({
+          ...mfaBase(mfa),
+          isVerified: false,
+          provisioningUrl: provisioningUrl(totpIssuer(ctx), ctx.identity!.name, mfa.secret),
+          recoveryCodes: mfa.recoveryCodes,
+        });
+      } },
 
-    createTotpToken: (ctx) => guarded(ctx, async () => {
-      const mfa = currentIdentity(ctx).mfa as MfaRecord | undefined;
-      if (!mfa?.isVerified) throw mfaErrors.notEnrolled();
-      if (!isValidTotp(mfa.secret, codeOf(ctx, 'body'))) throw mfaErrors.invalidToken();
-      const iat = Math.floor(Date.now() / 1000);
-      const pki = ctx.app.pki;
-      // A controller-signed proof that this identity passed TOTP at `iat` in this API session.
-      const token = signJwt(pki.serverKey, pki.serverCertSha1Hex, {
-        iss: ctx.app.baseUrl, sub: ctx.identity!.id, aud: ['mesh'], iat, exp: iat + TOTP_TOKEN_SECONDS,
-        jti: crypto.randomUUID(), z_t: 'totp', z_asid: ctx.session!.id,
-      });
-      return ok({ token, issuedAt: new Date(iat * 1000).toISOString() });
-    }),
+    { api: 'both', operationId: 'detailMfaQrCode', auth: 'partial', permission: null, limit: 'heavy', body: 'spec',
+      handler: async (ctx) => {
+        const mfa = currentIdentity(ctx).mfa as MfaRecord | undefined;
+        // Only while enrollment is pending: once verified the secret is never shown again.
+        if (!mfa || mfa.isVerified) throw errors.notFound();
+        const png = await qrPng(provisioningUrl(totpIssuer(ctx), ctx.identity!.name, mfa.secret));
+        return { status: 200, body: png, contentType: 'image/png', headers: { 'cache-control': 'no-store' } };
+      } },
 
-    removeIdentityMfa: async (ctx) => {
-      await write(ctx.app.store, (tx) => {
-        const cur = tx.get('identities', ctx.params.id);
-        if (!cur) throw errors.notFound();
-        mayManage(ctx, cur);
-        if (!cur.mfa) return;
-        const { mfa: _m, ...rest } = cur;
-        tx.put('identities', { ...rest, updatedAt: Math.max(Date.now(), cur.updatedAt + 1) } as Rec);
-        dropMfaInTx(ctx, tx, cur);
-      });
-      return empty();
-    },
+    { api: 'both', operationId: 'verifyMfa', auth: 'partial', permission: null, limit: 'auth', body: 'spec',
+      handler: (ctx) => guarded(ctx, async () => {
+        const code = codeOf(ctx, 'body');
+        const now = Date.now();
+        await write(ctx.app.store, (tx) => {
+          const cur = currentIdentity(ctx, tx);
+          const mfa = cur.mfa as MfaRecord | undefined;
+          if (!mfa || mfa.isVerified) throw errors.notFound();
+          // Enrollment is verified with a TOTP code only: it proves the authenticator app works.
+          if (!isValidTotp(mfa.secret, code)) throw mfaErrors.invalidToken();
+          tx.put('identities', { ...cur, mfa: { ...mfa, isVerified: true, updatedAt: now } });
+          passMfaInTx(tx, ctx.session!.id, now);
+        });
+        return empty();
+      }) },
 
-    disableIdentity: async (ctx) => {
-      const minutes = ctx.body?.durationMinutes;
-      if (!Number.isInteger(minutes) || minutes < 0 || minutes > MAX_DISABLE_MINUTES)
-        throw errors.field('durationMinutes', `must be an integer from 0 (indefinitely) to ${MAX_DISABLE_MINUTES}`, minutes);
-      await write(ctx.app.store, (tx) => {
-        const cur = tx.get('identities', ctx.params.id);
-        if (!cur) throw errors.notFound();
-        mayManage(ctx, cur);
-        disableIdentityInTx(tx, cur, minutes);
-      });
-      return empty();
-    },
+    { api: 'both', operationId: 'authenticateMfa', auth: 'partial', permission: null, limit: 'auth', body: 'spec',
+      handler: (ctx) => guarded(ctx, async () => {
+        const code = codeOf(ctx, 'body');
+        const now = Date.now();
+        await write(ctx.app.store, (tx) => {
+          const cur = currentIdentity(ctx, tx);
+          if (!(cur.mfa as MfaRecord | undefined)?.isVerified) throw mfaErrors.notEnrolled();
+          if (code === '') throw mfaErrors.invalidToken();
+          checkCodeInTx(tx, cur, code, { allowRecovery: true });
+          passMfaInTx(tx, ctx.session!.id, now);
+        });
+        return empty();
+      }) },
 
-    enableIdentity: async (ctx) => {
-      await write(ctx.app.store, (tx) => {
-        const cur = tx.get('identities', ctx.params.id);
-        if (!cur) throw errors.notFound();
-        mayManage(ctx, cur);
-        enableIdentityInTx(tx, cur);
-      });
-      return empty();
-    },
+    { api: 'both', operationId: 'detailMfaRecoveryCodes', auth: 'session', permission: null, limit: 'auth', body: 'spec',
+      handler: (ctx) => guarded(ctx, () => {
+        const mfa = currentIdentity(ctx).mfa as MfaRecord | undefined;
+        if (!mfa?.isVerified) throw errors.notFound();
+        // Showing the codes needs a TOTP code: a recovery code must not reveal the others.
+        if (!isValidTotp(mfa.secret, codeOf(ctx, 'either'))) throw mfaErrors.invalidToken();
+        return ok({ ...mfaBase(mfa), recoveryCodes: mfa.recoveryCodes });
+      }) },
+
+    { api: 'both', operationId: 'createMfaRecoveryCodes', auth: 'session', permission: null, limit: 'auth', body: 'spec',
+      handler: (ctx) => guarded(ctx, async () => {
+        const code = codeOf(ctx, 'body');
+        await write(ctx.app.store, (tx) => {
+          const cur = currentIdentity(ctx, tx);
+          if (!(cur.mfa as MfaRecord | undefined)?.isVerified) throw errors.notFound();
+          checkCodeInTx(tx, cur, code, { allowRecovery: true });
+          const latest = currentIdentity(ctx, tx);
+          tx.put('identities', { ...latest, mfa: { ...latest.mfa, recoveryCodes: newRecoveryCodes(), updatedAt: Date.now() } });
+        });
+        return empty();
+      }) },
+
+    { api: 'both', operationId: 'deleteMfa', auth: 'session', permission: null, limit: 'auth', body: 'spec',
+      handler: (ctx) => guarded(ctx, async () => {
+        const code = codeOf(ctx, 'header');
+        await write(ctx.app.store, (tx) => {
+          const cur = currentIdentity(ctx, tx);
+          const mfa = cur.mfa as MfaRecord | undefined;
+          if (!mfa) throw errors.notFound();
+          // A never-verified enrollment can be dropped without a code (there may be no app yet).
+          if (mfa.isVerified) checkCodeInTx(tx, cur, code, { allowRecovery: true });
+          const { mfa: _m, ...rest } = currentIdentity(ctx, tx);
+          tx.put('identities', rest as Rec);
+          dropMfaInTx(ctx, tx, cur);
+        });
+        return empty();
+      }) },
+
+    { api: 'both', operationId: 'createTotpToken', auth: 'session', permission: null, limit: 'auth', body: 'spec',
+      handler: (ctx) => guarded(ctx, async () => {
+        const mfa = currentIdentity(ctx).mfa as MfaRecord | undefined;
+        if (!mfa?.isVerified) throw mfaErrors.notEnrolled();
+        if (!isValidTotp(mfa.secret, codeOf(ctx, 'body'))) throw mfaErrors.invalidToken();
+        const iat = Math.floor(Date.now() / 1000);
+        const pki = ctx.app.pki;
+        // A controller-signed proof that this identity passed TOTP at `iat` in this API session.
+        const token = signJwt(pki.serverKey, pki.serverCertSha1Hex, {
+          iss: ctx.app.baseUrl, sub: ctx.identity!.id, aud: ['mesh'], iat, exp: iat + TOTP_TOKEN_SECONDS,
+          jti: crypto.randomUUID(), z_t: 'totp', z_asid: ctx.session!.id,
+        });
+        return ok({ token, issuedAt: new Date(iat * 1000).toISOString() });
+      }) },
+
+    { api: 'management', operationId: 'removeIdentityMfa', auth: 'admin', permission: { family: 'identity', action: 'update' }, limit: null, body: 'spec',
+      handler: async (ctx) => {
+        await write(ctx.app.store, (tx) => {
+          const cur = tx.get('identities', ctx.params.id);
+          if (!cur) throw errors.notFound();
+          mayManage(ctx, cur);
+          if (!cur.mfa) return;
+          const { mfa: _m, ...rest } = cur;
+          tx.put('identities', { ...rest, updatedAt: Math.max(Date.now(), cur.updatedAt + 1) } as Rec);
+          dropMfaInTx(ctx, tx, cur);
+        });
+        return empty();
+      } },
+
+    { api: 'management', operationId: 'disableIdentity', auth: 'admin', permission: { family: 'identity', action: 'update' }, limit: null, body: 'spec',
+      handler: async (ctx) => {
+        const minutes = ctx.body?.durationMinutes;
+        if (!Number.isInteger(minutes) || minutes < 0 || minutes > MAX_DISABLE_MINUTES)
+          throw errors.field('durationMinutes', `must be an integer from 0 (indefinitely) to ${MAX_DISABLE_MINUTES}`, minutes);
+        await write(ctx.app.store, (tx) => {
+          const cur = tx.get('identities', ctx.params.id);
+          if (!cur) throw errors.notFound();
+          mayManage(ctx, cur);
+          disableIdentityInTx(tx, cur, minutes);
+        });
+        return empty();
+      } },
+
+    { api: 'management', operationId: 'enableIdentity', auth: 'admin', permission: { family: 'identity', action: 'update' }, limit: null, body: 'spec',
+      handler: async (ctx) => {
+        await write(ctx.app.store, (tx) => {
+          const cur = tx.get('identities', ctx.params.id);
+          if (!cur) throw errors.notFound();
+          mayManage(ctx, cur);
+          enableIdentityInTx(tx, cur);
+        });
+        return empty();
+      } },
 
     // Unauthenticated: what a client needs to obtain a token, never secrets or key material.
-    'client:listExternalJwtSigners': (ctx) =>
-      listRecords(reg, signerDef, ctx, { where: (r) => r.enabled === true }, (r) => {
-        const issuerUrl = /^https?:\/\/\S+$/i.test(r.issuer ?? '') ? (r.issuer as string).replace(/\/+$/, '') : undefined;
-        return {
-          id: r.id,
-          createdAt: new Date(r.createdAt).toISOString(),
-          updatedAt: new Date(r.updatedAt).toISOString(),
-          tags: r.tags ?? {},
-          _links: { self: { href: `./external-jwt-signers/${r.id}` } },
-          name: r.name,
-          externalAuthUrl: r.externalAuthUrl ?? issuerUrl ?? '',
-          clientId: r.clientId ?? null,
-          audience: r.audience ?? null,
-          scopes: r.scopes ?? [],
-          targetToken: r.targetToken ?? 'ACCESS',
-          enrollToCertEnabled: r.enrollToCertEnabled === true,
-          enrollToTokenEnabled: r.enrollToTokenEnabled === true,
-          ...(issuerUrl ? { openIdConfigurationUrl: `${issuerUrl}/.well-known/openid-configuration` } : {}),
-        };
-      }),
-  };
+    { api: 'client', operationId: 'listExternalJwtSigners', auth: 'none', permission: null, limit: null, body: 'spec',
+      handler: (ctx) =>
+        listRecords(reg, signerDef, ctx, { where: (r) => r.enabled === true }, (r) => {
+          const issuerUrl = /^https?:\/\/\S+$/i.test(r.issuer ?? '') ? (r.issuer as string).replace(/\/+$/, '') : undefined;
+          return {
+            id: r.id,
+            createdAt: new Date(r.createdAt).toISOString(),
+            updatedAt: new Date(r.updatedAt).toISOString(),
+            tags: r.tags ?? {},
+            _links: { self: { href: `./external-jwt-signers/${r.id}` } },
+            name: r.name,
+            externalAuthUrl: r.externalAuthUrl ?? issuerUrl ?? '',
+            clientId: r.clientId ?? null,
+            audience: r.audience ?? null,
+            scopes: r.scopes ?? [],
+            targetToken: r.targetToken ?? 'ACCESS',
+            enrollToCertEnabled: r.enrollToCertEnabled === true,
+            enrollToTokenEnabled: r.enrollToTokenEnabled === true,
+            ...(issuerUrl ? { openIdConfigurationUrl: `${issuerUrl}/.well-known/openid-configuration` } : {}),
+          };
+        }) },
+  ];
 }

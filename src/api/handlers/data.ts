@@ -9,11 +9,11 @@
  * over the standard resource handlers (src/api/operations.ts).
  */
 import path from 'node:path';
-import type { Ctx } from '../context.js';
-import type { Reply } from '../operation.js';
+import type { Ctx, Entry } from '../../core/context.js';
+import type { Reply } from '../../core/operation.js';
 import type { Registry } from '../../resources/define.js';
-import { empty } from '../envelope.js';
-import { errors } from '../errors.js';
+import { empty } from '../../core/envelope.js';
+import { errors } from '../../core/errors.js';
 import { emptyState, runIntegrity, type IntegrityState } from '../../store/integrity.js';
 import { Snapshots, SnapshotTooSoon } from '../../store/snapshot.js';
 import { integrityChecks } from '../../resources/integrity-rules.js';
@@ -33,7 +33,7 @@ export function renderIntegrity(s: IntegrityState) {
   };
 }
 
-export function dataHandlers(reg: Registry): Record<string, (ctx: Ctx) => Reply | Promise<Reply>> {
+export function dataEntries(reg: Registry): Entry[] {
   // One run at a time per controller: the handlers are built once per App.
   const state = emptyState();
   let running: Promise<void> | undefined;
@@ -53,30 +53,34 @@ export function dataHandlers(reg: Registry): Record<string, (ctx: Ctx) => Reply 
     return empty(202);
   };
 
-  return {
-    'management:checkDataIntegrity': (ctx) => start(ctx, false),
-    'management:fixDataIntegrity': (ctx) => start(ctx, true),
-    'management:dataIntegrityResults': () => {
-      const data = renderIntegrity(state);
-      return { status: 200, body: { data, meta: { pagination: { limit: -1, offset: 0, totalCount: data.results.length } } } };
-    },
-    'management:createDatabaseSnapshot': async (ctx) => {
-      const app = ctx.app;
-      snapshots ??= new Snapshots(app.store, path.resolve(app.config.dataDir), {
-        minIntervalMs: 60_000,
-        keep: app.config.snapshotsKeep,
-        controllerVersion: app.version,
-      });
-      let where: string;
-      try {
-        where = await snapshots.create();
-        app.log.info({ path: where }, 'database snapshot created');
-      } catch (e) {
-        if (e instanceof SnapshotTooSoon) throw errors.rateLimited();
-        throw e;
-      }
-      // Upstream's empty answer, plus the file's name (under <dataDir>/snapshots) for `mesh snapshot`.
-      return { ...empty(), headers: { 'mesh-snapshot': path.basename(where) } };
-    },
-  };
+  return [
+    { api: 'management', operationId: 'checkDataIntegrity', auth: 'admin', permission: null, limit: null, body: 'spec',
+      handler: (ctx) => start(ctx, false) },
+    { api: 'management', operationId: 'fixDataIntegrity', auth: 'admin', permission: null, limit: null, body: 'spec',
+      handler: (ctx) => start(ctx, true) },
+    { api: 'management', operationId: 'dataIntegrityResults', auth: 'admin', permission: null, limit: null, body: 'spec',
+      handler: () => {
+        const data = renderIntegrity(state);
+        return { status: 200, body: { data, meta: { pagination: { limit: -1, offset: 0, totalCount: data.results.length } } } };
+      } },
+    { api: 'management', operationId: 'createDatabaseSnapshot', auth: 'admin', permission: null, limit: null, body: 'spec',
+      handler: async (ctx) => {
+        const app = ctx.app;
+        snapshots ??= new Snapshots(app.store, path.resolve(app.config.dataDir), {
+          minIntervalMs: 60_000,
+          keep: app.config.snapshotsKeep,
+          controllerVersion: app.version,
+        });
+        let where: string;
+        try {
+          where = await snapshots.create();
+          app.log.info({ path: where }, 'database snapshot created');
+        } catch (e) {
+          if (e instanceof SnapshotTooSoon) throw errors.rateLimited();
+          throw e;
+        }
+        // Upstream's empty answer, plus the file's name (under <dataDir>/snapshots) for `mesh snapshot`.
+        return { ...empty(), headers: { 'mesh-snapshot': path.basename(where) } };
+      } },
+  ];
 }

@@ -4,18 +4,16 @@
  * current API session, the network JWTs, the enrollment JWKS and the enrollment challenge.
  */
 import crypto from 'node:crypto';
-import type { Ctx } from '../context.js';
-import type { Reply } from '../operation.js';
-import { ApiError, errors } from '../errors.js';
-import { ok } from '../envelope.js';
+import type { Ctx, Entry } from '../../core/context.js';
+import type { Reply } from '../../core/operation.js';
+import { ApiError, errors } from '../../core/errors.js';
+import { ok } from '../../core/envelope.js';
 import { listRecords, newId, renderRecord, write, type Registry } from '../../resources/define.js';
 import type { Rec } from '../../store/store.js';
 import { signCsrs, VALIDITY, withChain } from '../../pki/sign-csr.js';
 import { fingerprintOf } from '../../pki/certs.js';
 import { pemBlocks } from '../../pki/der.js';
 import { jwsAlg, signJwt } from '../../pki/jwt.js';
-
-type H = (ctx: Ctx) => Reply | Promise<Reply>;
 
 /** The caller's own certificate authenticator, checked in the order behaviors §8 lists. */
 function ownCertAuthenticator(ctx: Ctx): Rec {
@@ -34,7 +32,7 @@ function subjectText(cert: crypto.X509Certificate): string {
 
 const networkJwtCache = new WeakMap<object, string>();
 
-export function enrollCertHandlers(reg: Registry): Record<string, H> {
+export function enrollCertEntries(reg: Registry): Entry[] {
   const certDef = reg.def('apiSessionCertificates');
   const renderCert = (ctx: Ctx, rec: Rec) => {
     const out = renderRecord(reg, certDef, rec, { store: ctx.app.store, ctx });
@@ -46,103 +44,112 @@ export function enrollCertHandlers(reg: Registry): Record<string, H> {
     return rec;
   };
 
-  return {
-    extendCurrentIdentityAuthenticator: async (ctx) => {
-      const auth = ownCertAuthenticator(ctx);
-      // Made with the current certificate on the TLS connection (semantics §12).
-      const leaf = ctx.req.peerLeaf ?? ctx.req.peerCertificates?.[0];
-      if (!leaf || fingerprintOf(leaf) !== auth.fingerprint) throw errors.unauthorized();
-      const [cert] = await signCsrs(ctx.app, [{ csr: ctx.body?.clientCertCsr, profile: 'client', validityMs: VALIDITY.client, field: 'clientCertCsr' }]);
-      await write(ctx.app.store, (tx) => {
-        const cur = tx.get('authenticators', auth.id);
-        if (!cur || cur.fingerprint !== auth.fingerprint) throw errors.unauthorized();
-        // A second extension before verification replaces the pending certificate.
-        tx.put('authenticators', { ...cur, pendingCertPem: cert.pem, pendingFingerprint: cert.fingerprint, updatedAt: Math.max(Date.now(), cur.updatedAt + 1) });
-      });
-      return ok({ clientCert: withChain(ctx.app, cert.pem), ca: ctx.app.pki.caBundlePem });
-    },
+  return [
+    { api: 'both', operationId: 'extendCurrentIdentityAuthenticator', auth: 'session', permission: null, limit: 'heavy', body: 'spec',
+      handler: async (ctx) => {
+        const auth = ownCertAuthenticator(ctx);
+        // Made with the current certificate on the TLS connection (semantics §12).
+        const leaf = ctx.req.peerLeaf ?? ctx.req.peerCertificates?.[0];
+        if (!leaf || fingerprintOf(leaf) !== auth.fingerprint) throw errors.unauthorized();
+        const [cert] = await signCsrs(ctx.app, [{ csr: ctx.body?.clientCertCsr, profile: 'client', validityMs: VALIDITY.client, field: 'clientCertCsr' }]);
+        await write(ctx.app.store, (tx) => {
+          const cur = tx.get('authenticators', auth.id);
+          if (!cur || cur.fingerprint !== auth.fingerprint) throw errors.unauthorized();
+          // A second extension before verification replaces the pending certificate.
+          tx.put('authenticators', { ...cur, pendingCertPem: cert.pem, pendingFingerprint: cert.fingerprint, updatedAt: Math.max(Date.now(), cur.updatedAt + 1) });
+        });
+        return ok({ clientCert: withChain(ctx.app, cert.pem), ca: ctx.app.pki.caBundlePem });
+      } },
 
-    extendVerifyCurrentIdentityAuthenticator: async (ctx) => {
-      const auth = ownCertAuthenticator(ctx);
-      if (!auth.pendingFingerprint) throw new ApiError('CAN_NOT_UPDATE_AUTHENTICATOR', 'there is no pending certificate extension to verify');
-      let cert: crypto.X509Certificate | undefined;
-      try {
-        const first = typeof ctx.body?.clientCert === 'string' ? pemBlocks(ctx.body.clientCert, ['CERTIFICATE'])[0] : undefined;
-        cert = first ? new crypto.X509Certificate(first.der) : undefined;
-      } catch {
-        cert = undefined;
-      }
-      if (!cert || fingerprintOf(cert.raw) !== auth.pendingFingerprint)
-        throw new ApiError('INVALID_CLIENT_CERT', undefined, { field: 'clientCert', reason: 'must be the certificate returned by the extension request', value: '' });
-      const old = auth.certPem ? new crypto.X509Certificate(auth.certPem) : undefined;
-      const rolled = !old || !old.publicKey.equals(cert.publicKey);
-      await write(ctx.app.store, (tx) => {
-        const cur = tx.get('authenticators', auth.id);
-        if (!cur || cur.pendingFingerprint !== auth.pendingFingerprint) throw new ApiError('CAN_NOT_UPDATE_AUTHENTICATOR', 'the pending extension changed; extend again');
-        const next: Rec = {
-          ...cur, certPem: cur.pendingCertPem, fingerprint: cur.pendingFingerprint, certNotAfter: Date.parse(cert!.validTo),
-          isExtendRequested: false, isKeyRollRequested: false, lastExtendRolledKeys: rolled, updatedAt: Math.max(Date.now(), cur.updatedAt + 1),
+    { api: 'both', operationId: 'extendVerifyCurrentIdentityAuthenticator', auth: 'session', permission: null, limit: 'heavy', body: 'spec',
+      handler: async (ctx) => {
+        const auth = ownCertAuthenticator(ctx);
+        if (!auth.pendingFingerprint) throw new ApiError('CAN_NOT_UPDATE_AUTHENTICATOR', 'there is no pending certificate extension to verify');
+        let cert: crypto.X509Certificate | undefined;
+        try {
+          const first = typeof ctx.body?.clientCert === 'string' ? pemBlocks(ctx.body.clientCert, ['CERTIFICATE'])[0] : undefined;
+          cert = first ? new crypto.X509Certificate(first.der) : undefined;
+        } catch {
+          cert = undefined;
+        }
+        if (!cert || fingerprintOf(cert.raw) !== auth.pendingFingerprint)
+          throw new ApiError('INVALID_CLIENT_CERT', undefined, { field: 'clientCert', reason: 'must be the certificate returned by the extension request', value: '' });
+        const old = auth.certPem ? new crypto.X509Certificate(auth.certPem) : undefined;
+        const rolled = !old || !old.publicKey.equals(cert.publicKey);
+        await write(ctx.app.store, (tx) => {
+          const cur = tx.get('authenticators', auth.id);
+          if (!cur || cur.pendingFingerprint !== auth.pendingFingerprint) throw new ApiError('CAN_NOT_UPDATE_AUTHENTICATOR', 'the pending extension changed; extend again');
+          const next: Rec = {
+            ...cur, certPem: cur.pendingCertPem, fingerprint: cur.pendingFingerprint, certNotAfter: Date.parse(cert!.validTo),
+            isExtendRequested: false, isKeyRollRequested: false, lastExtendRolledKeys: rolled, updatedAt: Math.max(Date.now(), cur.updatedAt + 1),
+          };
+          delete next.pendingCertPem;
+          delete next.pendingFingerprint;
+          delete next.extendRequestedAt;
+          tx.put('authenticators', next);
+        });
+        return { status: 200, body: { data: {}, meta: {} } };
+      } },
+
+    { api: 'client', operationId: 'createCurrentApiSessionCertificate', auth: 'session', permission: null, limit: 'heavy', body: 'spec',
+      handler: async (ctx) => {
+        const [cert] = await signCsrs(ctx.app, [{ csr: ctx.body?.csr, profile: 'client', validityMs: VALIDITY.apiSession, field: 'csr' }]);
+        const x = new crypto.X509Certificate(cert.pem);
+        const now = Date.now();
+        const rec: Rec = {
+          id: newId(), createdAt: now, updatedAt: now, tags: {}, apiSessionId: ctx.session!.id, identityId: ctx.identity!.id,
+          certificate: cert.pem, fingerprint: cert.fingerprint, subject: subjectText(x), validFrom: cert.notBefore, validTo: cert.notAfter,
         };
-        delete next.pendingCertPem;
-        delete next.pendingFingerprint;
-        delete next.extendRequestedAt;
-        tx.put('authenticators', next);
-      });
-      return { status: 200, body: { data: {}, meta: {} } };
-    },
+        await write(ctx.app.store, (tx) => {
+          if (!tx.exists('apiSessions', ctx.session!.id)) throw errors.unauthorized();
+          tx.put('apiSessionCertificates', rec);
+        });
+        return {
+          status: 201,
+          body: { data: { id: rec.id, _links: { self: { href: `./current-api-session/certificates/${rec.id}` } }, certificate: withChain(ctx.app, cert.pem), cas: ctx.app.pki.caBundlePem }, meta: {} },
+        };
+      } },
+    { api: 'client', operationId: 'listCurrentApiSessionCertificates', auth: 'session', permission: null, limit: null, body: 'spec',
+      handler: (ctx) =>
+        listRecords(reg, certDef, ctx, { candidates: ctx.app.store.idsByIndex('apiSessionCertificates', 'apiSessionId', ctx.session!.id) }) },
+    { api: 'client', operationId: 'detailCurrentApiSessionCertificate', auth: 'session', permission: null, limit: null, body: 'spec',
+      handler: (ctx) => ok(renderCert(ctx, ownSessionCert(ctx))) },
+    { api: 'client', operationId: 'deleteCurrentApiSessionCertificate', auth: 'session', permission: null, limit: null, body: 'spec',
+      handler: async (ctx) => {
+        const rec = ownSessionCert(ctx);
+        await write(ctx.app.store, (tx) => {
+          if (!tx.exists('apiSessionCertificates', rec.id)) throw errors.notFound();
+          tx.delete('apiSessionCertificates', rec.id);
+        });
+        return { status: 200, body: { data: {}, meta: {} } };
+      } },
 
-    createCurrentApiSessionCertificate: async (ctx) => {
-      const [cert] = await signCsrs(ctx.app, [{ csr: ctx.body?.csr, profile: 'client', validityMs: VALIDITY.apiSession, field: 'csr' }]);
-      const x = new crypto.X509Certificate(cert.pem);
-      const now = Date.now();
-      const rec: Rec = {
-        id: newId(), createdAt: now, updatedAt: now, tags: {}, apiSessionId: ctx.session!.id, identityId: ctx.identity!.id,
-        certificate: cert.pem, fingerprint: cert.fingerprint, subject: subjectText(x), validFrom: cert.notBefore, validTo: cert.notAfter,
-      };
-      await write(ctx.app.store, (tx) => {
-        if (!tx.exists('apiSessions', ctx.session!.id)) throw errors.unauthorized();
-        tx.put('apiSessionCertificates', rec);
-      });
-      return {
-        status: 201,
-        body: { data: { id: rec.id, _links: { self: { href: `./current-api-session/certificates/${rec.id}` } }, certificate: withChain(ctx.app, cert.pem), cas: ctx.app.pki.caBundlePem }, meta: {} },
-      };
-    },
-    listCurrentApiSessionCertificates: (ctx) =>
-      listRecords(reg, certDef, ctx, { candidates: ctx.app.store.idsByIndex('apiSessionCertificates', 'apiSessionId', ctx.session!.id) }),
-    detailCurrentApiSessionCertificate: (ctx) => ok(renderCert(ctx, ownSessionCert(ctx))),
-    deleteCurrentApiSessionCertificate: async (ctx) => {
-      const rec = ownSessionCert(ctx);
-      await write(ctx.app.store, (tx) => {
-        if (!tx.exists('apiSessionCertificates', rec.id)) throw errors.notFound();
-        tx.delete('apiSessionCertificates', rec.id);
-      });
-      return { status: 200, body: { data: {}, meta: {} } };
-    },
+    { api: 'both', operationId: 'listNetworkJWTs', auth: 'none', permission: null, limit: null, body: 'spec',
+      handler: (ctx) => {
+        let token = networkJwtCache.get(ctx.app);
+        if (!token) {
+          const iss = ctx.app.certBaseUrl + '/';
+          token = signJwt(ctx.app.pki.serverKey, ctx.app.pki.serverCertSha1Hex, { em: 'network', iss, sub: iss, aud: ['mesh-enroller'], jti: crypto.randomUUID(), ctrls: ctx.app.cluster?.members().map((m) => m.certBaseUrl) ?? [ctx.app.certBaseUrl] });
+          networkJwtCache.set(ctx.app, token);
+        }
+        return ok([{ name: 'default', token }]);
+      } },
 
-    listNetworkJWTs: (ctx) => {
-      let token = networkJwtCache.get(ctx.app);
-      if (!token) {
-        const iss = ctx.app.certBaseUrl + '/';
-        token = signJwt(ctx.app.pki.serverKey, ctx.app.pki.serverCertSha1Hex, { em: 'network', iss, sub: iss, aud: ['mesh-enroller'], jti: crypto.randomUUID(), ctrls: [ctx.app.certBaseUrl] });
-        networkJwtCache.set(ctx.app, token);
-      }
-      return ok([{ name: 'default', token }]);
-    },
+    { api: 'client', operationId: 'getEnrollmentJwks', auth: 'none', permission: null, limit: null, body: 'spec',
+      handler: (ctx) => ({ status: 200, body: { keys: [enrollmentJwk(ctx)] } }) },
 
-    getEnrollmentJwks: (ctx) => ({ status: 200, body: { keys: [enrollmentJwk(ctx)] } }),
-
-    enrollmentChallenge: (ctx) => {
-      const { keyId, nonce } = ctx.body ?? {};
-      const kid = ctx.app.pki.serverCertSha1Hex;
-      if (keyId !== kid) throw errors.field('keyId', 'no enrollment signing key with this id; see GET /enroll/jwks', keyId);
-      const key = ctx.app.pki.serverKey;
-      const { alg, hash, ec } = jwsAlg(key);
-      // JWS-style signature of the nonce text: raw r||s for ECDSA, base64url like a JWS.
-      const signature = crypto.sign(hash, Buffer.from(String(nonce)), ec ? { key, dsaEncoding: 'ieee-p1363' } : key).toString('base64url');
-      return { status: 200, body: { algorithm: alg, caPool: ctx.app.pki.caBundlePem, kid, signature } };
-    },
-  };
+    { api: 'client', operationId: 'enrollmentChallenge', auth: 'none', permission: null, limit: 'heavy', body: 'spec',
+      handler: (ctx) => {
+        const { keyId, nonce } = ctx.body ?? {};
+        const kid = ctx.app.pki.serverCertSha1Hex;
+        if (keyId !== kid) throw errors.field('keyId', 'no enrollment signing key with this id; see GET /enroll/jwks', keyId);
+        const key = ctx.app.pki.serverKey;
+        const { alg, hash, ec } = jwsAlg(key);
+        // JWS-style signature of the nonce text: raw r||s for ECDSA, base64url like a JWS.
+        const signature = crypto.sign(hash, Buffer.from(String(nonce)), ec ? { key, dsaEncoding: 'ieee-p1363' } : key).toString('base64url');
+        return { status: 200, body: { algorithm: alg, caPool: ctx.app.pki.caBundlePem, kid, signature } };
+      } },
+  ];
 }
 
 /** The public key enrollment JWTs are signed with, as a JWK with its certificate chain. */

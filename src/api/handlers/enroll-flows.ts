@@ -9,10 +9,10 @@
  * hashing) in the pool, then in ONE write re-checks that the enrollment still exists, deletes it
  * and creates the credential: two concurrent uses of a token cannot both succeed.
  */
-import type { Ctx } from '../context.js';
-import type { Reply } from '../operation.js';
-import { ApiError, errors } from '../errors.js';
-import { empty, ok } from '../envelope.js';
+import type { Ctx, Entry, Handler } from '../../core/context.js';
+import type { Reply } from '../../core/operation.js';
+import { ApiError, errors } from '../../core/errors.js';
+import { empty, ok } from '../../core/envelope.js';
 import { newId, write } from '../../resources/define.js';
 import type { Rec, Tx } from '../../store/store.js';
 import { signCsrs, VALIDITY, withChain } from '../../pki/sign-csr.js';
@@ -20,8 +20,6 @@ import { chainsTo, commonName, externalIdOf, isExpired, x509 } from '../../pki/c
 import { fingerprintOf } from '../../pki/certs.js';
 import { checkPassword, checkUsername, hashPassword } from '../../auth/passwords.js';
 import { DEFAULT_AUTH_POLICY_ID } from '../../resources/auth.js';
-
-type H = (ctx: Ctx) => Reply | Promise<Reply>;
 
 const nonEmpty = (v: unknown): v is string => typeof v === 'string' && v.trim() !== '';
 
@@ -104,7 +102,7 @@ async function enrollRouter(ctx: Ctx, e: Rec, clientCsr: unknown, serverCsr: unk
 }
 
 /** `POST /enroll/extend/router`: the router's current client certificate on the TLS connection. */
-const extendRouter: H = async (ctx) => {
+const extendRouter: Handler = async (ctx) => {
   const leaf = ctx.req.peerLeaf ?? ctx.req.peerCertificates?.[0];
   if (!leaf) throw errors.unauthorized();
   const fp = fingerprintOf(leaf);
@@ -227,7 +225,7 @@ function acceptsJson(accept: string | undefined): boolean {
   });
 }
 
-const genericEnroll: H = async (ctx) => {
+const genericEnroll: Handler = async (ctx) => {
   const jsonOk = acceptsJson(ctx.req.headers.accept);
   const pemOk = /application\/x-pem-file/i.test(ctx.req.headers.accept ?? '');
   try {
@@ -262,30 +260,37 @@ const genericEnroll: H = async (ctx) => {
   }
 };
 
-export function enrollFlowHandlers(): Record<string, H> {
-  return {
-    enroll: genericEnroll,
-    enrollOtt: async (ctx) => {
-      const body = ctx.body ?? {};
-      const e = enrollmentFor(ctx, body.token ?? ctx.req.query.get('token'), ['ott']);
-      return enrollOtt(ctx, e, body.clientCsr);
-    },
-    enrollOttCa: async (ctx) => {
-      const body = ctx.body && typeof ctx.body === 'object' ? ctx.body : {};
-      const e = enrollmentFor(ctx, body.token ?? ctx.req.query.get('token'), ['ottca']);
-      return enrollOttCa(ctx, e);
-    },
-    enrollUpdb: async (ctx) => {
-      const body = ctx.body ?? {};
-      const e = enrollmentFor(ctx, ctx.req.query.get('token') ?? body.token, ['updb']);
-      return enrollUpdb(ctx, e, body);
-    },
-    enrollCa: (ctx) => enrollCa(ctx, undefined),
-    enrollErOtt: async (ctx) => {
-      const body = ctx.body ?? {};
-      const e = enrollmentFor(ctx, body.token ?? ctx.req.query.get('token'), ['erott']);
-      return enrollRouter(ctx, e, body.clientCsr ?? body.certCsr, body.serverCsr ?? body.serverCertCsr);
-    },
-    extendRouterEnrollment: extendRouter,
-  };
+export function enrollFlowEntries(): Entry[] {
+  return [
+    { api: 'client', operationId: 'enroll', auth: 'none', permission: null, limit: 'heavy', body: 'spec',
+      handler: genericEnroll },
+    { api: 'client', operationId: 'enrollOtt', auth: 'none', permission: null, limit: 'heavy', body: 'spec',
+      handler: async (ctx) => {
+        const body = ctx.body ?? {};
+        const e = enrollmentFor(ctx, body.token ?? ctx.req.query.get('token'), ['ott']);
+        return enrollOtt(ctx, e, body.clientCsr);
+      } },
+    { api: 'client', operationId: 'enrollOttCa', auth: 'none', permission: null, limit: 'heavy', body: 'optional',
+      handler: async (ctx) => {
+        const body = ctx.body && typeof ctx.body === 'object' ? ctx.body : {};
+        const e = enrollmentFor(ctx, body.token ?? ctx.req.query.get('token'), ['ottca']);
+        return enrollOttCa(ctx, e);
+      } },
+    { api: 'client', operationId: 'enrollUpdb', auth: 'none', permission: null, limit: 'heavy', body: 'spec',
+      handler: async (ctx) => {
+        const body = ctx.body ?? {};
+        const e = enrollmentFor(ctx, ctx.req.query.get('token') ?? body.token, ['updb']);
+        return enrollUpdb(ctx, e, body);
+      } },
+    { api: 'client', operationId: 'enrollCa', auth: 'none', permission: null, limit: 'heavy', body: 'spec',
+      handler: (ctx) => enrollCa(ctx, undefined) },
+    { api: 'client', operationId: 'enrollErOtt', auth: 'none', permission: null, limit: 'heavy', body: 'spec',
+      handler: async (ctx) => {
+        const body = ctx.body ?? {};
+        const e = enrollmentFor(ctx, body.token ?? ctx.req.query.get('token'), ['erott']);
+        return enrollRouter(ctx, e, body.clientCsr ?? body.certCsr, body.serverCsr ?? body.serverCertCsr);
+      } },
+    { api: 'client', operationId: 'extendRouterEnrollment', auth: 'none', permission: null, limit: 'heavy', body: 'spec',
+      handler: extendRouter },
+  ];
 }

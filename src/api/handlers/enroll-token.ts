@@ -14,10 +14,10 @@
  */
 import crypto from 'node:crypto';
 import * as jose from 'jose';
-import type { Ctx } from '../context.js';
-import type { Reply } from '../operation.js';
-import { ApiError } from '../errors.js';
-import { ok } from '../envelope.js';
+import type { Ctx, Entry } from '../../core/context.js';
+import type { Reply } from '../../core/operation.js';
+import { ApiError } from '../../core/errors.js';
+import { ok } from '../../core/envelope.js';
 import { newId, write } from '../../resources/define.js';
 import type { Rec } from '../../store/store.js';
 import { signCsrs, VALIDITY, withChain } from '../../pki/sign-csr.js';
@@ -118,4 +118,10 @@ export async function enrollToken(ctx: Ctx): Promise<Reply> {
     if (cert) tx.put('authenticators', certAuthenticator(id, cert.pem, cert.fingerprint, cert.notAfter));
   });
   return cert ? ok({ cert: withChain(ctx.app, cert.pem), ca: ctx.app.pki.caBundlePem }) : ok({});
+}
+
+export function enrollTokenEntries(): Entry[] {
+  return [
+    { api: 'client', operationId: 'enrollToken', auth: 'none', permission: null, limit: 'heavy', body: 'optional', handler: enrollToken },
+  ];
 }

@@ -1,17 +1,16 @@
 /** Unauthenticated documents: version, capabilities, specs, protocols, CA bundle, fixed type lists. (Controllers: handlers/ops.ts.) */
 import { dump } from 'js-yaml';
-import type { Ctx } from '../context.js';
-import type { Reply } from '../operation.js';
-import { errors } from '../errors.js';
-import { ok, list } from '../envelope.js';
-import { parseListParams, runList } from '../query.js';
-import type { SymbolTable } from '../filter/index.js';
+import type { Ctx, Entry, Op } from '../../core/context.js';
+import type { Reply } from '../../core/operation.js';
+import { errors } from '../../core/errors.js';
+import { ok, list } from '../../core/envelope.js';
+import { parseListParams, runList } from '../../core/query.js';
+import type { SymbolTable } from '../../core/filter/index.js';
 import type { Rec } from '../../store/store.js';
 import { BASE_PATHS } from '../router.js';
 import { buildServedSpec, specDetail, specSummaries, SPEC_IDS } from '../openapi.js';
 import { IDENTITY_TYPES } from '../../resources/identities.js';
 import { POSTURE_CHECK_TYPES } from '../../resources/posture.js';
-import type { Op } from '../context.js';
 
 const yamlCache = new WeakMap<object, string>();
 
@@ -70,51 +69,63 @@ const postureCheckTypeFields = (id: string) => {
   return { name: t.name, operatingSystems: t.operatingSystems, version: '1' };
 };
 
-export function metaHandlers(ops: () => Op[]): Record<string, (ctx: Ctx) => Reply | Promise<Reply>> {
+export function metaEntries(ops: () => Op[]): Entry[] {
   const specOps = (api: 'client' | 'management') => ops().filter((o) => o.api === api);
-  return {
-    listRoot: version,
-    listVersion: version,
-    listEnumeratedCapabilities: () => ok([...CAPABILITIES]),
-    listSpecs: () => ok(specSummaries('.')),
-    detailSpec: (ctx) => {
-      if (!SPEC_IDS[ctx.params.id]) throw errors.notFound();
-      return ok(specDetail(ctx.params.id, '.'));
-    },
-    detailSpecBody: (ctx) => {
-      const api = SPEC_IDS[ctx.params.id];
-      if (!api) throw errors.notFound();
-      const doc = buildServedSpec(api, specOps(api));
-      // The spec produces text/yaml and application/json; JSON unless YAML is asked for first.
-      const accept = (ctx.req.headers.accept ?? '').toLowerCase();
-      const yamlAt = accept.search(/(text|application)\/(x-)?yaml/);
-      const jsonAt = accept.indexOf('json');
-      if (yamlAt >= 0 && (jsonAt < 0 || yamlAt < jsonAt)) {
-        let text = yamlCache.get(doc);
-        if (!text) yamlCache.set(doc, (text = dump(doc, { noRefs: true, lineWidth: -1 })));
-        return { status: 200, body: text, contentType: 'text/yaml' };
-      }
-      return { status: 200, body: doc };
-    },
+  return [
+    { api: 'both', operationId: 'listRoot', auth: 'none', permission: null, limit: null, body: 'spec',
+      handler: version },
+    { api: 'both', operationId: 'listVersion', auth: 'none', permission: null, limit: null, body: 'spec',
+      handler: version },
+    { api: 'both', operationId: 'listEnumeratedCapabilities', auth: 'none', permission: null, limit: null, body: 'spec',
+      handler: () => ok([...CAPABILITIES]) },
+    { api: 'both', operationId: 'listSpecs', auth: 'none', permission: null, limit: null, body: 'spec',
+      handler: () => ok(specSummaries('.')) },
+    { api: 'both', operationId: 'detailSpec', auth: 'none', permission: null, limit: null, body: 'spec',
+      handler: (ctx) => {
+        if (!SPEC_IDS[ctx.params.id]) throw errors.notFound();
+        return ok(specDetail(ctx.params.id, '.'));
+      } },
+    { api: 'both', operationId: 'detailSpecBody', auth: 'none', permission: null, limit: null, body: 'spec',
+      handler: (ctx) => {
+        const api = SPEC_IDS[ctx.params.id];
+        if (!api) throw errors.notFound();
+        const doc = buildServedSpec(api, specOps(api));
+        // The spec produces text/yaml and application/json; JSON unless YAML is asked for first.
+        const accept = (ctx.req.headers.accept ?? '').toLowerCase();
+        const yamlAt = accept.search(/(text|application)\/(x-)?yaml/);
+        const jsonAt = accept.indexOf('json');
+        if (yamlAt >= 0 && (jsonAt < 0 || yamlAt < jsonAt)) {
+          let text = yamlCache.get(doc);
+          if (!text) yamlCache.set(doc, (text = dump(doc, { noRefs: true, lineWidth: -1 })));
+          return { status: 200, body: text, contentType: 'text/yaml' };
+        }
+        return { status: 200, body: doc };
+      } },
     // `https`: the API listener; `mtls`: the mutual-TLS listener (certificate login and enrollment).
-    listProtocols: (ctx) => ok({ https: { address: ctx.app.config.advertisedAddress }, mtls: { address: ctx.app.config.certAdvertisedAddress } }),
-    listWellKnownCas: (ctx) => ({
-      status: 200,
-      body: ctx.app.pki.wellKnownCaStore(),
-      contentType: 'application/pkcs7-mime',
-      headers: { 'content-transfer-encoding': 'base64' },
-    }),
-    listIdentityTypes: (ctx) => fixedList(ctx, 'identity-types', IDENTITY_TYPES.map((t) => ({ id: t, name: t })), () => ({})),
-    detailIdentityType: (ctx) => {
-      const t = IDENTITY_TYPES.find((x) => x === ctx.params.id);
-      if (!t) throw errors.notFound();
-      return ok(fixed(ctx, 'identity-types', t, { name: t }));
-    },
-    listPostureCheckTypes: (ctx) => fixedList(ctx, 'posture-check-types', POSTURE_CHECK_TYPES, postureCheckTypeFields),
-    detailPostureCheckType: (ctx) => {
-      const t = POSTURE_CHECK_TYPES.find((x) => x.id === ctx.params.id);
-      if (!t) throw errors.notFound();
-      return ok(fixed(ctx, 'posture-check-types', t.id, postureCheckTypeFields(t.id)));
-    },
-  };
+    { api: 'client', operationId: 'listProtocols', auth: 'none', permission: null, limit: null, body: 'spec',
+      handler: (ctx) => ok({ https: { address: ctx.app.config.advertisedAddress }, mtls: { address: ctx.app.config.certAdvertisedAddress } }) },
+    { api: 'both', operationId: 'listWellKnownCas', auth: 'none', permission: null, limit: null, body: 'spec',
+      handler: (ctx) => ({
+        status: 200,
+        body: ctx.app.pki.wellKnownCaStore(),
+        contentType: 'application/pkcs7-mime',
+        headers: { 'content-transfer-encoding': 'base64' },
+      }) },
+    { api: 'management', operationId: 'listIdentityTypes', auth: 'admin', permission: { family: 'identity', action: 'read' }, limit: null, body: 'spec',
+      handler: (ctx) => fixedList(ctx, 'identity-types', IDENTITY_TYPES.map((t) => ({ id: t, name: t })), () => ({})) },
+    { api: 'management', operationId: 'detailIdentityType', auth: 'admin', permission: { family: 'identity', action: 'read' }, limit: null, body: 'spec',
+      handler: (ctx) => {
+        const t = IDENTITY_TYPES.find((x) => x === ctx.params.id);
+        if (!t) throw errors.notFound();
+        return ok(fixed(ctx, 'identity-types', t, { name: t }));
+      } },
+    { api: 'management', operationId: 'listPostureCheckTypes', auth: 'admin', permission: { family: 'posture-check', action: 'read' }, limit: null, body: 'spec',
+      handler: (ctx) => fixedList(ctx, 'posture-check-types', POSTURE_CHECK_TYPES, postureCheckTypeFields) },
+    { api: 'management', operationId: 'detailPostureCheckType', auth: 'admin', permission: { family: 'posture-check', action: 'read' }, limit: null, body: 'spec',
+      handler: (ctx) => {
+        const t = POSTURE_CHECK_TYPES.find((x) => x.id === ctx.params.id);
+        if (!t) throw errors.notFound();
+        return ok(fixed(ctx, 'posture-check-types', t.id, postureCheckTypeFields(t.id)));
+      } },
+  ];
 }

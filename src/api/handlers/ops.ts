@@ -5,21 +5,20 @@
  * Keys are `<api>:<operationId>` for one API or a bare operationId for both; a handler here wins
  * over the standard resource handlers (src/api/operations.ts).
  */
+import type { Member } from '../../cluster/members.js';
 import crypto from 'node:crypto';
-import type { Ctx } from '../context.js';
-import type { Reply } from '../operation.js';
-import { errors } from '../errors.js';
-import { created, empty, list, ok } from '../envelope.js';
+import type { Ctx, Entry, Handler } from '../../core/context.js';
+import type { Reply } from '../../core/operation.js';
+import { errors } from '../../core/errors.js';
+import { created, empty, list, ok } from '../../core/envelope.js';
 import { BASE_PATHS } from '../router.js';
-import { parseListParams, sortRecords } from '../query.js';
-import { compileFilter, type SymbolTable } from '../filter/index.js';
+import { parseListParams, sortRecords } from '../../core/query.js';
+import { compileFilter, type SymbolTable } from '../../core/filter/index.js';
 import { write, type Registry } from '../../resources/define.js';
 import type { Rec } from '../../store/store.js';
 import { CONTROL_PATH } from '../../control/protocol.js';
 import { GLOBAL_SETTINGS_ID, cleanOidc, effectiveSettings, isProblem, type OidcSettings } from '../../control/settings.js';
 import type { StoredTrace } from '../../control/traces.js';
-
-type H = (ctx: Ctx) => Reply | Promise<Reply>;
 
 /** Longest trace: one year (upstream takes any Go duration; unbounded would overflow a date). */
 const MAX_TRACE_MS = 365 * 24 * 3_600_000;
@@ -55,31 +54,48 @@ export function parseDuration(text: string): number | undefined {
   return at === text.length && Number.isFinite(total) ? total : undefined;
 }
 
-export function opsHandlers(_reg: Registry): Record<string, H> {
+export function opsEntries(_reg: Registry): Entry[] {
   /** This controller, as `GET /controllers` shows it (a standalone controller: always itself, online). */
   function controller(ctx: Ctx) {
     const { app } = ctx;
-    const at = new Date(app.startedAt).toISOString();
-    return {
+    return controllerView(ctx, {
       id: app.controllerId,
-      createdAt: at,
-      updatedAt: at,
-      tags: {},
-      _links: { self: { href: `./controllers/${app.controllerId}` } },
       name: app.config.advertisedAddress,
       certPem: app.pki.serverCertPem,
       fingerprint: app.pki.serverCertSha1Hex,
-      isOnline: true,
-      isPreferredLeader: true,
-      lastJoinedAt: at,
       // Where routers connect: the control channel WebSocket on the API listener.
       ctrlAddress: `wss://${app.config.advertisedAddress}${CONTROL_PATH}`,
+      baseUrl: app.baseUrl,
+      certBaseUrl: app.certBaseUrl,
+      startedAt: app.startedAt,
+      joinedAt: app.startedAt,
+      versionInfo: { version: app.version, revision: app.revision, buildDate: app.buildDate, os: process.platform, arch: process.arch },
+    });
+  }
+
+  /** A controller as `GET /controllers` shows it; in cluster mode every live member, all online. */
+  function controllerView(ctx: Ctx, m: Member) {
+    const at = new Date(m.startedAt).toISOString();
+    return {
+      id: m.id,
+      createdAt: at,
+      updatedAt: at,
+      tags: {},
+      _links: { self: { href: `./controllers/${m.id}` } },
+      name: m.name,
+      certPem: m.certPem,
+      fingerprint: m.fingerprint,
+      isOnline: true,
+      // No leader among controllers (etcd elects its own): each is as preferred as the others.
+      isPreferredLeader: !ctx.app.cluster,
+      lastJoinedAt: new Date(m.joinedAt).toISOString(),
+      ctrlAddress: m.ctrlAddress,
       apiAddresses: {
-        'edge-client': [{ url: app.baseUrl + BASE_PATHS.client, version: 'v1' }],
-        'edge-management': [{ url: app.baseUrl + BASE_PATHS.management, version: 'v1' }],
+        'edge-client': [{ url: m.baseUrl + BASE_PATHS.client, version: 'v1' }],
+        'edge-management': [{ url: m.baseUrl + BASE_PATHS.management, version: 'v1' }],
       },
       // Not in upstream's controllerDetail; clients ignore unknown fields. The build this controller runs.
-      versionInfo: { version: app.version, revision: app.revision, buildDate: app.buildDate, os: process.platform, arch: process.arch },
+      versionInfo: m.versionInfo,
     };
   }
 
@@ -125,70 +141,81 @@ export function opsHandlers(_reg: Registry): Record<string, H> {
     return empty();
   }
 
-  return {
-    listControllers: (ctx) => {
-      const p = parseListParams(ctx.req.query, CONTROLLER_SYMBOLS);
-      const pred = compileFilter(p.filter.where, CONTROLLER_SYMBOLS);
-      const all = [controller(ctx)].filter((c) => pred(c as unknown as Rec));
-      sortRecords(all as unknown as Rec[], CONTROLLER_SYMBOLS, p.sort);
-      const page = p.limit === -1 ? all.slice(p.offset) : all.slice(p.offset, p.offset + p.limit);
-      return list(page, { limit: p.limit, offset: p.offset, totalCount: all.length }, Object.keys(CONTROLLER_SYMBOLS));
-    },
-
-    createControllerSetting: async (ctx) => {
-      const body = ctx.body ?? {};
-      const id = body.controllerId;
-      if (typeof id !== 'string' || !/^[A-Za-z0-9._-]{1,64}$/.test(id))
-        throw errors.field('controllerId', 'must be a controller id (1-64 of A-Z a-z 0-9 . _ -)', id);
-      const oidc = oidcFromBody(body);
-      await write(ctx.app.store, (tx) => {
-        if (tx.exists('controllerSettings', id)) throw errors.field('controllerId', 'settings for this controller already exist', id);
-        const now = Date.now();
-        tx.put('controllerSettings', { id, createdAt: now, updatedAt: now, tags: body.tags ?? {}, oidc });
-      });
-      return created(id, `./controller-settings/${id}`);
-    },
-    detailControllerSettingEffective: (ctx) => {
-      const id = ctx.params.id;
-      if (!knownController(ctx, id)) throw errors.notFound();
-      const { store, startedAt } = ctx.app;
-      const rec = store.get('controllerSettings', id) ?? store.get('controllerSettings', GLOBAL_SETTINGS_ID) ?? { id, createdAt: startedAt, updatedAt: startedAt, tags: {} };
-      return ok({ ...settingsView({ ...rec, id }), ...effectiveSettings(store, id) });
-    },
-    updateControllerSetting: (ctx) => writeSettings(ctx, 'put'),
-    patchControllerSetting: (ctx) => writeSettings(ctx, 'patch'),
-    deleteControllerSetting: (ctx) => writeSettings(ctx, 'delete'),
-
-    updateIdentityTracing: async (ctx) => {
-      const body = ctx.body ?? {};
-      if (body.enabled !== undefined && body.enabled !== null && typeof body.enabled !== 'boolean') throw errors.field('enabled', 'must be a boolean', body.enabled);
-      const enabled = body.enabled === true;
-      let ms = 0;
-      if (enabled) {
-        const text = body.duration ?? DEFAULT_TRACE;
-        const parsed = typeof text === 'string' ? parseDuration(text) : undefined;
-        if (parsed === undefined) throw errors.field('duration', 'must be a duration such as 90s, 10m or 1h30m', text);
-        if (parsed <= 0 || parsed > MAX_TRACE_MS) throw errors.field('duration', 'must be more than 0 and at most 8760h (one year)', text);
-        ms = parsed;
-      }
-      if (body.traceId !== undefined && body.traceId !== null && (typeof body.traceId !== 'string' || body.traceId.length > 128))
-        throw errors.field('traceId', 'must be a string of at most 128 characters', body.traceId);
-      const channels = body.channels ?? [];
-      if (!Array.isArray(channels) || channels.length > MAX_CHANNELS || channels.some((c: unknown) => typeof c !== 'string' || c.length === 0 || c.length > 64))
-        throw errors.field('channels', `must be at most ${MAX_CHANNELS} channel names (1-64 characters)`, body.channels);
-      let trace!: StoredTrace;
-      await write(ctx.app.store, (tx) => {
-        const cur = tx.get('identities', ctx.params.id);
-        if (!cur) throw errors.notFound();
-        const now = Date.now();
-        // Re-enabling or changing a trace keeps its id unless a new one is given, so a trace can be extended.
-        const previous = cur.trace as StoredTrace | undefined;
-        const traceId = body.traceId || (previous && previous.until > now ? previous.traceId : crypto.randomUUID());
-        trace = { enabled, traceId, until: now + ms, channels: [...new Set<string>(channels)] };
-        // Tracing is not an edit of the identity: its updatedAt stays.
-        tx.put('identities', { ...cur, trace });
-      });
-      return ok({ enabled: trace.enabled, traceId: trace.traceId, until: new Date(trace.until).toISOString() });
-    },
+  const listControllers: Handler = (ctx) => {
+    const p = parseListParams(ctx.req.query, CONTROLLER_SYMBOLS);
+    const pred = compileFilter(p.filter.where, CONTROLLER_SYMBOLS);
+    const all = (ctx.app.cluster ? ctx.app.cluster.members().map((m) => controllerView(ctx, m)) : [controller(ctx)]).filter((c) => pred(c as unknown as Rec));
+    sortRecords(all as unknown as Rec[], CONTROLLER_SYMBOLS, p.sort);
+    const page = p.limit === -1 ? all.slice(p.offset) : all.slice(p.offset, p.offset + p.limit);
+    return list(page, { limit: p.limit, offset: p.offset, totalCount: all.length }, Object.keys(CONTROLLER_SYMBOLS));
   };
+
+  return [
+    { api: 'client', operationId: 'listControllers', auth: 'session', permission: null, limit: null, body: 'spec',
+      handler: listControllers },
+    { api: 'management', operationId: 'listControllers', auth: 'admin', permission: { family: 'ops', action: 'read' }, limit: null, body: 'spec',
+      handler: listControllers },
+
+    { api: 'management', operationId: 'createControllerSetting', auth: 'admin', permission: { family: 'ops', action: 'create' }, limit: null, body: 'spec',
+      handler: async (ctx) => {
+        const body = ctx.body ?? {};
+        const id = body.controllerId;
+        if (typeof id !== 'string' || !/^[A-Za-z0-9._-]{1,64}$/.test(id))
+          throw errors.field('controllerId', 'must be a controller id (1-64 of A-Z a-z 0-9 . _ -)', id);
+        const oidc = oidcFromBody(body);
+        await write(ctx.app.store, (tx) => {
+          if (tx.exists('controllerSettings', id)) throw errors.field('controllerId', 'settings for this controller already exist', id);
+          const now = Date.now();
+          tx.put('controllerSettings', { id, createdAt: now, updatedAt: now, tags: body.tags ?? {}, oidc });
+        });
+        return created(id, `./controller-settings/${id}`);
+      } },
+    { api: 'management', operationId: 'detailControllerSettingEffective', auth: 'admin', permission: { family: 'ops', action: 'read' }, limit: null, body: 'spec',
+      handler: (ctx) => {
+        const id = ctx.params.id;
+        if (!knownController(ctx, id)) throw errors.notFound();
+        const { store, startedAt } = ctx.app;
+        const rec = store.get('controllerSettings', id) ?? store.get('controllerSettings', GLOBAL_SETTINGS_ID) ?? { id, createdAt: startedAt, updatedAt: startedAt, tags: {} };
+        return ok({ ...settingsView({ ...rec, id }), ...effectiveSettings(store, id) });
+      } },
+    { api: 'management', operationId: 'updateControllerSetting', auth: 'admin', permission: { family: 'ops', action: 'update' }, limit: null, body: 'spec',
+      handler: (ctx) => writeSettings(ctx, 'put') },
+    { api: 'management', operationId: 'patchControllerSetting', auth: 'admin', permission: { family: 'ops', action: 'update' }, limit: null, body: 'spec',
+      handler: (ctx) => writeSettings(ctx, 'patch') },
+    { api: 'management', operationId: 'deleteControllerSetting', auth: 'admin', permission: { family: 'ops', action: 'delete' }, limit: null, body: 'spec',
+      handler: (ctx) => writeSettings(ctx, 'delete') },
+
+    { api: 'management', operationId: 'updateIdentityTracing', auth: 'admin', permission: { family: 'identity', action: 'update' }, limit: null, body: 'spec',
+      handler: async (ctx) => {
+        const body = ctx.body ?? {};
+        if (body.enabled !== undefined && body.enabled !== null && typeof body.enabled !== 'boolean') throw errors.field('enabled', 'must be a boolean', body.enabled);
+        const enabled = body.enabled === true;
+        let ms = 0;
+        if (enabled) {
+          const text = body.duration ?? DEFAULT_TRACE;
+          const parsed = typeof text === 'string' ? parseDuration(text) : undefined;
+          if (parsed === undefined) throw errors.field('duration', 'must be a duration such as 90s, 10m or 1h30m', text);
+          if (parsed <= 0 || parsed > MAX_TRACE_MS) throw errors.field('duration', 'must be more than 0 and at most 8760h (one year)', text);
+          ms = parsed;
+        }
+        if (body.traceId !== undefined && body.traceId !== null && (typeof body.traceId !== 'string' || body.traceId.length > 128))
+          throw errors.field('traceId', 'must be a string of at most 128 characters', body.traceId);
+        const channels = body.channels ?? [];
+        if (!Array.isArray(channels) || channels.length > MAX_CHANNELS || channels.some((c: unknown) => typeof c !== 'string' || c.length === 0 || c.length > 64))
+          throw errors.field('channels', `must be at most ${MAX_CHANNELS} channel names (1-64 characters)`, body.channels);
+        let trace!: StoredTrace;
+        await write(ctx.app.store, (tx) => {
+          const cur = tx.get('identities', ctx.params.id);
+          if (!cur) throw errors.notFound();
+          const now = Date.now();
+          // Re-enabling or changing a trace keeps its id unless a new one is given, so a trace can be extended.
+          const previous = cur.trace as StoredTrace | undefined;
+          const traceId = body.traceId || (previous && previous.until > now ? previous.traceId : crypto.randomUUID());
+          trace = { enabled, traceId, until: now + ms, channels: [...new Set<string>(channels)] };
+          // Tracing is not an edit of the identity: its updatedAt stays.
+          tx.put('identities', { ...cur, trace });
+        });
+        return ok({ enabled: trace.enabled, traceId: trace.traceId, until: new Date(trace.until).toISOString() });
+      } },
+  ];
 }

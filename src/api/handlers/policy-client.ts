@@ -4,12 +4,12 @@
  * routers, service sessions (create with the reference's check order, list/detail/delete), the
  * service-update timestamp and posture responses.
  */
-import type { Ctx } from '../context.js';
-import type { Reply } from '../operation.js';
-import { ApiError, errors } from '../errors.js';
-import { ok, empty } from '../envelope.js';
+import type { Ctx, Entry, Handler } from '../../core/context.js';
+import type { Reply } from '../../core/operation.js';
+import { ApiError, errors } from '../../core/errors.js';
+import { ok, empty } from '../../core/envelope.js';
 import { listRecords, listSource, renderRecord, standardHandlers, write, type Registry } from '../../resources/define.js';
-import { parseListParams, runList } from '../query.js';
+import { parseListParams, runList } from '../../core/query.js';
 import crypto from 'node:crypto';
 import type { Rec } from '../../store/store.js';
 import type { PolicyType } from '../../policy/engine.js';
@@ -17,8 +17,6 @@ import { timeOrderedId } from '../../store/ids.js';
 import { commonEdgeRouter, routerLive, routersOnlineFirst } from '../../policy/router-view.js';
 import type { PostureReport } from '../../policy/posture.js';
 import { callerServiceList } from './service-list.js';
-
-type Handler = (ctx: Ctx) => Reply | Promise<Reply>;
 
 /** At most this many edge routers are listed for a service (connected first). */
 const MAX_SERVICE_ROUTERS = 25;
@@ -180,7 +178,7 @@ function postureResponses(ctx: Ctx, reports: PostureReport[]): unknown[] {
   return services;
 }
 
-export function policyClientHandlers(reg: Registry): Record<string, Handler> {
+export function policyClientEntries(reg: Registry): Entry[] {
   const svcDef = reg.def('services');
   const adminServiceOps = standardHandlers(reg, svcDef);
   const adminOnly = (h: Handler): Handler => (ctx) => {
@@ -188,91 +186,108 @@ export function policyClientHandlers(reg: Registry): Record<string, Handler> {
     if (!isAdmin(ctx)) throw errors.unauthorized();
     return h(ctx);
   };
-  return {
-    'client:listServices': (ctx) => {
-      if (isAdmin(ctx)) return listRecords(reg, svcDef, ctx, {});
-      const candidates = ctx.app.policy.accessibleServices(ctx.identity!.id);
-      return callerServiceList(reg, svcDef, ctx, candidates) ?? listRecords(reg, svcDef, ctx, { candidates });
-    },
-    'client:detailService': (ctx) => ok(renderRecord(reg, svcDef, visibleService(ctx, ctx.params.id), { store: ctx.app.store, ctx })),
-    'client:deleteService': adminOnly(adminServiceOps.deleteService),
-    'client:patchService': adminOnly(adminServiceOps.patchService),
-    'client:updateService': adminOnly(adminServiceOps.updateService),
+  return [
+    { api: 'client', operationId: 'listServices', auth: 'session', permission: null, limit: null, body: 'spec',
+      handler: (ctx) => {
+        if (isAdmin(ctx)) return listRecords(reg, svcDef, ctx, {});
+        const candidates = ctx.app.policy.accessibleServices(ctx.identity!.id);
+        return callerServiceList(reg, svcDef, ctx, candidates) ?? listRecords(reg, svcDef, ctx, { candidates });
+      } },
+    { api: 'client', operationId: 'detailService', auth: 'session', permission: null, limit: null, body: 'spec',
+      handler: (ctx) => ok(renderRecord(reg, svcDef, visibleService(ctx, ctx.params.id), { store: ctx.app.store, ctx })) },
+    { api: 'client', operationId: 'deleteService', auth: 'session', permission: null, limit: null, body: 'spec',
+      handler: adminOnly(adminServiceOps.delete) },
+    { api: 'client', operationId: 'patchService', auth: 'session', permission: null, limit: null, body: 'spec',
+      handler: adminOnly(adminServiceOps.patch) },
+    { api: 'client', operationId: 'updateService', auth: 'session', permission: null, limit: null, body: 'spec',
+      handler: adminOnly(adminServiceOps.update) },
 
-    'client:listServiceEdgeRouters': (ctx) => {
-      const svc = visibleService(ctx, ctx.params.id);
-      const token = ctx.req.headers['session-token'];
-      if (token !== undefined) {
-        const s = ctx.app.policy.sessionOfToken(token.trim());
-        if (!s || s.apiSessionId !== ctx.session!.id || s.serviceId !== svc.id) throw errors.unauthorized();
-      }
-      const src = listSource(reg, reg.def('edgeRouters'), { records: routersOnlineFirst(ctx.app, ctx.app.policy.commonRouters(ctx.identity!.id, svc.id)) });
-      const p = parseListParams(ctx.req.query, src.symbols);
-      // Without paging asked for, SDKs get the connected routers first, at most MAX_SERVICE_ROUTERS.
-      if (!ctx.req.query.has('limit') && p.filter.limit === undefined) p.limit = MAX_SERVICE_ROUTERS;
-      const { page, pagination } = runList(ctx.app.store, src, p);
-      const edgeRouters = page.map((r) => commonEdgeRouter(ctx.app, r as Rec));
-      return { status: 200, body: { data: { edgeRouters }, meta: { pagination, filterableFields: src.filterableFields } } };
-    },
-    'client:listServiceTerminators': (ctx) => {
-      const svc = visibleService(ctx, ctx.params.id);
-      const def = reg.def('terminators');
-      return listRecords(reg, def, ctx, { candidates: ctx.app.store.idsByIndex('terminators', 'serviceId', svc.id) }, (t) => {
-        const full = renderRecord(reg, def, t, { store: ctx.app.store, ctx });
-        return { id: full.id, createdAt: full.createdAt, updatedAt: full.updatedAt, _links: full._links, tags: full.tags, identity: t.identity ?? '', routerId: t.routerId, serviceId: t.serviceId, service: full.service };
-      });
-    },
+    { api: 'client', operationId: 'listServiceEdgeRouters', auth: 'session', permission: null, limit: null, body: 'spec',
+      handler: (ctx) => {
+        const svc = visibleService(ctx, ctx.params.id);
+        const token = ctx.req.headers['session-token'];
+        if (token !== undefined) {
+          const s = ctx.app.policy.sessionOfToken(token.trim());
+          if (!s || s.apiSessionId !== ctx.session!.id || s.serviceId !== svc.id) throw errors.unauthorized();
+        }
+        const src = listSource(reg, reg.def('edgeRouters'), { records: routersOnlineFirst(ctx.app, ctx.app.policy.commonRouters(ctx.identity!.id, svc.id)) });
+        const p = parseListParams(ctx.req.query, src.symbols);
+        // Without paging asked for, SDKs get the connected routers first, at most MAX_SERVICE_ROUTERS.
+        if (!ctx.req.query.has('limit') && p.filter.limit === undefined) p.limit = MAX_SERVICE_ROUTERS;
+        const { page, pagination } = runList(ctx.app.store, src, p);
+        const edgeRouters = page.map((r) => commonEdgeRouter(ctx.app, r as Rec));
+        return { status: 200, body: { data: { edgeRouters }, meta: { pagination, filterableFields: src.filterableFields } } };
+      } },
+    { api: 'client', operationId: 'listServiceTerminators', auth: 'session', permission: null, limit: null, body: 'spec',
+      handler: (ctx) => {
+        const svc = visibleService(ctx, ctx.params.id);
+        const def = reg.def('terminators');
+        return listRecords(reg, def, ctx, { candidates: ctx.app.store.idsByIndex('terminators', 'serviceId', svc.id) }, (t) => {
+          const full = renderRecord(reg, def, t, { store: ctx.app.store, ctx });
+          return { id: full.id, createdAt: full.createdAt, updatedAt: full.updatedAt, _links: full._links, tags: full.tags, identity: t.identity ?? '', routerId: t.routerId, serviceId: t.serviceId, service: full.service };
+        });
+      } },
 
-    getCurrentIdentityEdgeRouters: (ctx) => {
-      const def = reg.def('edgeRouters');
-      // Enrolled routers only; admins get every one, others those their edge router policies allow.
-      const where = (r: Rec) => r.isVerified === true;
-      const extra = isAdmin(ctx) ? { where } : { where, candidates: ctx.app.policy.identityRouters(ctx.identity!.id) };
-      return listRecords(reg, def, ctx, extra, (r) => {
-        const live = routerLive(ctx.app, r.id);
-        return {
-          id: r.id,
-          createdAt: new Date(r.createdAt).toISOString(),
-          updatedAt: new Date(r.updatedAt).toISOString(),
-          _links: { self: { href: `./edge-routers/${r.id}` } },
-          tags: r.tags ?? {},
-          name: r.name,
-          appData: r.appData ?? {},
-          cost: r.cost ?? 0,
-          disabled: r.disabled === true,
-          noTraversal: r.noTraversal === true,
-          ...live,
-        };
-      });
-    },
+    { api: 'client', operationId: 'getCurrentIdentityEdgeRouters', auth: 'session', permission: null, limit: null, body: 'spec',
+      handler: (ctx) => {
+        const def = reg.def('edgeRouters');
+        // Enrolled routers only; admins get every one, others those their edge router policies allow.
+        const where = (r: Rec) => r.isVerified === true;
+        const extra = isAdmin(ctx) ? { where } : { where, candidates: ctx.app.policy.identityRouters(ctx.identity!.id) };
+        return listRecords(reg, def, ctx, extra, (r) => {
+          const live = routerLive(ctx.app, r.id);
+          return {
+            id: r.id,
+            createdAt: new Date(r.createdAt).toISOString(),
+            updatedAt: new Date(r.updatedAt).toISOString(),
+            _links: { self: { href: `./edge-routers/${r.id}` } },
+            tags: r.tags ?? {},
+            name: r.name,
+            appData: r.appData ?? {},
+            cost: r.cost ?? 0,
+            disabled: r.disabled === true,
+            noTraversal: r.noTraversal === true,
+            ...live,
+          };
+        });
+      } },
 
-    createSession: (ctx) => createSession(reg, ctx),
-    'client:listSessions': (ctx) => {
-      if (isAdmin(ctx)) return listRecords(reg, reg.def('sessions'), ctx, hideDoomed(ctx));
-      return listRecords(reg, reg.def('sessions'), ctx, { ...hideDoomed(ctx), candidates: [...ctx.app.policy.sessionsOf(ctx.identity!.id)].map((s) => s.id) });
-    },
+    { api: 'client', operationId: 'createSession', auth: 'session', permission: null, limit: null, body: 'spec',
+      handler: (ctx) => createSession(reg, ctx) },
+    { api: 'client', operationId: 'listSessions', auth: 'session', permission: null, limit: null, body: 'spec',
+      handler: (ctx) => {
+        if (isAdmin(ctx)) return listRecords(reg, reg.def('sessions'), ctx, hideDoomed(ctx));
+        return listRecords(reg, reg.def('sessions'), ctx, { ...hideDoomed(ctx), candidates: [...ctx.app.policy.sessionsOf(ctx.identity!.id)].map((s) => s.id) });
+      } },
     // Management views of sessions hide those whose removal is committing, like the Client API.
-    'management:listSessions': (ctx) => listRecords(reg, reg.def('sessions'), ctx, hideDoomed(ctx)),
-    'management:detailSession': (ctx) => {
-      const s = ctx.app.store.get('sessions', ctx.params.id);
-      if (!s || ctx.app.policy.doomed.has(s.id)) throw errors.notFound();
-      return ok(renderRecord(reg, reg.def('sessions'), s, { store: ctx.app.store, ctx }));
-    },
-    'client:detailSession': (ctx) => ok(renderRecord(reg, reg.def('sessions'), visibleSession(ctx, ctx.params.id), { store: ctx.app.store, ctx })),
-    'client:deleteSession': async (ctx) => {
-      const s = visibleSession(ctx, ctx.params.id);
-      await write(ctx.app.store, (tx) => {
-        if (!tx.delete('sessions', s.id)) throw errors.notFound();
-      });
-      return empty();
-    },
+    { api: 'management', operationId: 'listSessions', auth: 'admin', permission: { family: 'ops', action: 'read' }, limit: null, body: 'spec',
+      handler: (ctx) => listRecords(reg, reg.def('sessions'), ctx, hideDoomed(ctx)) },
+    { api: 'management', operationId: 'detailSession', auth: 'admin', permission: { family: 'ops', action: 'read' }, limit: null, body: 'spec',
+      handler: (ctx) => {
+        const s = ctx.app.store.get('sessions', ctx.params.id);
+        if (!s || ctx.app.policy.doomed.has(s.id)) throw errors.notFound();
+        return ok(renderRecord(reg, reg.def('sessions'), s, { store: ctx.app.store, ctx }));
+      } },
+    { api: 'client', operationId: 'detailSession', auth: 'session', permission: null, limit: null, body: 'spec',
+      handler: (ctx) => ok(renderRecord(reg, reg.def('sessions'), visibleSession(ctx, ctx.params.id), { store: ctx.app.store, ctx })) },
+    { api: 'client', operationId: 'deleteSession', auth: 'session', permission: null, limit: null, body: 'spec',
+      handler: async (ctx) => {
+        const s = visibleSession(ctx, ctx.params.id);
+        await write(ctx.app.store, (tx) => {
+          if (!tx.delete('sessions', s.id)) throw errors.notFound();
+        });
+        return empty();
+      } },
 
-    listServiceUpdates: (ctx) => ok({ lastChangeAt: isoTime(ctx.app.policy.lastChangeAt(ctx.session!, ctx.app.startedAt)) }),
+    { api: 'client', operationId: 'listServiceUpdates', auth: 'session', permission: null, limit: null, body: 'spec',
+      handler: (ctx) => ok({ lastChangeAt: isoTime(ctx.app.policy.lastChangeAt(ctx.session!, ctx.app.startedAt)) }) },
 
-    createPostureResponse: (ctx) => ok({ services: postureResponses(ctx, [ctx.body as PostureReport]) }, 201),
-    createPostureResponseBulk: (ctx) => {
-      if (!Array.isArray(ctx.body)) throw errors.field('(root)', 'must be an array of posture responses', ctx.body);
-      return ok({ services: postureResponses(ctx, ctx.body as PostureReport[]) }, 201);
-    },
-  };
+    { api: 'client', operationId: 'createPostureResponse', auth: 'session', permission: null, limit: null, body: 'spec',
+      handler: (ctx) => ok({ services: postureResponses(ctx, [ctx.body as PostureReport]) }, 201) },
+    { api: 'client', operationId: 'createPostureResponseBulk', auth: 'session', permission: null, limit: null, body: 'spec',
+      handler: (ctx) => {
+        if (!Array.isArray(ctx.body)) throw errors.field('(root)', 'must be an array of posture responses', ctx.body);
+        return ok({ services: postureResponses(ctx, ctx.body as PostureReport[]) }, 201);
+      } },
+  ];
 }

@@ -5,18 +5,16 @@
  * the resource summary. Every list pages and filters like any other list (runList over the
  * candidate ids the index yields).
  */
-import type { Ctx } from '../context.js';
-import type { Reply } from '../operation.js';
-import { errors } from '../errors.js';
-import { ok, empty, list as listEnvelope } from '../envelope.js';
-import { parseListParams, runList } from '../query.js';
+import type { Ctx, Entry, Handler } from '../../core/context.js';
+import type { Reply } from '../../core/operation.js';
+import { errors } from '../../core/errors.js';
+import { ok, empty, list as listEnvelope } from '../../core/envelope.js';
+import { parseListParams, runList } from '../../core/query.js';
 import { listRecords, renderRecord, entityRef, write, type Registry } from '../../resources/define.js';
 import type { Rec } from '../../store/store.js';
 import type { Kind, PolicyColl, Side } from '../../policy/role-index.js';
 import { isPermitted } from '../../auth/permissions.js';
 import { routerLive } from '../../policy/router-view.js';
-
-type Handler = (ctx: Ctx) => Reply | Promise<Reply>;
 
 const KIND_COLLECTION: Record<Kind, string> = { identities: 'identities', services: 'services', edgeRouters: 'edgeRouters', postureChecks: 'postureChecks' };
 
@@ -115,172 +113,203 @@ function pairsOf(ctx: Ctx, body: unknown, requireAll: boolean): ServiceConfigPai
   return out;
 }
 
-export function policyViewHandlers(reg: Registry): Record<string, Handler> {
-  return {
+export function policyViewEntries(reg: Registry): Entry[] {
+  return [
     // What each policy selects.
-    listServicePolicyIdentities: sideList(reg, 'servicePolicies', 'identities'),
-    listServicePolicyServices: sideList(reg, 'servicePolicies', 'services'),
-    listServicePolicyPostureChecks: sideList(reg, 'servicePolicies', 'postureChecks'),
-    listEdgeRouterPolicyIdentities: sideList(reg, 'edgeRouterPolicies', 'identities'),
-    listEdgeRouterPolicyEdgeRouters: sideList(reg, 'edgeRouterPolicies', 'edgeRouters'),
-    listServiceEdgeRouterPolicyServices: sideList(reg, 'serviceEdgeRouterPolicies', 'services'),
-    listServiceEdgeRouterPolicyEdgeRouters: sideList(reg, 'serviceEdgeRouterPolicies', 'edgeRouters'),
+    { api: 'management', operationId: 'listServicePolicyIdentities', auth: 'admin', permission: { family: 'identity', action: 'read' }, limit: null, body: 'spec',
+      handler: sideList(reg, 'servicePolicies', 'identities') },
+    { api: 'management', operationId: 'listServicePolicyServices', auth: 'admin', permission: { family: 'service', action: 'read' }, limit: null, body: 'spec',
+      handler: sideList(reg, 'servicePolicies', 'services') },
+    { api: 'management', operationId: 'listServicePolicyPostureChecks', auth: 'admin', permission: { family: 'posture-check', action: 'read' }, limit: null, body: 'spec',
+      handler: sideList(reg, 'servicePolicies', 'postureChecks') },
+    { api: 'management', operationId: 'listEdgeRouterPolicyIdentities', auth: 'admin', permission: { family: 'identity', action: 'read' }, limit: null, body: 'spec',
+      handler: sideList(reg, 'edgeRouterPolicies', 'identities') },
+    { api: 'management', operationId: 'listEdgeRouterPolicyEdgeRouters', auth: 'admin', permission: { family: 'router', action: 'read' }, limit: null, body: 'spec',
+      handler: sideList(reg, 'edgeRouterPolicies', 'edgeRouters') },
+    { api: 'management', operationId: 'listServiceEdgeRouterPolicyServices', auth: 'admin', permission: { family: 'service', action: 'read' }, limit: null, body: 'spec',
+      handler: sideList(reg, 'serviceEdgeRouterPolicies', 'services') },
+    { api: 'management', operationId: 'listServiceEdgeRouterPolicyEdgeRouters', auth: 'admin', permission: { family: 'router', action: 'read' }, limit: null, body: 'spec',
+      handler: sideList(reg, 'serviceEdgeRouterPolicies', 'edgeRouters') },
 
     // Which policies select an entity.
-    listIdentityServicePolicies: policiesOf(reg, 'identities', 'servicePolicies'),
-    listIdentitysEdgeRouterPolicies: policiesOf(reg, 'identities', 'edgeRouterPolicies'),
-    listServiceServicePolicies: policiesOf(reg, 'services', 'servicePolicies'),
-    listServiceServiceEdgeRouterPolicies: policiesOf(reg, 'services', 'serviceEdgeRouterPolicies'),
-    listEdgeRouterEdgeRouterPolicies: policiesOf(reg, 'edgeRouters', 'edgeRouterPolicies'),
-    listEdgeRouterServiceEdgeRouterPolicies: policiesOf(reg, 'edgeRouters', 'serviceEdgeRouterPolicies'),
+    { api: 'management', operationId: 'listIdentityServicePolicies', auth: 'admin', permission: { family: 'service-policy', action: 'read' }, limit: null, body: 'spec',
+      handler: policiesOf(reg, 'identities', 'servicePolicies') },
+    { api: 'management', operationId: 'listIdentitysEdgeRouterPolicies', auth: 'admin', permission: { family: 'edge-router-policy', action: 'read' }, limit: null, body: 'spec',
+      handler: policiesOf(reg, 'identities', 'edgeRouterPolicies') },
+    { api: 'management', operationId: 'listServiceServicePolicies', auth: 'admin', permission: { family: 'service-policy', action: 'read' }, limit: null, body: 'spec',
+      handler: policiesOf(reg, 'services', 'servicePolicies') },
+    { api: 'management', operationId: 'listServiceServiceEdgeRouterPolicies', auth: 'admin', permission: { family: 'service-edge-router-policy', action: 'read' }, limit: null, body: 'spec',
+      handler: policiesOf(reg, 'services', 'serviceEdgeRouterPolicies') },
+    { api: 'management', operationId: 'listEdgeRouterEdgeRouterPolicies', auth: 'admin', permission: { family: 'edge-router-policy', action: 'read' }, limit: null, body: 'spec',
+      handler: policiesOf(reg, 'edgeRouters', 'edgeRouterPolicies') },
+    { api: 'management', operationId: 'listEdgeRouterServiceEdgeRouterPolicies', auth: 'admin', permission: { family: 'service-edge-router-policy', action: 'read' }, limit: null, body: 'spec',
+      handler: policiesOf(reg, 'edgeRouters', 'serviceEdgeRouterPolicies') },
 
     // Reachability.
-    listIdentityServices: (ctx) => {
-      must(ctx, 'identities', ctx.params.id);
-      const type = policyType(ctx);
-      const engine = ctx.app.policy;
-      const all = engine.accessibleServices(ctx.params.id);
-      const ids = type ? all.filter((sid) => engine.hasAccess(ctx.params.id, sid, type)) : all;
-      return listAmong(reg, ctx, 'services', ids);
-    },
-    listIdentityEdgeRouters: (ctx) => {
-      must(ctx, 'identities', ctx.params.id);
-      return listAmong(reg, ctx, 'edgeRouters', ctx.app.policy.identityRouters(ctx.params.id));
-    },
-    listServiceIdentities: (ctx) => {
-      must(ctx, 'services', ctx.params.id);
-      return listAmong(reg, ctx, 'identities', ctx.app.policy.serviceIdentities(ctx.params.id, policyType(ctx)));
-    },
-    'management:listServiceEdgeRouters': (ctx) => {
-      must(ctx, 'services', ctx.params.id);
-      return listAmong(reg, ctx, 'edgeRouters', ctx.app.policy.serviceRoutersOf(ctx.params.id));
-    },
-    listEdgeRouterIdentities: (ctx) => {
-      must(ctx, 'edgeRouters', ctx.params.id);
-      return listAmong(reg, ctx, 'identities', ctx.app.policy.routerIdentities(ctx.params.id));
-    },
-    listEdgeRouterServices: (ctx) => {
-      must(ctx, 'edgeRouters', ctx.params.id);
-      return listAmong(reg, ctx, 'services', ctx.app.policy.routerServices(ctx.params.id));
-    },
+    { api: 'management', operationId: 'listIdentityServices', auth: 'admin', permission: { family: 'service', action: 'read' }, limit: null, body: 'spec',
+      handler: (ctx) => {
+        must(ctx, 'identities', ctx.params.id);
+        const type = policyType(ctx);
+        const engine = ctx.app.policy;
+        const all = engine.accessibleServices(ctx.params.id);
+        const ids = type ? all.filter((sid) => engine.hasAccess(ctx.params.id, sid, type)) : all;
+        return listAmong(reg, ctx, 'services', ids);
+      } },
+    { api: 'management', operationId: 'listIdentityEdgeRouters', auth: 'admin', permission: { family: 'router', action: 'read' }, limit: null, body: 'spec',
+      handler: (ctx) => {
+        must(ctx, 'identities', ctx.params.id);
+        return listAmong(reg, ctx, 'edgeRouters', ctx.app.policy.identityRouters(ctx.params.id));
+      } },
+    { api: 'management', operationId: 'listServiceIdentities', auth: 'admin', permission: { family: 'identity', action: 'read' }, limit: null, body: 'spec',
+      handler: (ctx) => {
+        must(ctx, 'services', ctx.params.id);
+        return listAmong(reg, ctx, 'identities', ctx.app.policy.serviceIdentities(ctx.params.id, policyType(ctx)));
+      } },
+    { api: 'management', operationId: 'listServiceEdgeRouters', auth: 'admin', permission: { family: 'router', action: 'read' }, limit: null, body: 'spec',
+      handler: (ctx) => {
+        must(ctx, 'services', ctx.params.id);
+        return listAmong(reg, ctx, 'edgeRouters', ctx.app.policy.serviceRoutersOf(ctx.params.id));
+      } },
+    { api: 'management', operationId: 'listEdgeRouterIdentities', auth: 'admin', permission: { family: 'identity', action: 'read' }, limit: null, body: 'spec',
+      handler: (ctx) => {
+        must(ctx, 'edgeRouters', ctx.params.id);
+        return listAmong(reg, ctx, 'identities', ctx.app.policy.routerIdentities(ctx.params.id));
+      } },
+    { api: 'management', operationId: 'listEdgeRouterServices', auth: 'admin', permission: { family: 'service', action: 'read' }, limit: null, body: 'spec',
+      handler: (ctx) => {
+        must(ctx, 'edgeRouters', ctx.params.id);
+        return listAmong(reg, ctx, 'services', ctx.app.policy.routerServices(ctx.params.id));
+      } },
 
     // Role attributes in use.
-    listIdentityRoleAttributes: (ctx) => attributeList(ctx, ctx.app.policy.index.attributes('identities')),
-    listServiceRoleAttributes: (ctx) => attributeList(ctx, ctx.app.policy.index.attributes('services')),
-    listEdgeRouterRoleAttributes: (ctx) => attributeList(ctx, ctx.app.policy.index.attributes('edgeRouters')),
-    listPostureCheckRoleAttributes: (ctx) => attributeList(ctx, ctx.app.policy.index.attributes('postureChecks')),
+    { api: 'management', operationId: 'listIdentityRoleAttributes', auth: 'admin', permission: { family: 'identity', action: 'read' }, limit: null, body: 'spec',
+      handler: (ctx) => attributeList(ctx, ctx.app.policy.index.attributes('identities')) },
+    { api: 'management', operationId: 'listServiceRoleAttributes', auth: 'admin', permission: { family: 'service', action: 'read' }, limit: null, body: 'spec',
+      handler: (ctx) => attributeList(ctx, ctx.app.policy.index.attributes('services')) },
+    { api: 'management', operationId: 'listEdgeRouterRoleAttributes', auth: 'admin', permission: { family: 'router', action: 'read' }, limit: null, body: 'spec',
+      handler: (ctx) => attributeList(ctx, ctx.app.policy.index.attributes('edgeRouters')) },
+    { api: 'management', operationId: 'listPostureCheckRoleAttributes', auth: 'admin', permission: { family: 'posture-check', action: 'read' }, limit: null, body: 'spec',
+      handler: (ctx) => attributeList(ctx, ctx.app.policy.index.attributes('postureChecks')) },
 
-    getIdentityPolicyAdvice: (ctx) => {
-      const identity = must(ctx, 'identities', ctx.params.id);
-      const service = must(ctx, 'services', ctx.params.serviceId);
-      const engine = ctx.app.policy;
-      const common = engine.commonRouters(identity.id, service.id);
-      return ok({
-        identityId: identity.id,
-        identity: entityRef(ctx.app.store, reg.def('identities'), identity.id),
-        serviceId: service.id,
-        service: entityRef(ctx.app.store, reg.def('services'), service.id),
-        isDialAllowed: engine.hasAccess(identity.id, service.id, 'Dial'),
-        isBindAllowed: engine.hasAccess(identity.id, service.id, 'Bind'),
-        identityRouterCount: engine.identityRouters(identity.id).size,
-        serviceRouterCount: engine.serviceRoutersOf(service.id).size,
-        commonRouters: common.map((rid) => ({ ...entityRef(ctx.app.store, reg.def('edgeRouters'), rid), isOnline: routerLive(ctx.app, rid).isOnline })),
-      });
-    },
+    { api: 'management', operationId: 'getIdentityPolicyAdvice', auth: 'admin', permission: { family: 'service', action: 'read' }, limit: null, body: 'spec',
+      handler: (ctx) => {
+        const identity = must(ctx, 'identities', ctx.params.id);
+        const service = must(ctx, 'services', ctx.params.serviceId);
+        const engine = ctx.app.policy;
+        const common = engine.commonRouters(identity.id, service.id);
+        return ok({
+          identityId: identity.id,
+          identity: entityRef(ctx.app.store, reg.def('identities'), identity.id),
+          serviceId: service.id,
+          service: entityRef(ctx.app.store, reg.def('services'), service.id),
+          isDialAllowed: engine.hasAccess(identity.id, service.id, 'Dial'),
+          isBindAllowed: engine.hasAccess(identity.id, service.id, 'Bind'),
+          identityRouterCount: engine.identityRouters(identity.id).size,
+          serviceRouterCount: engine.serviceRoutersOf(service.id).size,
+          commonRouters: common.map((rid) => ({ ...entityRef(ctx.app.store, reg.def('edgeRouters'), rid), isOnline: routerLive(ctx.app, rid).isOnline })),
+        });
+      } },
 
     // Per-identity service config overrides.
-    listIdentitysServiceConfigs: (ctx) => {
-      const identity = must(ctx, 'identities', ctx.params.id);
-      // Pairs of a deleted service are left on the identity (no index leads there) but never shown or applied.
-      const pairs = ((identity.serviceConfigs as ServiceConfigPair[] | undefined) ?? []).filter((p) => ctx.app.store.has('services', p.serviceId));
-      const data = pairs.map((p) => ({
-        serviceId: p.serviceId,
-        service: entityRef(ctx.app.store, reg.def('services'), p.serviceId),
-        configId: p.configId,
-        config: entityRef(ctx.app.store, reg.def('configs'), p.configId),
-      }));
-      return listEnvelope(data, { limit: -1, offset: 0, totalCount: data.length }, []);
-    },
-    associateIdentitysServiceConfigs: async (ctx) => {
-      const pairs = pairsOf(ctx, ctx.body, true);
-      await write(ctx.app.store, (tx) => {
-        const identity = tx.get('identities', ctx.params.id);
-        if (!identity) throw errors.notFound();
-        const current = [...((identity.serviceConfigs as ServiceConfigPair[] | undefined) ?? [])];
-        for (const p of pairs) {
-          if (!tx.exists('services', p.serviceId)) throw errors.notFound();
-          const cfg = tx.get('configs', p.configId);
-          if (!cfg) throw errors.notFound();
-          // One override per (service, config type): a new one replaces the previous of its type.
-          for (let i = current.length - 1; i >= 0; i--) {
-            const c = current[i];
-            if (c.serviceId !== p.serviceId) continue;
-            if (c.configId === p.configId || tx.get('configs', c.configId)?.configTypeId === cfg.configTypeId) current.splice(i, 1);
+    { api: 'management', operationId: 'listIdentitysServiceConfigs', auth: 'admin', permission: { family: 'identity', action: 'read' }, limit: null, body: 'spec',
+      handler: (ctx) => {
+        const identity = must(ctx, 'identities', ctx.params.id);
+        // Pairs of a deleted service are left on the identity (no index leads there) but never shown or applied.
+        const pairs = ((identity.serviceConfigs as ServiceConfigPair[] | undefined) ?? []).filter((p) => ctx.app.store.has('services', p.serviceId));
+        const data = pairs.map((p) => ({
+          serviceId: p.serviceId,
+          service: entityRef(ctx.app.store, reg.def('services'), p.serviceId),
+          configId: p.configId,
+          config: entityRef(ctx.app.store, reg.def('configs'), p.configId),
+        }));
+        return listEnvelope(data, { limit: -1, offset: 0, totalCount: data.length }, []);
+      } },
+    { api: 'management', operationId: 'associateIdentitysServiceConfigs', auth: 'admin', permission: { family: 'identity', action: 'update' }, limit: null, body: 'spec',
+      handler: async (ctx) => {
+        const pairs = pairsOf(ctx, ctx.body, true);
+        await write(ctx.app.store, (tx) => {
+          const identity = tx.get('identities', ctx.params.id);
+          if (!identity) throw errors.notFound();
+          const current = [...((identity.serviceConfigs as ServiceConfigPair[] | undefined) ?? [])];
+          for (const p of pairs) {
+            if (!tx.exists('services', p.serviceId)) throw errors.notFound();
+            const cfg = tx.get('configs', p.configId);
+            if (!cfg) throw errors.notFound();
+            // One override per (service, config type): a new one replaces the previous of its type.
+            for (let i = current.length - 1; i >= 0; i--) {
+              const c = current[i];
+              if (c.serviceId !== p.serviceId) continue;
+              if (c.configId === p.configId || tx.get('configs', c.configId)?.configTypeId === cfg.configTypeId) current.splice(i, 1);
+            }
+            current.push({ serviceId: p.serviceId, configId: p.configId });
           }
-          current.push({ serviceId: p.serviceId, configId: p.configId });
-        }
-        tx.put('identities', { ...identity, serviceConfigs: current, overrideConfigIds: [...new Set(current.map((c) => c.configId))], updatedAt: Date.now() });
-      });
-      return empty();
-    },
-    disassociateIdentitysServiceConfigs: async (ctx) => {
-      const pairs = pairsOf(ctx, ctx.body, false);
-      await write(ctx.app.store, (tx) => {
-        const identity = tx.get('identities', ctx.params.id);
-        if (!identity) throw errors.notFound();
-        const current = (identity.serviceConfigs as ServiceConfigPair[] | undefined) ?? [];
-        // No body: remove every override. A pair removes the override of its config's type for that service.
-        const next =
-          ctx.body === undefined || ctx.body === null
-            ? []
-            : current.filter((c) => {
-                return !pairs.some((p) => {
-                  if (p.serviceId !== c.serviceId) return false;
-                  if (p.configId === c.configId) return true;
-                  const a = tx.get('configs', p.configId)?.configTypeId;
-                  return a !== undefined && a === tx.get('configs', c.configId)?.configTypeId;
+          tx.put('identities', { ...identity, serviceConfigs: current, overrideConfigIds: [...new Set(current.map((c) => c.configId))], updatedAt: Date.now() });
+        });
+        return empty();
+      } },
+    { api: 'management', operationId: 'disassociateIdentitysServiceConfigs', auth: 'admin', permission: { family: 'identity', action: 'update' }, limit: null, body: 'spec',
+      handler: async (ctx) => {
+        const pairs = pairsOf(ctx, ctx.body, false);
+        await write(ctx.app.store, (tx) => {
+          const identity = tx.get('identities', ctx.params.id);
+          if (!identity) throw errors.notFound();
+          const current = (identity.serviceConfigs as ServiceConfigPair[] | undefined) ?? [];
+          // No body: remove every override. A pair removes the override of its config's type for that service.
+          const next =
+            ctx.body === undefined || ctx.body === null
+              ? []
+              : current.filter((c) => {
+                  return !pairs.some((p) => {
+                    if (p.serviceId !== c.serviceId) return false;
+                    if (p.configId === c.configId) return true;
+                    const a = tx.get('configs', p.configId)?.configTypeId;
+                    return a !== undefined && a === tx.get('configs', c.configId)?.configTypeId;
+                  });
                 });
-              });
-        if (next.length === current.length) return;
-        tx.put('identities', { ...identity, serviceConfigs: next, overrideConfigIds: [...new Set(next.map((c) => c.configId))], updatedAt: Date.now() });
-      });
-      return empty();
-    },
+          if (next.length === current.length) return;
+          tx.put('identities', { ...identity, serviceConfigs: next, overrideConfigIds: [...new Set(next.map((c) => c.configId))], updatedAt: Date.now() });
+        });
+        return empty();
+      } },
 
-    getIdentityPostureData: (ctx) => {
-      const identity = must(ctx, 'identities', ctx.params.id);
-      return ok(renderPostureData(ctx, identity));
-    },
-    getIdentityFailedServiceRequests: (ctx) => {
-      must(ctx, 'identities', ctx.params.id);
-      const data = ctx.app.policy.failedRequests(ctx.params.id).map((f) => ({
-        apiSessionId: f.apiSessionId,
-        serviceId: f.serviceId,
-        serviceName: f.serviceName,
-        sessionType: f.sessionType,
-        when: new Date(f.when).toISOString(),
-        policyFailures: f.policyFailures,
-      }));
-      return ok(data);
-    },
+    { api: 'management', operationId: 'getIdentityPostureData', auth: 'admin', permission: { family: 'identity', action: 'read' }, limit: null, body: 'spec',
+      handler: (ctx) => {
+        const identity = must(ctx, 'identities', ctx.params.id);
+        return ok(renderPostureData(ctx, identity));
+      } },
+    { api: 'management', operationId: 'getIdentityFailedServiceRequests', auth: 'admin', permission: { family: 'identity', action: 'read' }, limit: null, body: 'spec',
+      handler: (ctx) => {
+        must(ctx, 'identities', ctx.params.id);
+        const data = ctx.app.policy.failedRequests(ctx.params.id).map((f) => ({
+          apiSessionId: f.apiSessionId,
+          serviceId: f.serviceId,
+          serviceName: f.serviceName,
+          sessionType: f.sessionType,
+          when: new Date(f.when).toISOString(),
+          policyFailures: f.policyFailures,
+        }));
+        return ok(data);
+      } },
 
-    listSummary: (ctx) => {
-      const data: Record<string, number> = {};
-      for (const [key, coll, family] of SUMMARY) {
-        if (!isPermitted(ctx.identity!, { family, action: 'read' })) continue;
-        data[key] = ctx.app.store.count(coll);
-      }
-      return ok(data);
-    },
+    { api: 'management', operationId: 'listSummary', auth: 'session', permission: null, limit: null, body: 'spec',
+      handler: (ctx) => {
+        const data: Record<string, number> = {};
+        for (const [key, coll, family] of SUMMARY) {
+          if (!isPermitted(ctx.identity!, { family, action: 'read' })) continue;
+          data[key] = ctx.app.store.count(coll);
+        }
+        return ok(data);
+      } },
 
-    detailSessionRoutePath: (ctx) => {
-      const s = ctx.app.store.get('sessions', ctx.params.id);
-      if (!s || ctx.app.policy.doomed.has(s.id)) throw errors.notFound();
-      // A route path exists once a circuit is dialed through edge routers; this controller keeps no
-      // circuits (the data plane is the routers'), so the path of every session is empty.
-      return ok({ routePath: [] });
-    },
-  };
+    { api: 'management', operationId: 'detailSessionRoutePath', auth: 'admin', permission: { family: 'ops', action: 'read' }, limit: null, body: 'spec',
+      handler: (ctx) => {
+        const s = ctx.app.store.get('sessions', ctx.params.id);
+        if (!s || ctx.app.policy.doomed.has(s.id)) throw errors.notFound();
+        // A route path exists once a circuit is dialed through edge routers; this controller keeps no
+        // circuits (the data plane is the routers'), so the path of every session is empty.
+        return ok({ routePath: [] });
+      } },
+  ];
 }
 
 const ZERO_TIME = '0001-01-01T00:00:00.000Z';

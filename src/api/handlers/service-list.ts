@@ -9,13 +9,13 @@
  * runList's candidate path, each entry that JSON plus the caller's `permissions`, `config` and
  * `postureQueries` (serviceExtras, as services.render adds them). Same bytes as the generic path.
  */
-import type { Ctx } from '../context.js';
-import type { Reply } from '../operation.js';
+import type { Ctx } from '../../core/context.js';
+import type { Reply } from '../../core/operation.js';
 import { listSource, renderRecord, type Registry } from '../../resources/define.js';
 import type { ResourceDef } from '../../resources/types.js';
 import { callerOf } from '../../resources/services.js';
 import { serviceExtras } from '../../policy/service-view.js';
-import { parseListParams } from '../query.js';
+import { parseListParams } from '../../core/query.js';
 import type { ChangeEvent, Rec, Store } from '../../store/store.js';
 
 interface Entry {

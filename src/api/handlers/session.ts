@@ -7,16 +7,17 @@
  * and an expired certificate), wrong passwords count towards the lockout, and the policy plus the
  * identity's verified MFA decide the secondary factors (`authQueries`) of the new API session.
  */
-import type { Ctx } from '../context.js';
-import type { Reply } from '../operation.js';
-import { errors } from '../errors.js';
-import { ok, empty } from '../envelope.js';
+import type { Ctx, Entry } from '../../core/context.js';
+import type { Reply } from '../../core/operation.js';
+import { errors } from '../../core/errors.js';
+import { ok, empty } from '../../core/envelope.js';
 import { renderRecord, write } from '../../resources/define.js';
 import type { Registry } from '../../resources/define.js';
 import { checkUsername, dummyPasswordHash } from '../../auth/passwords.js';
 import type { ApiSession } from '../../auth/api-sessions.js';
 import { checkPrimary, secondaryFactors, type PrimaryMethod } from '../../auth/login-policy.js';
-import { clearFailedPasswords, recordFailedPassword, isDisabledAt } from '../../auth/disable.js';
+import { clearFailedPasswords, recordFailedPassword } from '../../auth/disable.js';
+import { isDisabledAt } from '../../auth/login-policy.js';
 import { certLogin, extJwtLogin, type LoginMethod } from './login.js';
 
 /** A fixed argon2id hash verified when the username is unknown, so timing does not reveal users. */
@@ -53,6 +54,8 @@ export function renderCurrentApiSession(reg: Registry, ctx: Ctx, s: ApiSession, 
   out.expiresAt = new Date(ctx.app.sessions.expiresAt(s)).toISOString();
   out.expirationSeconds = ctx.app.sessions.timeoutSeconds;
   out.authQueries = authQueries(ctx, s, satisfied);
+  // The caller's own token as it presented it (the record keeps only a digest).
+  if (ctx.token) out.token = ctx.token;
   return out;
 }
 
@@ -100,52 +103,59 @@ const passwordLogin: LoginMethod = async (ctx) => {
 
 const LOGIN_METHODS: Record<string, LoginMethod> = { password: passwordLogin, cert: certLogin, 'ext-jwt': extJwtLogin };
 
-export function sessionHandlers(reg: Registry): Record<string, (ctx: Ctx) => Reply | Promise<Reply>> {
-  return {
-    authenticate: async (ctx) => {
-      const method = ctx.req.query.get('method') ?? '';
-      const login = Object.hasOwn(LOGIN_METHODS, method) ? LOGIN_METHODS[method] : undefined;
-      if (!login) throw errors.field('method', 'must be one of password, cert, ext-jwt', method);
-      const result = await login(ctx);
-      // Re-read: a lockout or disable may have landed while the method was verifying.
-      const identity = ctx.app.store.get('identities', result.identity.id);
-      if (!identity) throw errors.invalidAuth();
-      checkPrimary(ctx.app.store, {
-        method: method as PrimaryMethod,
-        identity,
-        signerId: result.externalJwtSignerId,
-        certExpired: result.certExpired,
-      });
-      if (method === 'password') await clearFailedPasswords(ctx.app.store, result.authenticatorId);
-      const body = ctx.body ?? {};
-      if (body.envInfo || body.sdkInfo) {
-        await write(ctx.app.store, (tx) => {
-          const cur = tx.get('identities', identity.id);
-          if (!cur) throw errors.invalidAuth();
-          tx.put('identities', { ...cur, envInfo: body.envInfo ?? cur.envInfo, sdkInfo: body.sdkInfo ?? cur.sdkInfo });
+export function sessionEntries(reg: Registry): Entry[] {
+  return [
+    { api: 'both', operationId: 'authenticate', auth: 'none', permission: null, limit: 'auth', body: 'spec',
+      handler: async (ctx) => {
+        const method = ctx.req.query.get('method') ?? '';
+        const login = Object.hasOwn(LOGIN_METHODS, method) ? LOGIN_METHODS[method] : undefined;
+        if (!login) throw errors.field('method', 'must be one of password, cert, ext-jwt', method);
+        const result = await login(ctx);
+        // Re-read: a lockout or disable may have landed while the method was verifying.
+        const identity = ctx.app.store.get('identities', result.identity.id);
+        if (!identity) throw errors.invalidAuth();
+        checkPrimary(ctx.app.store, {
+          method: method as PrimaryMethod,
+          identity,
+          signerId: result.externalJwtSignerId,
+          certExpired: result.certExpired,
         });
-      }
-      const secondary = secondaryFactors(ctx.app.store, identity);
-      const s = await ctx.app.sessions.create({
-        identityId: identity.id,
-        authenticatorId: result.authenticatorId,
-        ipAddress: ctx.req.remoteAddress,
-        configTypes: resolveConfigTypes(ctx, body.configTypes),
-        isMfaRequired: secondary.isMfaRequired,
-        extJwtSignerId: secondary.extJwtSignerId,
-        extra: result.sessionFields,
-      });
-      ctx.session = s;
-      ctx.identity = identity;
-      const reply = ok(renderCurrentApiSession(reg, ctx, s, await extJwtSatisfied(ctx, s)));
-      reply.headers = { ...result.headers, 'zt-session': s.token };
-      return reply;
-    },
-    getCurrentAPISession: async (ctx) => ok(renderCurrentApiSession(reg, ctx, ctx.session!, await extJwtSatisfied(ctx, ctx.session!))),
-    deleteCurrentAPISession: async (ctx) => {
-      await ctx.app.sessions.delete(ctx.session!.id);
-      return empty();
-    },
-    getCurrentIdentity: (ctx) => ok(renderRecord(reg, reg.def('identities'), ctx.identity!, { store: ctx.app.store, ctx })),
-  };
+        if (method === 'password') await clearFailedPasswords(ctx.app.store, result.authenticatorId);
+        const body = ctx.body ?? {};
+        if (body.envInfo || body.sdkInfo) {
+          await write(ctx.app.store, (tx) => {
+            const cur = tx.get('identities', identity.id);
+            if (!cur) throw errors.invalidAuth();
+            tx.put('identities', { ...cur, envInfo: body.envInfo ?? cur.envInfo, sdkInfo: body.sdkInfo ?? cur.sdkInfo });
+          });
+        }
+        const secondary = secondaryFactors(ctx.app.store, identity);
+        const { session: s, token } = await ctx.app.sessions.create({
+          identityId: identity.id,
+          authenticatorId: result.authenticatorId,
+          method,
+          primarySignerId: result.externalJwtSignerId,
+          ipAddress: ctx.req.remoteAddress,
+          configTypes: resolveConfigTypes(ctx, body.configTypes),
+          isMfaRequired: secondary.isMfaRequired,
+          extJwtSignerId: secondary.extJwtSignerId,
+          extra: result.sessionFields,
+        });
+        ctx.session = s;
+        ctx.identity = identity;
+        ctx.token = token;
+        const reply = ok(renderCurrentApiSession(reg, ctx, s, await extJwtSatisfied(ctx, s)));
+        reply.headers = { ...result.headers, 'zt-session': token };
+        return reply;
+      } },
+    { api: 'both', operationId: 'getCurrentAPISession', auth: 'partial', permission: null, limit: null, body: 'spec',
+      handler: async (ctx) => ok(renderCurrentApiSession(reg, ctx, ctx.session!, await extJwtSatisfied(ctx, ctx.session!))) },
+    { api: 'both', operationId: 'deleteCurrentAPISession', auth: 'partial', permission: null, limit: null, body: 'spec',
+      handler: async (ctx) => {
+        await ctx.app.sessions.delete(ctx.session!.id);
+        return empty();
+      } },
+    { api: 'both', operationId: 'getCurrentIdentity', auth: 'session', permission: null, limit: null, body: 'spec',
+      handler: (ctx) => ok(renderRecord(reg, reg.def('identities'), ctx.identity!, { store: ctx.app.store, ctx })) },
+  ];
 }

@@ -7,7 +7,7 @@
  */
 import clientDoc from './client.json' with { type: 'json' };
 import managementDoc from './management.json' with { type: 'json' };
-import type { ApiName } from '../operation.js';
+import type { ApiName } from '../../core/operation.js';
 
 export type { ApiName };
 

@@ -49,7 +49,7 @@ const catalog = {
   SERVER_TOO_MANY_REQUESTS: [429, 'Too many requests, the server is busy. Please try again later'],
   TIMEOUT: [503, 'The request timed out'],
   SHUTTING_DOWN: [503, 'The controller is shutting down and did not finish this request in time; it may or may not have taken effect'],
-  CLUSTER_HAS_NO_LEADER: [503, 'The cluster has no leader; the write was not made. Please try again later'],
+  CLUSTER_HAS_NO_LEADER: [503, 'The cluster has no leader or can not be reached; the write may not have been made. Please try again later'],
   ENROLLMENT_EXISTS: [409, 'An enrollment of this method already exists for the identity'],
   MFA_EXISTS: [409, 'An MFA enrollment already exists for this identity'],
   MFA_ENROLLMENT_NOT_STARTED: [404, 'MFA enrollment has not been started'],

@@ -7,6 +7,7 @@
  *     auth: 'admin', permission: { family: 'identity', action: 'read' }, spec, handler }
  */
 import type { ApiError } from './errors.js';
+import type { ClientOperationId, ManagementOperationId } from './operation-ids.js';
 
 export type ApiName = 'client' | 'management';
 export type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete';
@@ -55,6 +56,18 @@ export interface Reply {
   headers?: Record<string, string>;
 }
 
+/**
+ * A route outside the two upstream APIs, served on the same listeners (`/metrics`, `/search/…`):
+ * matched by exact path or by prefix (`/search/` matches everything under it). Its handler does its
+ * own authentication; failures thrown as ApiError render as usual.
+ */
+export interface RawRoute {
+  method: string | '*';
+  path: string;
+  prefix?: boolean;
+  handle(req: Req, requestId: string): Reply | Promise<Reply>;
+}
+
 /** The (swagger 2.0) operation object that the served spec carries for this operation. */
 export interface OperationSpec {
   summary?: string;
@@ -87,5 +100,39 @@ export interface Operation<C = unknown> {
   bodySchema?: Record<string, unknown>;
   handler: (ctx: C) => Reply | Promise<Reply>;
 }
+
+/** The bounded queue an expensive operation waits in: logins and code checks, or signing/hashing/rendering. */
+export type RateLimit = 'auth' | 'heavy';
+
+/**
+ * How the body is read:
+ * - `spec`: as the spec's body parameter says (required or not, validated against its schema);
+ * - `optional`: validated, but accepted empty although the spec marks it required;
+ * - `raw`: neither required nor validated; the handler reads `req.body` itself.
+ */
+export type BodyRule = 'spec' | 'optional' | 'raw';
+
+/** Who may call it. `permission` matters at the admin level only: null there means admins alone. */
+export type Guard =
+  | { auth: 'none' | 'partial' | 'session'; permission: null }
+  | { auth: 'admin'; permission: Permission | null };
+
+/** An operation served on both APIs alike (the caller's own resources, versions, specs, logins). */
+export type SharedOperationId = ClientOperationId & ManagementOperationId;
+
+/**
+ * One line of the operation table: which spec operation, what guards it, what runs it. The table
+ * is joined with the specs at start-up (src/api/operations.ts), which adds method, path and the
+ * body's schema; `api: 'both'` stands for one entry on each API.
+ */
+export type OperationEntry<C> = Guard & {
+  limit: RateLimit | null;
+  body: BodyRule;
+  handler: (ctx: C) => Reply | Promise<Reply>;
+} & (
+    | { api: 'client'; operationId: ClientOperationId }
+    | { api: 'management'; operationId: ManagementOperationId }
+    | { api: 'both'; operationId: SharedOperationId }
+  );
 
 export type ErrorLike = ApiError | Error;
