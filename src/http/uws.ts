@@ -181,12 +181,12 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
     });
     // Pipelining: uWS answers requests sent back to back on a connection only while each answer is
     // written before the next request is parsed; a request arriving while an answer is pending
-    // makes it close the connection, aborting that answer. Reads mostly answer at once (and an
-    // aborted read changed nothing); a request that may change something starts only after the
-    // rest of what arrived with it was parsed, so when uWS closes the connection for a pipelined
-    // successor it has done nothing, and the client's retry of the unanswered requests is safe
-    // (RFC 9112 §9.3.2).
-    const dispatch = req.method === 'get' || req.method === 'head' ? run : () => setImmediate(() => (req.aborted ? done() : run()));
+    // makes it close the connection, aborting that answer. Requests without a body (reads, and
+    // the bodiless POSTs that answer at once) run at once, so pipelined ones are answered in order.
+    // A request with a body (a create or an update) starts only after the rest of what arrived
+    // with it was parsed: when uWS closes the connection for a pipelined successor it has done
+    // nothing, and the client's retry of the unanswered requests is safe (RFC 9112 §9.3.2).
+    const dispatchAfterParse = () => setImmediate(() => (req.aborted ? done() : run()));
 
     if (stopped) {
       // Drained and stopping: like an HTTP server shutting down, drop kept-alive connections
@@ -202,7 +202,7 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
     }
     // A GET may carry a body (upstream's recovery-code view takes `{code}`; Elasticsearch's `_search` is sent that way).
     if (req.method === 'head' || (declared === 0 && headers['transfer-encoding'] === undefined)) {
-      dispatch();
+      run();
       return;
     }
     const chunks: Buffer[] = [];
@@ -220,7 +220,7 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
       chunks.push(Buffer.from(chunk.slice(0)));
       if (isLast) {
         req.body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
-        dispatch();
+        dispatchAfterParse();
       }
     });
   });
