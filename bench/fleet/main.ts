@@ -246,6 +246,7 @@ async function main() {
     fc.enrollClient = enrollClient;
     log(`preparing ${devicesN} devices (enrollment tokens, keys, CSRs) ...`);
     const order = [...chosen];
+    const preparing = progress('devices prepared');
     const tokens: (string | undefined)[] = new Array(order.length);
     const names: string[] = new Array(order.length);
     await runClosedLoop({ concurrency: Math.min(concurrency, 16), count: order.length }, async (i) => {
@@ -259,6 +260,7 @@ async function main() {
     for (let i = 0; i < order.length; i++) {
       if (!tokens[i]) continue;
       devices.push(new Device(ids[order[i]], names[i], tokens[i]!, await deviceKeys(names[i]), fc));
+      preparing(i + 1, order.length);
     }
 
     // (4) phases
