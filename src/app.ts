@@ -40,7 +40,7 @@ import { defaultAuthPolicy, DEFAULT_AUTH_POLICY_ID } from './resources/auth.js';
 import { newId } from './resources/define.js';
 import { BUILTIN_CONFIG_TYPES, builtinConfigTypeRecord } from './resources/builtin-config-types.js';
 import { MIGRATIONS } from './migrations.js';
-import { hashPassword } from './auth/passwords.js';
+import { dummyPasswordHash, hashPassword } from './auth/passwords.js';
 import type { App } from './core/context.js';
 import { lockDataDir, ownerOnlyFromNowOn, tightenModes } from './store/data-dir.js';
 import { removePartialSnapshots } from './store/snapshot.js';
@@ -150,6 +150,8 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   };
 
   await bootstrap(app);
+  // Made now, so the first login for an unknown username is not the one that pays for it.
+  await dummyPasswordHash(app);
 
   sessions.issuer = () => app.baseUrl;
   const router = new Router(app, buildOperations(reg));
