@@ -220,7 +220,9 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
       chunks.push(Buffer.from(chunk.slice(0)));
       if (isLast) {
         req.body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
-        dispatchAfterParse();
+        // A GET with a body is a read: answered at once like other reads, so pipelined ones stay in order.
+        if (req.method === 'get') run();
+        else dispatchAfterParse();
       }
     });
   });
