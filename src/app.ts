@@ -176,6 +176,17 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     logRequest(r);
   };
   addOperationalRoutes(router, { metrics, health, metricsToken: settings.metricsToken });
+  /** What runs behind the listeners, stopped in this order once they are closed. */
+  const stopServices = async () => {
+    app.traces.close();
+    await events.close();
+    await sessions.close();
+    keys.close();
+    policy.close();
+    await pool.close();
+    await store.close();
+    dirLock.release();
+  };
   let server: UwsServer | undefined;
   try {
     server = await startUws({
@@ -202,14 +213,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   } catch (e) {
     await server?.close(0);
     channel.close();
-    app.traces.close();
-    await events.close();
-    await sessions.close();
-    keys.close();
-    policy.close();
-    await pool.close();
-    await store.close();
-    dirLock.release();
+    await stopServices();
     throw e;
   }
   const bracket = (h: string) => (h.includes(':') ? `[${h}]` : h);
@@ -255,14 +259,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
         // Routers first: they see a clean 1001 and reconnect elsewhere (or later).
         channel.close();
         await Promise.all([api.close(settings.shutdownGraceMs), certServer.close(settings.shutdownGraceMs)]);
-        app.traces.close();
-        await events.close();
-        await sessions.close();
-        keys.close();
-        policy.close();
-        await pool.close();
-        await store.close();
-        dirLock.release();
+        await stopServices();
       })()),
   };
 }

@@ -5,7 +5,7 @@
  * role lists and role attributes, and what a delete does to everything that points at the entity.
  */
 import { errors, ApiError } from '../core/errors.js';
-import { created, empty, ok, list as listEnvelope } from '../core/envelope.js';
+import { created, empty, ok, list as listEnvelope, listOfJson } from '../core/envelope.js';
 import { timeOrderedId } from '../store/ids.js';
 import { parseListParams, runList, type ListSource } from '../core/query.js';
 import type { SymbolTable } from '../core/filter/index.js';
@@ -377,10 +377,8 @@ export function listRecords(reg: Registry, def: ResourceDef, ctx: Ctx, extra?: P
   // A page of ids: records are read here, and only those not kept as JSON (below).
   const load = (e: Rec | string) => (typeof e === 'string' ? store.get(def.collection, e) : e);
   if (!render && def.renderCache && allSecrets) {
-    // Entries kept as JSON: the page is spliced from them (same bytes as listEnvelope's JSON).
-    // One join of every piece: a single flat string of the page's size (a join and then a
-    // concatenation made two, each in V8's large-object space, and a scavenge twice as often).
-    const parts: string[] = ['{"data":['];
+    // Entries kept as JSON: the page is spliced from them.
+    const entries: string[] = [];
     for (const e of page) {
       let json = reg.renders.get(def, typeof e === 'string' ? e : e.id);
       if (json === undefined) {
@@ -388,11 +386,9 @@ export function listRecords(reg: Registry, def: ResourceDef, ctx: Ctx, extra?: P
         if (!rec) continue;
         json = reg.renders.json(def, rec, () => renderRecord(reg, def, rec, view));
       }
-      if (parts.length > 1) parts.push(',');
-      parts.push(json);
+      entries.push(json);
     }
-    parts.push(`],"meta":${JSON.stringify({ pagination, filterableFields: src.filterableFields })}}`);
-    return { status: 200, contentType: 'application/json', body: parts.join('') };
+    return listOfJson(entries, pagination, src.filterableFields);
   }
   const r = render ?? ((rec: Rec) => renderRecord(reg, def, rec, view));
   const records: Rec[] = [];
