@@ -7,7 +7,7 @@
  * Keys and CSRs are made first, before the controller starts: none is made while timed.
  * Phases, all against the real controller (`dist/src/main.js`, spawned) on this machine:
  *  0. issuing path: certificates/s single-threaded in this process, @peculiar/x509 vs the DER
- *     template + node:crypto issuer the controller uses (src/pki/issuer.ts) — the numbers the
+ *     template + node:crypto issuer the controller uses (src/pki/cert-issuer.ts) — the numbers the
  *     choice rests on;
  *  1. OTT enrollments/s: `POST /enroll/ott {token, clientCsr}` over keep-alive HTTPS, each with a
  *     distinct key and CSR (CSR → verified → certificate signed in the pool → enrollment deleted
@@ -34,7 +34,7 @@ import { createClient, requestJson, type RequestSpec } from './lib/http.js';
 import { runLoad } from './lib/load.js';
 import { Recorder, round } from './lib/stats.js';
 import { machineInfo, table, writeResults, fmt } from './lib/report.js';
-import { CertIssuer } from '../src/pki/issuer.js';
+import { CertIssuer } from '../src/pki/cert-issuer.js';
 import { parseCsr } from '../src/pki/csr.js';
 import { derTlv, oid, seq, bitString, toPem } from '../src/pki/der.js';
 

@@ -1,5 +1,5 @@
 /** Every resource family, in one list: the registry, store collections and standard operations come from it. */
-import { Registry } from './define.js';
+import { Registry } from './registry.js';
 import { identities } from './identities.js';
 import { enrollments } from './enrollments.js';
 import { services, configs, configTypes, terminators } from './services.js';

@@ -12,7 +12,9 @@
 import type { Ctx } from '../../core/context.js';
 import type { Reply } from '../../core/operation.js';
 import { listOfJson } from '../../core/envelope.js';
-import { listSource, renderRecord, type Registry } from '../../resources/define.js';
+import { listSource } from '../../resources/list.js';
+import { type Registry } from '../../resources/registry.js';
+import { renderRecord } from '../../resources/render.js';
 import type { ResourceDef } from '../../resources/types.js';
 import { callerOf } from '../../resources/services.js';
 import { serviceExtras } from '../../policy/service-view.js';

@@ -11,7 +11,7 @@
 import path from 'node:path';
 import type { Ctx, Entry } from '../../core/context.js';
 import type { Reply } from '../../core/operation.js';
-import type { Registry } from '../../resources/define.js';
+import type { Registry } from '../../resources/registry.js';
 import { empty, envelope } from '../../core/envelope.js';
 import { errors } from '../../core/errors.js';
 import { emptyState, runIntegrity, type IntegrityState } from '../../store/integrity.js';
@@ -33,7 +33,7 @@ export function renderIntegrity(s: IntegrityState) {
   };
 }
 
-export function dataEntries(reg: Registry): Entry[] {
+export function datastoreEntries(reg: Registry): Entry[] {
   // One run at a time per controller: the handlers are built once per App.
   const state = emptyState();
   let running: Promise<void> | undefined;
