@@ -1,85 +1,62 @@
 /**
- * bench/crud — identity create throughput and list latency against the real controller (issue 2).
- *
- *   npm run bench:crud                                   # 100,000 identities, 16 clients
- *   npm run bench:crud -- --identities 20000 --duration 2 --cpu-prof
- *
- * Spawns `node dist/src/main.js` on 127.0.0.1:0 with a fresh data directory, logs in as admin,
- * seeds N identities through `POST /identities` with C concurrent keep-alive HTTPS clients
- * (→ creates/s and create latency), reads the controller's RSS, then runs each list query that
- * real clients send, closed-loop, for a fixed time at each query concurrency (default 1 = pure
- * service latency, and C = loaded). Prints a table and writes bench/results/crud-<ts>.json and
- * crud-latest.json. The controller is stopped at the end and on any error.
- *
- * Flags (env in brackets):
- *   --identities N          identities to seed [BENCH_IDENTITIES]            default 100000
- *   --concurrency C         concurrent clients for creates [BENCH_CONCURRENCY] default 16
- *   --duration S            seconds per query and concurrency [BENCH_DURATION] default 3
- *   --warmup S              untimed seconds before each query run [BENCH_WARMUP] default 0.5
- *   --query-concurrency L   comma list of concurrencies for queries [BENCH_QUERY_CONCURRENCY] default "1,C"
- *   --max-requests N        cap per timed query run [BENCH_MAX_REQUESTS]    default 200000
- *   --only a,b              run only these queries (names from the table)
- *   --client undici|https   HTTP client (default undici when installed, else node:https)
- *   --cpu-prof              run the controller with --cpu-prof and print hot spots per phase
- *   --keep-data             keep the controller's data directory
+ * bench:crud — identity create throughput and list latency against the real controller, each also
+ * as a ratio to its ceiling measured in the same run: creates to raw durable LMDB puts at the same
+ * concurrency, list queries to a trivial answer on the same listener at the same concurrency.
+ * Writes bench/results/crud-<ts>.json and .svg (and crud-latest.*). `--help` lists the flags.
  */
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import { createClient, type ClientKind, type HttpClient, type RequestSpec } from './lib/http.js';
 import { spawnController, login, MGMT, ROOT, readCommitCounters, commitDelta, type ControllerProcess } from './lib/controller.js';
 import { runLoad, mergeErrors, type LoadResult } from './lib/load.js';
-import { machineInfo, table, fmt, writeResults, printUsage } from './lib/report.js';
+import { machineInfo, table, fmt, writeResults } from './lib/report.js';
+import { parseCli, intFlag, numFlag, intListFlag, choiceFlag } from './lib/cli.js';
+import { lmdbCommit, trivialAnswer, ratio, pct, type RawCeiling } from './lib/raw-ceilings.js';
+import { RunChart } from './lib/run-chart.js';
 import { summarizeProfile, formatProfile, latestProfile, type ProfileSummary } from './lib/cpuprofile.js';
 
 const TARGET_CREATES_PER_SEC = 5000;
 const TARGET_LIST_P99_MS = 5;
+/** Creates ÷ durable LMDB puts at the same concurrency (both wait for the disk). */
+const TARGET_CREATE_RATIO = 0.5;
+/** A page of identities at one client ÷ the trivial answer at one client. */
+const TARGET_LIST_RATIO = 0.25;
 const ADMIN_USER = 'admin';
 const ADMIN_PASSWORD = 'bench-admin-password';
 
 // ---- parameters ------------------------------------------------------------------------------
 
-const { values: argv } = parseArgs({
-  options: {
-    identities: { type: 'string' },
-    concurrency: { type: 'string' },
-    duration: { type: 'string' },
-    warmup: { type: 'string' },
-    'query-concurrency': { type: 'string' },
-    'max-requests': { type: 'string' },
-    only: { type: 'string' },
-    client: { type: 'string' },
-    'cpu-prof': { type: 'boolean', default: false },
-    'keep-data': { type: 'boolean', default: false },
-    help: { type: 'boolean', short: 'h', default: false },
+const argv = parseCli({
+  name: 'bench:crud',
+  summary: `identity creates and list latency at N identities.
+Spawns node dist/src/main.js (fresh data directory, port 0), seeds N identities through POST /identities
+with C keep-alive HTTPS clients, then runs each list query closed-loop for S seconds at each query
+concurrency. Ceilings of the same run: durable LMDB puts at C (creates), GET /health/live on the same
+listener at each query concurrency (lists).`,
+  usage: ['npm run bench:crud', 'npm run bench:crud -- --identities 20000 --duration 2 --cpu-prof', 'npm run bench:crud -- --identities 2000 --duration 0.5 --only default,nameEq   # a smoke run'],
+  flags: {
+    identities: { type: 'string', default: '100000', help: 'identities to seed' },
+    concurrency: { type: 'string', default: '16', arg: 'C', help: 'concurrent clients for creates' },
+    duration: { type: 'string', default: '3', arg: 'S', help: 'seconds per query and concurrency (and per ceiling)' },
+    warmup: { type: 'string', default: '0.5', arg: 'S', help: 'untimed seconds before each query run' },
+    'query-concurrency': { type: 'string', arg: 'LIST', help: 'comma list of concurrencies for queries (default "1,C")' },
+    'max-requests': { type: 'string', default: '200000', help: 'cap per timed query run' },
+    only: { type: 'string', arg: 'a,b', help: 'run only these queries (names: default limit100 nameEq sortOffset contains anyOfRole roleFilter detail)' },
+    client: { type: 'string', arg: 'undici|https', help: 'HTTP client (default undici when installed, else node:https)' },
+    'cpu-prof': { type: 'boolean', help: 'run the controller with --cpu-prof and print hot spots per phase' },
+    'keep-data': { type: 'boolean', help: "keep the controller's data directory" },
   },
-  strict: true,
 });
 
-if (argv.help) printUsage(import.meta.url);
-
-function num(flag: string | undefined, env: string, def: number, min: number, max: number): number {
-  const raw = flag ?? process.env[env];
-  if (raw === undefined || raw === '') return def;
-  const v = Number(raw);
-  if (!Number.isFinite(v) || v < min || v > max) throw new Error(`${env}/${raw}: expected a number in ${min}..${max}`);
-  return v;
-}
-
-const identities = Math.floor(num(argv.identities, 'BENCH_IDENTITIES', 100_000, 1, 10_000_000));
-const concurrency = Math.floor(num(argv.concurrency, 'BENCH_CONCURRENCY', 16, 1, 1024));
-const durationS = num(argv.duration, 'BENCH_DURATION', 3, 0.1, 600);
-const warmupS = num(argv.warmup, 'BENCH_WARMUP', 0.5, 0, 60);
-const maxRequests = Math.floor(num(argv['max-requests'], 'BENCH_MAX_REQUESTS', 200_000, 1, 100_000_000));
-const queryConcurrency = (argv['query-concurrency'] ?? process.env.BENCH_QUERY_CONCURRENCY ?? `1,${concurrency}`)
-  .split(',')
-  .map((s) => Math.floor(Number(s.trim())))
-  .filter((n, i, a) => Number.isFinite(n) && n >= 1 && n <= 1024 && a.indexOf(n) === i);
-if (queryConcurrency.length === 0) throw new Error('--query-concurrency: no valid value');
-const clientKind = (argv.client ?? process.env.BENCH_CLIENT) as ClientKind | undefined;
-if (clientKind !== undefined && clientKind !== 'undici' && clientKind !== 'https') throw new Error('--client must be undici or https');
-const only = argv.only ? new Set(argv.only.split(',').map((s) => s.trim())) : undefined;
+const identities = intFlag(argv, 'identities', 1, 10_000_000);
+const concurrency = intFlag(argv, 'concurrency', 1, 1024);
+const durationS = numFlag(argv, 'duration', 0.1, 600);
+const warmupS = numFlag(argv, 'warmup', 0, 60);
+const maxRequests = intFlag(argv, 'max-requests', 1, 100_000_000);
+const queryConcurrency = argv['query-concurrency'] === undefined ? [...new Set([1, concurrency])] : intListFlag(argv, 'query-concurrency', 1, 1024);
+const clientKind = choiceFlag(argv, 'client', ['undici', 'https'] as const) as ClientKind | undefined;
+const only = argv.only ? new Set(String(argv.only).split(',').map((s) => s.trim())) : undefined;
 
 // ---- queries ---------------------------------------------------------------------------------
 
@@ -122,6 +99,8 @@ interface QueryRun {
   concurrency: number;
   result: LoadResult;
   window: [number, number];
+  /** requests/s ÷ the trivial answer's at the same concurrency. */
+  ratio?: number;
 }
 
 interface QueryOutcome {
@@ -147,7 +126,7 @@ async function main() {
   try {
     ctl = await spawnController({
       password: ADMIN_PASSWORD,
-      keepData: argv['keep-data'],
+      keepData: !!argv['keep-data'],
       nodeArgs: profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : [],
     });
     log(`controller pid ${ctl.pid} on ${ctl.origin}, data ${ctl.dataDir}`);
@@ -156,6 +135,19 @@ async function main() {
     const kind = client.kind;
     const token = await login(client, ADMIN_USER, ADMIN_PASSWORD);
     const rssStart = ctl.memory();
+    const chart = new RunChart(ctl.pid);
+
+    // -- ceilings of this run: the disk (durable puts at the creates' concurrency), the listener
+    const lmdbCeiling = await lmdbCommit({ concurrency, durationMs: durationS * 1000 });
+    chart.add('ceiling: LMDB put', lmdbCeiling.timeline);
+    log(`ceiling: ${lmdbCeiling.what}: ${fmt(lmdbCeiling.perSec, 0)}/s, p50 ${lmdbCeiling.p50Ms} ms`);
+    const trivial = new Map<number, RawCeiling>();
+    for (const c of queryConcurrency) {
+      const t = await trivialAnswer(client, c, durationS * 1000);
+      trivial.set(c, t);
+      chart.add(`ceiling: trivial c=${c}`, t.timeline);
+      log(`ceiling: trivial answer at c=${c}: ${fmt(t.perSec, 0)}/s, p50 ${t.p50Ms} ms`);
+    }
 
     // -- seed / create throughput
     const postHeaders = { 'zt-session': token, 'content-type': 'application/json', accept: 'application/json' };
@@ -183,6 +175,7 @@ async function main() {
       concurrency,
       requests: creates,
       count: identities,
+      label: 'creates',
       onResult: (_i, r) => {
         if (r.body && r.status === 201) {
           const m = idRe.exec(r.body.toString('latin1'));
@@ -195,11 +188,13 @@ async function main() {
         const atSec = Math.round(ms / 100) / 10;
         const perSec = Math.round((done - last.created) / (atSec - last.atSec));
         timeline.push({ atSec, created: done, perSec });
-        log(`  ${done}/${identities} created, ${perSec}/s over the last ${Math.round(atSec - last.atSec)} s`);
+        if (!process.stderr.isTTY) log(`  ${done}/${identities} created, ${perSec}/s over the last ${Math.round(atSec - last.atSec)} s`);
       },
       maxTransportErrors: 100,
     });
     const createWindow: [number, number] = [createWindowStart, monoUs()];
+    chart.add('creates', create.timeline);
+    const createRatio = ratio(create.okPerSec, lmdbCeiling.perSec);
     // CPU used during seeding, as % of one core: tells whether the server or the load generator is the limit.
     const lg = process.cpuUsage(cpu0.loadgen);
     const serverCpu1 = ctl.cpuMs();
@@ -232,14 +227,16 @@ async function main() {
       for (const c of queryConcurrency) {
         if (warmupS > 0) await runLoad({ client, concurrency: c, requests: specs, durationMs: warmupS * 1000, count: maxRequests });
         const w0 = monoUs();
-        const result = await runLoad({ client, concurrency: c, requests: specs, durationMs: durationS * 1000, count: maxRequests });
-        outcome.runs.push({ concurrency: c, result, window: [w0, monoUs()] });
+        const result = await runLoad({ client, concurrency: c, requests: specs, durationMs: durationS * 1000, count: maxRequests, label: `${query.name} c=${c}` });
+        chart.add(`${query.name} c=${c}`, result.timeline);
+        outcome.runs.push({ concurrency: c, result, window: [w0, monoUs()], ratio: ratio(result.okPerSec, trivial.get(c)?.perSec) });
         log(`  ${query.name.padEnd(10)} c=${String(c).padEnd(3)} ${result.rps} req/s  p50 ${result.latency.p50}  p99 ${result.latency.p99}  max ${result.latency.max} ms${Object.keys(result.errors).length ? '  errors ' + JSON.stringify(result.errors) : ''}`);
         if (result.aborted) throw new Error(`${query.name}: ${result.aborted}`);
       }
       outcomes.push(outcome);
     }
     const rssEnd = ctl.memory();
+    const chartFile = chart.write('crud', `bench:crud — ${identities} identities, ${concurrency} clients`, started);
 
     await client.close();
     client = undefined;
@@ -274,18 +271,21 @@ async function main() {
       machine,
       client: kind,
       parameters: params,
-      targets: { createsPerSec: TARGET_CREATES_PER_SEC, listP99Ms: TARGET_LIST_P99_MS },
+      targets: { createsPerSec: TARGET_CREATES_PER_SEC, createRatioToLmdbPut: TARGET_CREATE_RATIO, listP99Ms: TARGET_LIST_P99_MS, listRatioToTrivialAtOneClient: TARGET_LIST_RATIO },
+      ceilings: { lmdbPut: { ...lmdbCeiling, timeline: undefined }, trivialAnswer: [...trivial.values()].map((t) => ({ ...t, timeline: undefined })) },
+      chart: path.relative(ROOT, chartFile),
       create: {
         count: identities,
         ok: create.ok,
         createsPerSec: create.okPerSec,
+        ratioToLmdbPut: createRatio,
         elapsedMs: create.elapsedMs,
         latencyMs: create.latency,
         cpu: createCpu,
         store: commits,
         timeline,
         errors: create.errors,
-        meetsTarget: create.okPerSec >= TARGET_CREATES_PER_SEC,
+        meetsTarget: (createRatio ?? 0) >= TARGET_CREATE_RATIO,
       },
       rss: {
         atStartMiB: mib(rssStart),
@@ -303,6 +303,7 @@ async function main() {
           concurrency: r.concurrency,
           requests: r.result.requests,
           requestsPerSec: r.result.rps,
+          ratioToTrivial: r.ratio,
           latencyMs: r.result.latency,
           meanResponseBytes: r.result.meanBytes,
           errors: r.result.errors,
@@ -328,11 +329,12 @@ async function main() {
     out.push(`bench/crud  ${identities} identities, ${concurrency} clients (${results.client}), ${machine.cpus} cpus, node ${machine.node}, load at start ${machine.loadavg.join(' ')}`);
     out.push(
       table(
-        ['creates', '/s', 'p50 ms', 'p95 ms', 'p99 ms', 'max ms', 'errors', 'target'],
-        [[String(create.ok), fmt(create.okPerSec, 0), fmt(create.latency.p50), fmt(create.latency.p95), fmt(create.latency.p99), fmt(create.latency.max), JSON.stringify(create.errors), create.okPerSec >= TARGET_CREATES_PER_SEC ? 'ok' : `MISS (<${TARGET_CREATES_PER_SEC})`]],
+        ['creates', '/s', 'of LMDB put', 'p50 ms', 'p95 ms', 'p99 ms', 'max ms', 'errors', `target ≥ ${pct(TARGET_CREATE_RATIO)}`],
+        [[String(create.ok), fmt(create.okPerSec, 0), pct(createRatio), fmt(create.latency.p50), fmt(create.latency.p95), fmt(create.latency.p99), fmt(create.latency.max), JSON.stringify(create.errors), (createRatio ?? 0) >= TARGET_CREATE_RATIO ? 'ok' : 'MISS']],
       ),
     );
     if (timeline.length > 1) out.push(`creates/s per ${Math.round(timeline[0].atSec)} s interval: ${timeline.map((t) => t.perSec).join(' ')}`);
+    out.push(`ceilings of this run: durable LMDB put at c=${concurrency} ${fmt(lmdbCeiling.perSec, 0)}/s; trivial answer ${[...trivial.values()].map((t) => `c=${t.concurrency} ${fmt(t.perSec, 0)}/s`).join(', ')}`);
     out.push(`CPU while seeding: controller ${createCpu.serverPctOfCore}% of one core, load generator ${createCpu.loadgenPctOfCore}%`);
     if (commits) out.push(`store while seeding: ${commits.writesPerCommit} writes per transaction, ${commits.meanCommitMs} ms each from start to durable`);
     out.push('');
@@ -345,20 +347,21 @@ async function main() {
           r === o.runs[0] ? String(o.totalCount ?? '-') : '',
           String(r.concurrency),
           fmt(r.result.rps, 0),
+          pct(r.ratio),
           fmt(l.p50),
           fmt(l.p95),
           fmt(l.p99),
           fmt(l.max),
           Object.keys(r.result.errors).length ? JSON.stringify(r.result.errors) : '0',
-          r.concurrency !== 1 ? '' : !o.target ? '(search)' : l.p99 <= TARGET_LIST_P99_MS ? 'ok' : 'MISS',
+          r.concurrency !== 1 ? '' : !o.target ? '(search)' : l.p99 <= TARGET_LIST_P99_MS && (r.ratio ?? 0) >= TARGET_LIST_RATIO ? 'ok' : 'MISS',
         ]);
       }
     }
-    out.push(table(['query', 'total', 'conc', 'req/s', 'p50 ms', 'p95 ms', 'p99 ms', 'max ms', 'errors', 'p99<=5'], rows));
+    out.push(table(['query', 'total', 'conc', 'req/s', 'of trivial', 'p50 ms', 'p95 ms', 'p99 ms', 'max ms', 'errors', `p99 ≤ ${TARGET_LIST_P99_MS}, ≥ ${pct(TARGET_LIST_RATIO)}`], rows));
     out.push('');
     out.push(`controller RSS: ${mib(rssStart)} MiB at start, ${mib(rssAfterSeed)} MiB after seeding, ${mib(rssEnd)} MiB after queries, peak ${results.rss.peakMiB} MiB`);
     out.push(`errors (non-2xx / transport): ${Object.keys(allErrors).length ? JSON.stringify(allErrors) : 'none'}`);
-    out.push(`results: ${path.relative(ROOT, file)} (and bench/results/crud-latest.json)`);
+    out.push(`results: ${path.relative(ROOT, file)} (and bench/results/crud-latest.json); chart: ${path.relative(ROOT, chartFile)}`);
     if (profile) out.push(`cpu profile: ${path.relative(ROOT, profile.file)}`);
     process.stdout.write(out.join('\n') + '\n');
   } finally {

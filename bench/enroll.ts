@@ -1,23 +1,7 @@
 /**
- * Enrollment and certificate-login benchmark (issue #5).
- *
- *   npm run build && node dist/bench/enroll.js [--enrollments 6000] [--concurrency 64] [--logins-ms 8000]
- *                                              [--env MESH_X=value]… [--cpu-prof <dir>]
- *
- * Keys and CSRs are made first, before the controller starts: none is made while timed.
- * Phases, all against the real controller (`dist/src/main.js`, spawned) on this machine:
- *  0. issuing path: certificates/s single-threaded in this process, @peculiar/x509 vs the DER
- *     template + node:crypto issuer the controller uses (src/pki/cert-issuer.ts) — the numbers the
- *     choice rests on;
- *  1. OTT enrollments/s: `POST /enroll/ott {token, clientCsr}` over keep-alive HTTPS, each with a
- *     distinct key and CSR (CSR → verified → certificate signed in the pool → enrollment deleted
- *     and authenticator created in one write), with the CPU time per enrollment of the controller
- *     (per thread, from /proc: on 2 shared cores the honest figure) and of this load generator;
- *  2. raw node:tls mutual-TLS handshakes/s against a bare node:tls server in its own process with
- *     the same server certificate: new connection, client certificate, one tiny reply, close;
- *  3. certificate logins/s: new TLS connection to the controller's certificate listener + `POST
- *     /authenticate?method=cert` (an API session is created and persisted per login), close.
- * Phase 3 ÷ phase 2 is the figure of merit (target ≥ 80%). Results: bench/results/enroll-*.json.
+ * bench:enroll — ott enrollments (CSR → certificate) and certificate logins, each as a ratio to its
+ * ceiling measured in the same run: raw CSR signing on one thread, and a raw node:tls mutual-TLS
+ * handshake. `--help` lists the phases and flags. Results: bench/results/enroll-<ts>.json and .svg.
  */
 import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
@@ -34,26 +18,56 @@ import { createClient, requestJson, type RequestSpec } from './lib/http.js';
 import { runLoad } from './lib/load.js';
 import { Recorder, round } from './lib/stats.js';
 import { machineInfo, table, writeResults, fmt } from './lib/report.js';
+import { parseCli, intFlag } from './lib/cli.js';
+import { progressBar } from './lib/progress.js';
+import { ratio as ratioOf, pct } from './lib/raw-ceilings.js';
+import { RunChart } from './lib/run-chart.js';
+import type { TimelineBucket } from './lib/load.js';
 import { CertIssuer } from '../src/pki/cert-issuer.js';
 import { parseCsr } from '../src/pki/csr.js';
 import { derTlv, oid, seq, bitString, toPem } from '../src/pki/der.js';
 
-const args = process.argv.slice(2);
-const arg = (name: string, dflt: number) => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 ? Number(args[i + 1]) : dflt;
-};
-const ENROLLMENTS = arg('enrollments', 6000);
-const CONCURRENCY = arg('concurrency', 64);
-const LOGIN_MS = arg('logins-ms', 8000);
-const TLS_CONCURRENCY = arg('tls-concurrency', 16);
+const argv = parseCli({
+  name: 'bench:enroll',
+  summary: `ott enrollments and certificate logins against the real controller.
+Keys and CSRs are made first, before the controller starts: none is made while timed. Phases:
+ 0. ceiling: certificates/s on one thread in this process, the DER template + node:crypto issuer the
+    controller uses (src/pki/cert-issuer.ts), and @peculiar/x509 for reference;
+ 1. ott enrollments/s: POST /enroll/ott {token, clientCsr} over keep-alive HTTPS, each with its own
+    key and CSR, with the controller's CPU per enrollment (per thread, from /proc) and the load
+    generator's; figure: enrollments/s ÷ phase 0's template rate (target ≥ 50%);
+ 2. ceiling: raw node:tls mutual-TLS handshakes/s against a bare node:tls server in its own process
+    with the same server certificate (new connection, client certificate, tiny reply, close);
+ 3. certificate logins/s: new TLS connection to the certificate listener + POST
+    /authenticate?method=cert (an API session is created and persisted per login), close.
+Phases 2 and 3 alternate in 4 short rounds; phase 3 ÷ phase 2 is the figure (target ≥ 80%).`,
+  usage: ['npm run bench:enroll', 'npm run bench:enroll -- --enrollments 2000 --env MESH_HEAVY_CONCURRENCY=32', 'npm run bench:enroll -- --enrollments 200 --logins-ms 2000 --concurrency 8   # a smoke run'],
+  flags: {
+    enrollments: { type: 'string', default: '6000', help: 'identities enrolled (each its own key and CSR)' },
+    concurrency: { type: 'string', default: '64', arg: 'C', help: 'concurrent enrollment requests' },
+    'logins-ms': { type: 'string', default: '8000', arg: 'MS', help: 'total time of phases 2 and 3 each' },
+    'tls-concurrency': { type: 'string', default: '16', arg: 'C', help: 'concurrent TLS connections in phases 2 and 3' },
+    env: { type: 'string', multiple: true, arg: 'KEY=VALUE', help: 'extra controller setting, e.g. MESH_HEAVY_CONCURRENCY=64' },
+    'cpu-prof': { type: 'string', arg: 'DIR', help: "profile the controller's threads into DIR and print where the enrollment phase's time went" },
+  },
+});
+const ENROLLMENTS = intFlag(argv, 'enrollments', 1, 1_000_000);
+const CONCURRENCY = intFlag(argv, 'concurrency', 1, 4096);
+const LOGIN_MS = intFlag(argv, 'logins-ms', 100, 3_600_000);
+const TLS_CONCURRENCY = intFlag(argv, 'tls-concurrency', 1, 1024);
 const PASSWORD = 'bench-admin-password';
-/** `--env KEY=VALUE` (repeatable): extra controller settings, e.g. `--env MESH_HEAVY_CONCURRENCY=64`. */
-const EXTRA_ENV: Record<string, string> = Object.fromEntries(
-  args.flatMap((a, i) => (a === '--env' && args[i + 1]?.includes('=') ? [[args[i + 1].slice(0, args[i + 1].indexOf('=')), args[i + 1].slice(args[i + 1].indexOf('=') + 1)]] : [])),
-);
-/** `--cpu-prof <dir>`: profile the controller (every thread) and print where the enrollment phase's time went. */
-const PROF_DIR = args.includes('--cpu-prof') ? args[args.indexOf('--cpu-prof') + 1] : undefined;
+const TARGET_ENROLL_RATIO = 0.5;
+const TARGET_LOGIN_RATIO = 0.8;
+const EXTRA_ENV: Record<string, string> = {};
+for (const kv of (argv.env as string[] | undefined) ?? []) {
+  const at = kv.indexOf('=');
+  if (at < 1) {
+    process.stderr.write(`--env: expected KEY=VALUE, got ${JSON.stringify(kv)}\n`);
+    process.exit(2);
+  }
+  EXTRA_ENV[kv.slice(0, at)] = kv.slice(at + 1);
+}
+const PROF_DIR = argv['cpu-prof'] as string | undefined;
 
 /** A PKCS#10 CSR for a new P-256 key, built with node:crypto (openssl per CSR would dominate setup). */
 function makeCsr(cn: string): { csr: string; key: string } {
@@ -138,8 +152,9 @@ function tlsOnce(port: number, ca: Buffer, cert: string, key: string, request: s
   });
 }
 
-async function closedLoop(ms: number, concurrency: number, one: (i: number) => Promise<{ ok: boolean; ms: number }>) {
+async function closedLoop(ms: number, concurrency: number, one: (i: number) => Promise<{ ok: boolean; ms: number }>, onDone?: () => void) {
   const rec = new Recorder();
+  const timeline: TimelineBucket[] = [];
   let ok = 0;
   let failed = 0;
   let i = 0;
@@ -152,11 +167,17 @@ async function closedLoop(ms: number, concurrency: number, one: (i: number) => P
         rec.add(r.ms);
         if (r.ok) ok++;
         else failed++;
+        const t = t0 + Math.floor((performance.now() - t0) / 500) * 500;
+        let b = timeline[timeline.length - 1];
+        if (b?.t !== t) timeline.push((b = { t, ok: 0, failed: 0 }));
+        if (r.ok) b.ok++;
+        else b.failed++;
+        onDone?.();
       }
     }),
   );
   const elapsed = performance.now() - t0;
-  return { ok, failed, perSec: round((ok * 1000) / elapsed, 1), latency: rec.summary() };
+  return { ok, failed, perSec: round((ok * 1000) / elapsed, 1), latency: rec.summary(), timeline };
 }
 
 const RAW_SERVER = `
@@ -191,6 +212,7 @@ let ctlPid = 0;
 
 async function main() {
   const machine = machineInfo();
+  const started = new Date();
   console.log(`enroll benchmark: ${ENROLLMENTS} enrollments, concurrency ${CONCURRENCY}; cert logins ${LOGIN_MS} ms at ${TLS_CONCURRENCY} connections; load ${machine.loadavg.join(' ')}`);
   // Keys and CSRs first: the load generator does no key generation while it is timed, and the
   // controller's kept-alive connections do not sit idle (and time out) while they are made.
@@ -203,10 +225,13 @@ async function main() {
     nodeArgs: PROF_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROF_DIR}`] : [],
   });
   ctlPid = ctl.pid;
+  const chart = new RunChart(ctl.pid);
   try {
     // Phase 0 (before any connection is open, so none idles through it).
     const pkiDir = path.join(ctl.dataDir, 'pki');
+    const bar0 = progressBar('ceiling: CSR signing, 1 thread', { durationMs: 5000 });
     const paths = await issuingPaths(fs.readFileSync(path.join(pkiDir, 'intermediate.cert.pem'), 'utf8'), crypto.createPrivateKey(fs.readFileSync(path.join(pkiDir, 'intermediate.key.pem'))), devices.slice(0, 200).map((d) => d.csr));
+    bar0.done();
     console.log(`issuing path, 1 thread: template ${paths.templatePerSec}/s, @peculiar/x509 ${paths.peculiarPerSec}/s (CSR parse+verify alone ${paths.csrParseVerifyPerSec}/s)`);
 
     const client = await createClient({ origin: ctl.origin, ca: ctl.ca, connections: CONCURRENCY });
@@ -219,7 +244,8 @@ async function main() {
       method: 'POST', path: `${MGMT}/identities`, headers: auth,
       body: Buffer.from(JSON.stringify({ name: `bench-dev-${i}`, type: 'Device', isAdmin: false, enrollment: { ott: true } })),
     }));
-    const made = await runLoad({ client, concurrency: CONCURRENCY, requests: creates, count: creates.length });
+    const made = await runLoad({ client, concurrency: CONCURRENCY, requests: creates, count: creates.length, label: 'setup: identities' });
+    chart.add('setup: identities', made.timeline);
     if (made.ok !== ENROLLMENTS) throw new Error(`identity setup failed: ${JSON.stringify(made.errors)}`);
     const tokens: string[] = [];
     for (let offset = 0; tokens.length < ENROLLMENTS; offset += 500) {
@@ -240,12 +266,14 @@ async function main() {
     const own0 = process.cpuUsage();
     const w0 = monoUs();
     const enr = await runLoad({
-      client, concurrency: CONCURRENCY, requests: enrolls, count: enrolls.length,
+      client, concurrency: CONCURRENCY, requests: enrolls, count: enrolls.length, label: 'enrollments',
       onResult: (i, r) => {
         if (r.status === 200 && r.body) certs[i] = JSON.parse(r.body.toString()).data.cert;
       },
     });
     enrollWindow = [w0, monoUs()];
+    chart.add('enrollments', enr.timeline);
+    const enrollRatio = ratioOf(enr.okPerSec, paths.templatePerSec);
     const cpu1 = ctl.cpuMs();
     const own = process.cpuUsage(own0);
     // Main thread; the two busiest others (the pool workers); everything else (V8's compiler and
@@ -277,35 +305,46 @@ async function main() {
     const req = 'POST /edge/client/v1/authenticate?method=cert HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: 0\r\naccept: application/json\r\nconnection: close\r\n\r\n';
     const ROUNDS = 4;
     const rounds: { raw: Awaited<ReturnType<typeof closedLoop>>; login: Awaited<ReturnType<typeof closedLoop>> }[] = [];
+    const bar = progressBar('raw handshakes and certificate logins', { durationMs: 2 * LOGIN_MS });
+    let handshakes = 0;
+    const count = () => bar.update(++handshakes);
     try {
       for (let r = 0; r < ROUNDS; r++) {
-        const rawR = await closedLoop(LOGIN_MS / ROUNDS, TLS_CONCURRENCY, (i) => tlsOnce(rawPort, ctl.ca, pick(i).cert, pick(i).key, undefined));
-        const loginR = await closedLoop(LOGIN_MS / ROUNDS, TLS_CONCURRENCY, (i) => tlsOnce(certPort, ctl.ca, pick(i).cert, pick(i).key, req));
+        const rawR = await closedLoop(LOGIN_MS / ROUNDS, TLS_CONCURRENCY, (i) => tlsOnce(rawPort, ctl.ca, pick(i).cert, pick(i).key, undefined), count);
+        const loginR = await closedLoop(LOGIN_MS / ROUNDS, TLS_CONCURRENCY, (i) => tlsOnce(certPort, ctl.ca, pick(i).cert, pick(i).key, req), count);
         rounds.push({ raw: rawR, login: loginR });
-        console.log(`round ${r + 1}: raw ${rawR.perSec}/s, cert logins ${loginR.perSec}/s (failed ${rawR.failed}/${loginR.failed})`);
+        chart.add(`ceiling: raw mTLS handshake ${r + 1}`, rawR.timeline);
+        chart.add(`certificate logins ${r + 1}`, loginR.timeline);
+        if (!process.stderr.isTTY) console.log(`round ${r + 1}: raw ${rawR.perSec}/s, cert logins ${loginR.perSec}/s (failed ${rawR.failed}/${loginR.failed})`);
       }
     } finally {
+      bar.done();
       raw.kill('SIGKILL');
     }
     const mean = (xs: number[]) => round(xs.reduce((a, b) => a + b, 0) / xs.length, 1);
-    const rawRes = { perSec: mean(rounds.map((x) => x.raw.perSec)), failed: rounds.reduce((a, x) => a + x.raw.failed, 0), rounds: rounds.map((x) => x.raw) };
-    const logins = { perSec: mean(rounds.map((x) => x.login.perSec)), failed: rounds.reduce((a, x) => a + x.login.failed, 0), rounds: rounds.map((x) => x.login) };
+    const rawRes = { perSec: mean(rounds.map((x) => x.raw.perSec)), failed: rounds.reduce((a, x) => a + x.raw.failed, 0), rounds: rounds.map((x) => ({ ...x.raw, timeline: undefined })) };
+    const logins = { perSec: mean(rounds.map((x) => x.login.perSec)), failed: rounds.reduce((a, x) => a + x.login.failed, 0), rounds: rounds.map((x) => ({ ...x.login, timeline: undefined })) };
     const ratio = logins.perSec / rawRes.perSec;
     console.log(`raw node:tls mTLS handshakes: ${rawRes.perSec}/s; certificate logins: ${logins.perSec}/s (failed ${logins.failed}); ${fmt(ratio * 100, 1)}% of the raw handshake rate`);
 
-    console.log('\n' + table(['measure', 'per second', 'target'], [
-      ['certificates, DER template, 1 thread', paths.templatePerSec, ''],
-      ['certificates, @peculiar/x509, 1 thread', paths.peculiarPerSec, ''],
-      ['ott enrollments (HTTP, pool)', fmt(enr.okPerSec, 0), '≥ 2000'],
-      ['raw node:tls mTLS handshakes', rawRes.perSec, ''],
-      ['certificate logins', logins.perSec, `≥ ${fmt(rawRes.perSec * 0.8, 0)} (80%)`],
+    const chartFile = chart.write('enroll', `bench:enroll — ${ENROLLMENTS} enrollments at ${CONCURRENCY}, logins at ${TLS_CONCURRENCY}`, started);
+    console.log('\n' + table(['measure', 'per second', 'ratio', 'target'], [
+      ['ceiling: certificates, DER template, 1 thread', paths.templatePerSec, '', ''],
+      ['certificates, @peculiar/x509, 1 thread', paths.peculiarPerSec, pct(ratioOf(paths.peculiarPerSec, paths.templatePerSec)), ''],
+      ['ott enrollments (HTTP, pool)', fmt(enr.okPerSec, 0), pct(enrollRatio), `≥ ${pct(TARGET_ENROLL_RATIO)} of the template rate ${(enrollRatio ?? 0) >= TARGET_ENROLL_RATIO ? 'ok' : 'MISS'}`],
+      ['ceiling: raw node:tls mTLS handshakes', rawRes.perSec, '', ''],
+      ['certificate logins', logins.perSec, pct(ratio), `≥ ${pct(TARGET_LOGIN_RATIO)} of raw ${ratio >= TARGET_LOGIN_RATIO ? 'ok' : 'MISS'}`],
     ]));
     const file = writeResults('enroll', {
+      bench: 'enroll',
+      startedAt: started.toISOString(),
       machine,
+      targets: { enrollRatioToTemplateSigning: TARGET_ENROLL_RATIO, certLoginRatioToRawHandshake: TARGET_LOGIN_RATIO },
+      chart: path.relative(ROOT, chartFile),
       params: { enrollments: ENROLLMENTS, concurrency: CONCURRENCY, loginMs: LOGIN_MS, tlsConcurrency: TLS_CONCURRENCY },
       issuingPaths: paths,
       enrollments: {
-        ok: enr.ok, perSec: round(enr.okPerSec, 1), latency: enr.latency, errors: enr.errors,
+        ok: enr.ok, perSec: round(enr.okPerSec, 1), ratioToTemplateSigning: enrollRatio, latency: enr.latency, errors: enr.errors,
         controllerCpuMs: cpu0 !== undefined && cpu1 !== undefined ? cpu1 - cpu0 : undefined,
         controllerCpuMsPerEnrollment: ctlCpuPer === undefined ? undefined : round(ctlCpuPer, 3),
         loadGeneratorCpuMsPerEnrollment: round(genCpuPer, 3),
@@ -314,8 +353,8 @@ async function main() {
       rawMtlsHandshakes: rawRes,
       certLogins: logins,
       certLoginRatio: round(ratio, 3),
-    });
-    console.log(`\nresults: ${path.relative(process.cwd(), file)}`);
+    }, started);
+    console.log(`\nresults: ${path.relative(process.cwd(), file)}; chart: ${path.relative(process.cwd(), chartFile)}`);
   } finally {
     await ctl.stop();
   }

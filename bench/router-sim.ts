@@ -1,95 +1,75 @@
 /**
- * bench/router-sim — a fleet of simulated routers on the control channel (docs/router-protocol.md),
- * as a benchmark or as a long-running simulator.
- *
- *   npm run bench:routers                                   # 200 edge routers, spawned controller
- *   npm run bench:routers -- --routers 1000 --churn 20 --churn-rate 50
- *   node dist/bench/router-sim.js --hold --routers 50 --controller https://127.0.0.1:1280 \
- *        --ca data/pki/ca-bundle.pem --password <admin password>   # keep 50 routers online until Ctrl-C
- *
- * Benchmark phases (against a controller it spawns, or --controller):
- *   1. enroll   create N edge routers (and M transit routers) through the Management API and enroll
- *               each (erott/trott with fresh keys and CSRs), C at a time;
- *   2. connect  connect them all at once: handshake latency (hello → welcome), time until the API
- *               lists all of them `isOnline=true`;
- *   3. idle     controller CPU while N routers only heartbeat;
- *   4. detect   K routers go silent (stop answering pings) and K drop their TCP connection without
- *               a close: time until the API shows each offline;
- *   5. churn    for S seconds, R routers per second disconnect and reconnect while clients list
- *               edge routers (GET /edge-routers?limit=25, L concurrent): list latency under churn,
- *               reconnect latency, and a /metrics scrape during the load.
- * Prints a table; writes bench/results/router-sim-<ts>.json and router-sim-latest.json.
- *
- * Flags:
- *   --routers N            edge routers                           default 200
- *   --transit M            transit routers                        default 0
- *   --concurrency C        enrollments in flight                  default 8
- *   --detect K             routers per detection case             default 10
- *   --churn S              seconds of churn                       default 10
- *   --churn-rate R         reconnects per second                  default 20
- *   --list-concurrency L   concurrent list clients during churn   default 4
- *   --list-path P          what they list (admin session)          default /edge/management/v1/edge-routers?limit=25
- *   --heartbeat-ms H       controller ping interval (spawned)     default 1000
- *   --heartbeat-timeout-ms T  silence before offline (spawned)    default 3000
- *   --controller URL       use a running controller (with --ca and --password)
- *   --ca FILE              its CA bundle
- *   --password PW          its admin password (user admin, or --username)
- *   --hold                 simulator mode: keep the routers online (reconnecting) until Ctrl-C
+ * bench:routers — a fleet of simulated routers on the control channel (docs/router-protocol.md), as
+ * a benchmark or as a long-running simulator (`--hold`). `--help` lists the phases, ceilings and
+ * flags. Writes bench/results/router-sim-<ts>.json and .svg (and router-sim-latest.*).
  */
 import fs from 'node:fs';
 import { performance } from 'node:perf_hooks';
-import { parseArgs } from 'node:util';
+import path from 'node:path';
 import { createClient, requestJson, type HttpClient } from './lib/http.js';
 import { spawnController, login, MGMT, type ControllerProcess } from './lib/controller.js';
 import { runLoad } from './lib/load.js';
-import { machineInfo, table, fmt, writeResults, printUsage } from './lib/report.js';
+import { machineInfo, table, fmt, writeResults } from './lib/report.js';
+import { parseCli, intFlag, numFlag } from './lib/cli.js';
+import { progressBar } from './lib/progress.js';
+import { measureMtlsHandshake, type Ceiling } from './lib/ceilings.js';
+import { trivialAnswer, ratio, pct, type RawCeiling } from './lib/raw-ceilings.js';
+import { RunChart } from './lib/run-chart.js';
+import { ROOT } from './lib/controller.js';
 import { Recorder, round } from './lib/stats.js';
 import { RouterClient } from './lib/router-client.js';
 import { createAndEnroll, type EnrolledRouter } from './lib/router-enroll.js';
 
-const { values: argv } = parseArgs({
-  options: {
-    routers: { type: 'string' },
-    transit: { type: 'string' },
-    concurrency: { type: 'string' },
-    detect: { type: 'string' },
-    churn: { type: 'string' },
-    'churn-rate': { type: 'string' },
-    'list-concurrency': { type: 'string' },
-    'list-path': { type: 'string' },
-    'heartbeat-ms': { type: 'string' },
-    'heartbeat-timeout-ms': { type: 'string' },
-    controller: { type: 'string' },
-    ca: { type: 'string' },
-    password: { type: 'string' },
-    username: { type: 'string' },
-    hold: { type: 'boolean', default: false },
-    help: { type: 'boolean', short: 'h', default: false },
+const argv = parseCli({
+  name: 'bench:routers',
+  summary: `simulated routers enrolling, connecting, heartbeating and churning on the control channel.
+Phases (against a controller it spawns, or --controller):
+ 1. enroll   create N edge (and M transit) routers through the Management API and enroll each
+             (erott/trott with fresh keys and CSRs), C at a time;
+ 2. connect  connect them all at once: handshake latency (hello → welcome), time until the API lists
+             all of them isOnline=true; ceiling: raw node:tls mutual-TLS handshakes/s at the same
+             number of connections at once, with a certificate of the controller's CA (spawned only);
+ 3. idle     controller CPU while N routers only heartbeat;
+ 4. detect   K routers go silent and K drop their TCP connection: time until the API shows each offline;
+ 5. churn    for S seconds, R routers per second reconnect while L clients list edge routers;
+             ceiling: GET /health/live on the same listener at L clients.`,
+  usage: [
+    'npm run bench:routers                                   # 200 edge routers, spawned controller',
+    'npm run bench:routers -- --routers 1000 --churn 20 --churn-rate 50',
+    'npm run bench:routers -- --routers 20 --churn 2 --detect 2   # a smoke run',
+    'node dist/bench/router-sim.js --hold --routers 50 --controller https://127.0.0.1:1280 --ca data/pki/ca-bundle.pem --password <admin password>',
+  ],
+  flags: {
+    routers: { type: 'string', default: '200', help: 'edge routers' },
+    transit: { type: 'string', default: '0', arg: 'M', help: 'transit routers' },
+    concurrency: { type: 'string', default: '8', arg: 'C', help: 'enrollments in flight' },
+    detect: { type: 'string', default: '10', arg: 'K', help: 'routers per detection case' },
+    churn: { type: 'string', default: '10', arg: 'S', help: 'seconds of churn' },
+    'churn-rate': { type: 'string', default: '20', arg: 'R', help: 'reconnects per second' },
+    'list-concurrency': { type: 'string', default: '4', arg: 'L', help: 'concurrent list clients during churn' },
+    'list-path': { type: 'string', arg: 'P', help: 'what they list (admin session) (default /edge/management/v1/edge-routers?limit=25)' },
+    'heartbeat-ms': { type: 'string', default: '1000', arg: 'H', help: 'controller ping interval (spawned)' },
+    'heartbeat-timeout-ms': { type: 'string', default: '3000', arg: 'T', help: 'silence before offline (spawned)' },
+    controller: { type: 'string', arg: 'URL', help: 'use a running controller (with --ca and --password)' },
+    ca: { type: 'string', arg: 'FILE', help: 'its CA bundle' },
+    password: { type: 'string', arg: 'PW', help: 'its admin password' },
+    username: { type: 'string', arg: 'NAME', help: 'its admin username (default admin)' },
+    hold: { type: 'boolean', help: 'simulator mode: keep the routers online (reconnecting) until Ctrl-C' },
   },
-  strict: true,
 });
 
-if (argv.help) printUsage(import.meta.url);
-
-function num(v: string | undefined, name: string, def: number, min: number, max: number): number {
-  if (v === undefined) return def;
-  const n = Number(v);
-  if (!Number.isFinite(n) || n < min || n > max) throw new Error(`--${name} ${v}: expected ${min}..${max}`);
-  return n;
-}
-
-const N = Math.floor(num(argv.routers, 'routers', 200, 1, 100_000));
-const M = Math.floor(num(argv.transit, 'transit', 0, 0, 100_000));
-const C = Math.floor(num(argv.concurrency, 'concurrency', 8, 1, 256));
-const K = Math.min(N, Math.floor(num(argv.detect, 'detect', 10, 0, 10_000)));
-const churnS = num(argv.churn, 'churn', 10, 0, 3600);
-const churnRate = num(argv['churn-rate'], 'churn-rate', 20, 0, 10_000);
-const listConcurrency = Math.floor(num(argv['list-concurrency'], 'list-concurrency', 4, 1, 256));
-const heartbeatMs = Math.floor(num(argv['heartbeat-ms'], 'heartbeat-ms', 1000, 100, 60_000));
-const heartbeatTimeoutMs = Math.floor(num(argv['heartbeat-timeout-ms'], 'heartbeat-timeout-ms', 3000, 300, 300_000));
-const listPath = argv['list-path'] ?? `${MGMT}/edge-routers?limit=25`;
-const PASSWORD = argv.password ?? 'bench-admin-password';
-const USERNAME = argv.username ?? 'admin';
+const N = intFlag(argv, 'routers', 1, 100_000);
+const M = intFlag(argv, 'transit', 0, 100_000);
+const C = intFlag(argv, 'concurrency', 1, 256);
+const K = Math.min(N, intFlag(argv, 'detect', 0, 10_000));
+const churnS = numFlag(argv, 'churn', 0, 3600);
+const churnRate = numFlag(argv, 'churn-rate', 0, 10_000);
+const listConcurrency = intFlag(argv, 'list-concurrency', 1, 256);
+const heartbeatMs = intFlag(argv, 'heartbeat-ms', 100, 60_000);
+const heartbeatTimeoutMs = intFlag(argv, 'heartbeat-timeout-ms', 300, 300_000);
+const listPath = (argv['list-path'] as string | undefined) ?? `${MGMT}/edge-routers?limit=25`;
+const PASSWORD = (argv.password as string | undefined) ?? 'bench-admin-password';
+const USERNAME = (argv.username as string | undefined) ?? 'admin';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -118,8 +98,8 @@ async function main() {
   let ca: Buffer;
   if (argv.controller) {
     if (!argv.ca || !argv.password) throw new Error('--controller needs --ca and --password');
-    origin = argv.controller.replace(/\/$/, '');
-    ca = fs.readFileSync(argv.ca);
+    origin = String(argv.controller).replace(/\/$/, '');
+    ca = fs.readFileSync(String(argv.ca));
   } else {
     ctl = await spawnController({
       password: PASSWORD,
@@ -131,6 +111,8 @@ async function main() {
   const wsUrl = origin.replace(/^https:/, 'wss:') + '/ctrl/v1';
   const http: HttpClient = await createClient({ origin, ca, connections: Math.max(C, listConcurrency) + 2, kind: 'https' });
   const stopAll: (() => Promise<unknown>)[] = [];
+  const started = new Date();
+  const chart = new RunChart(ctl?.pid);
   try {
     const token = await login(http, USERNAME, PASSWORD);
     const H = { accept: 'application/json', 'zt-session': token };
@@ -143,8 +125,26 @@ async function main() {
     ];
     process.stdout.write(`enrolling ${N} edge + ${M} transit routers (${C} at a time)…\n`);
     const t0 = performance.now();
-    const enrolled = await pool(specs, C, (s) => createAndEnroll(http, token, s));
+    const enrollBar = progressBar('enroll routers', { total: specs.length });
+    let enrolledCount = 0;
+    const enrolled = await pool(specs, C, async (s) => {
+      const r = await createAndEnroll(http, token, s);
+      enrollBar.update(++enrolledCount);
+      return r;
+    });
+    enrollBar.done();
     const enrollMs = performance.now() - t0;
+
+    // Ceilings of this run: a raw mutual-TLS handshake at as many connections at once as the connect
+    // phase opens (capped at 256), and a trivial answer at the churn phase's list concurrency.
+    let tlsCeiling: Ceiling | undefined;
+    if (ctl && !argv.hold) {
+      const bar = progressBar('ceiling: raw mTLS handshakes', { durationMs: 3500 });
+      tlsCeiling = await measureMtlsHandshake({ pkiDir: path.join(ctl.dataDir, 'pki'), durationMs: 3000, concurrency: Math.min(256, N + M) });
+      bar.done();
+    }
+    const trivial: RawCeiling | undefined = argv.hold || churnS <= 0 ? undefined : await trivialAnswer(http, listConcurrency, Math.min(3000, churnS * 1000));
+    chart.add('ceiling: trivial answer', trivial?.timeline);
 
     const make = (r: EnrolledRouter, i: number) =>
       new RouterClient({
@@ -171,6 +171,8 @@ async function main() {
       }),
     );
     const allConnectedMs = performance.now() - c0;
+    const handshakesPerSec = ((N + M) / allConnectedMs) * 1000;
+    const handshakeRatio = ratio(handshakesPerSec, tlsCeiling?.okPerSec);
     const connectCpu1 = ctl?.cpuMs();
     /** Controller CPU per handshake (TLS + WebSocket upgrade + certificate check + proof), in ms. */
     const cpuPerHandshakeMs = connectCpu0 !== undefined && connectCpu1 !== undefined ? (connectCpu1 - connectCpu0) / (N + M) : undefined;
@@ -190,7 +192,9 @@ async function main() {
     if (ctl) {
       const cpu0 = ctl.cpuMs();
       const w0 = performance.now();
+      const bar = progressBar('idle (heartbeats only)', { durationMs: 5000 });
       await sleep(5000);
+      bar.done();
       const cpu1 = ctl.cpuMs();
       if (cpu0 !== undefined && cpu1 !== undefined) idleCpuPct = ((cpu1 - cpu0) / (performance.now() - w0)) * 100;
     }
@@ -277,8 +281,11 @@ async function main() {
           concurrency: listConcurrency,
           durationMs: churnS * 1000,
           requests: [{ method: 'GET', path: listPath, headers: H }],
+          label: 'churn',
         })
       : undefined;
+    chart.add('list during churn', listLoad?.timeline);
+    const listRatio = ratio(listLoad?.okPerSec, trivial?.perSec);
     await churner;
     await scraper;
     while ((await onlineCount()) < N) await sleep(20);
@@ -288,28 +295,31 @@ async function main() {
       machine: machineInfo(),
       params: { listPath, edgeRouters: N, transitRouters: M, enrollConcurrency: C, detect: K, churnSeconds: churnS, churnRate, listConcurrency, heartbeatMs, heartbeatTimeoutMs, spawned: !!ctl },
       enroll: { ms: round(enrollMs), perSec: round(((N + M) / enrollMs) * 1000) },
-      connect: { allConnectedMs: round(allConnectedMs), allOnlineInApiMs: round(allOnlineInApiMs), handshakeMs: handshake.summary(), controllerCpuPerHandshakeMs: cpuPerHandshakeMs === undefined ? undefined : round(cpuPerHandshakeMs) },
+      ceilings: { mtlsHandshake: tlsCeiling, trivialAnswer: trivial && { ...trivial, timeline: undefined } },
+      connect: { handshakesPerSec: round(handshakesPerSec, 1), ratioToRawHandshake: handshakeRatio, allConnectedMs: round(allConnectedMs), allOnlineInApiMs: round(allOnlineInApiMs), handshakeMs: handshake.summary(), controllerCpuPerHandshakeMs: cpuPerHandshakeMs === undefined ? undefined : round(cpuPerHandshakeMs) },
       idle: { controllerCpuPct: idleCpuPct === undefined ? undefined : round(idleCpuPct, 2) },
       detect: { silent, killed },
-      churn: { reconnects: churnDone, errors: churnErrors, reconnectMs: reconnect.summary(), list: listLoad && { rps: round(listLoad.rps), latency: listLoad.latency, errors: listLoad.errors }, metricsScrape: scrape },
+      churn: { reconnects: churnDone, errors: churnErrors, reconnectMs: reconnect.summary(), list: listLoad && { rps: round(listLoad.rps), ratioToTrivial: listRatio, latency: listLoad.latency, errors: listLoad.errors }, metricsScrape: scrape },
       controllerMemory: mem,
     };
-    const file = writeResults('router-sim', result);
+    const chartFile = chart.write('router-sim', `bench:routers — ${N} edge + ${M} transit routers`, started);
+    const file = writeResults('router-sim', { ...result, bench: 'router-sim', startedAt: started.toISOString(), chart: path.relative(ROOT, chartFile) }, started);
 
     const rows: (string | number)[][] = [
       ['enroll (create + erott/trott)', `${fmt(result.enroll.perSec, 1)} routers/s`, `${fmt(enrollMs / 1000, 1)} s for ${N + M}`],
       ['connect: handshake p50 / p99', `${fmt(handshake.summary().p50)} / ${fmt(handshake.summary().p99)} ms`, `${N + M} at once`],
+      ['connect: handshakes per second', `${fmt(handshakesPerSec, 1)}/s = ${pct(handshakeRatio)} of raw`, tlsCeiling ? `raw mTLS handshake ${fmt(tlsCeiling.okPerSec, 1)}/s at ${tlsCeiling.concurrency}` : 'no ceiling (--controller)'],
       ['connect: all online in the API', `${fmt(allOnlineInApiMs, 0)} ms`, ''],
       ['connect: controller CPU per handshake', cpuPerHandshakeMs === undefined ? '-' : `${fmt(cpuPerHandshakeMs)} ms`, 'TLS + upgrade + certificate + proof'],
       ['idle controller CPU', idleCpuPct === undefined ? '-' : `${fmt(idleCpuPct, 1)} %`, `heartbeat ${heartbeatMs} ms`],
       ['silent router → offline p50 / max', silent ? `${fmt(silent.ms.p50, 0)} / ${fmt(silent.ms.max, 0)} ms` : '-', `timeout ${heartbeatTimeoutMs} ms, ${silent?.detected ?? 0}/${K}`],
       ['dropped TCP → offline p50 / max', killed ? `${fmt(killed.ms.p50, 0)} / ${fmt(killed.ms.max, 0)} ms` : '-', `${killed?.detected ?? 0}/${killedSet.length}`],
       ['churn: reconnect p50 / p99', `${fmt(reconnect.summary().p50)} / ${fmt(reconnect.summary().p99)} ms`, `${churnDone} reconnects, ${churnErrors} errors`],
-      [`churn: GET ${listPath.replace(/^\/edge\/management\/v1/, '')} p50 / p99`, listLoad ? `${fmt(listLoad.latency.p50)} / ${fmt(listLoad.latency.p99)} ms` : '-', listLoad ? `${fmt(listLoad.rps, 0)} req/s, errors ${JSON.stringify(listLoad.errors)}` : ''],
+      [`churn: GET ${listPath.replace(/^\/edge\/management\/v1/, '')} p50 / p99`, listLoad ? `${fmt(listLoad.latency.p50)} / ${fmt(listLoad.latency.p99)} ms` : '-', listLoad ? `${fmt(listLoad.rps, 0)} req/s = ${pct(listRatio)} of trivial ${fmt(trivial?.perSec, 0)}/s, errors ${JSON.stringify(listLoad.errors)}` : ''],
       ['metrics scrape during churn', scrape ? `${fmt(scrape.ms)} ms` : '-', scrape ? `mesh_routers_online=${scrape.routersOnline}` : ''],
       ['controller RSS', mem ? `${fmt(mem.rssKiB / 1024, 0)} MiB` : '-', ''],
     ];
-    process.stdout.write('\n' + table(['router-sim', 'result', 'notes'], rows) + `\n\nwrote ${file}\n`);
+    process.stdout.write('\n' + table(['router-sim', 'result', 'notes'], rows) + `\n\nresults: ${path.relative(ROOT, file)}; chart: ${path.relative(ROOT, chartFile)}\n`);
   } finally {
     for (const s of stopAll) await s().catch(() => undefined);
     await http.close();

@@ -225,7 +225,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   app.certBaseUrl = `https://${config.certAdvertisedAddress}`;
   const api = server;
   const certServer = tls;
-  let members: import('./cluster/members.js').Members | undefined;
+  let shared: { members: import('./cluster/members.js').Members; close(): Promise<void> } | undefined;
   if (join && cluster) {
     const at = Date.now();
     const self = {
@@ -240,8 +240,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
       joinedAt: at,
       versionInfo: { version: app.version, revision: app.revision, buildDate: app.buildDate, os: process.platform, arch: process.arch },
     };
-    members = await join.announce(cluster, self, clusterLog);
-    const live = members;
+    const live = (shared = await join.announce(cluster, self, presence, clusterLog)).members;
     app.cluster = { members: () => live.list() };
   }
 
@@ -255,7 +254,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     close: () =>
       (closing ??= (async () => {
         health.closing = true;
-        await members?.close();
+        await shared?.close();
         // Routers first: they see a clean 1001 and reconnect elsewhere (or later).
         channel.close();
         await Promise.all([api.close(settings.shutdownGraceMs), certServer.close(settings.shutdownGraceMs)]);

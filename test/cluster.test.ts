@@ -8,6 +8,9 @@ import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { startEtcd, type EtcdCluster } from './helpers/etcd.js';
 import { startServer, isError, type Client, type Server } from './helpers/server.js';
+import { RouterClient } from '../bench/lib/router-client.js';
+import { createAndEnroll } from '../bench/lib/router-enroll.js';
+import { createClient } from '../bench/lib/http.js';
 
 /** Controllers that outlive the subtest starting them are torn down with the whole file. */
 const root = t;
@@ -35,6 +38,12 @@ t.before(async () => {
   ctrls.push(await startServer(t, { env: env() }));
   ctrls.push(...(await Promise.all([startServer(t, { env: env() }), startServer(t, { env: env() })])));
   for (const c of ctrls) admins.push(await c.login());
+  // A controller that dies on its own shows why (its last log lines, requests left out).
+  for (const c of ctrls) {
+    c.proc.on('exit', (code, sig) => {
+      if (sig !== 'SIGKILL' && sig !== 'SIGTERM' && code !== 0) console.error(`controller exited (${code ?? sig}):`, c.output.split('\n').filter((l) => !l.includes('"component":"http"')).slice(-40).join('\n'));
+    });
+  }
 });
 
 t.test('one PKI: every controller presents a server certificate of the same CA', async (t) => {
@@ -285,6 +294,49 @@ t.test('etcd without a leader: reads work, writes answer 503 CLUSTER_HAS_NO_LEAD
   });
   t.ok(ok === 201 || ok === 400, 'writes go through again (400: the 503 write had in fact been made)');
   await within(3000, async () => (await admins[2].get('/identities?filter=name="no-quorum"')).body.data.length === 1);
-  for (const x of ctrls) await within(10_000, async () => (await x.raw('GET', '/health/ready')).status === 200);
+  for (const x of ctrls) {
+    await within(10_000, async () => (await x.raw('GET', '/health/ready')).status === 200);
+  }
   t.pass('every controller ready again');
+});
+
+t.test('kill -9 of a controller: its router reconnects to another and is online on every controller; the dead one leaves GET /controllers', async (t) => {
+  const [a, b, c] = ctrls;
+  const http = await createClient({ origin: a.origin, ca: a.ca, connections: 2, kind: 'https' });
+  t.teardown(() => http.close());
+  const token = (await a.login()).token!;
+  const r1 = await createAndEnroll(http, token, { name: 'failover-er-1', kind: 'edge', hostname: 'er1.test' });
+  const r2 = await createAndEnroll(http, token, { name: 'failover-er-2', kind: 'edge', hostname: 'er2.test' });
+  const versionInfo = { os: 'linux', arch: 'amd64', version: 'v1.0.0', revision: 'x', buildDate: '2026-01-01T00:00:00Z' };
+  const router = (r: typeof r1, srv: Server) =>
+    new RouterClient({ url: `wss://127.0.0.1:${srv.port}/ctrl/v1`, ca: srv.ca, certChain: r.certChain, key: r.keyPem, hostname: `${r.name}.example`, protocols: { tls: `tls:${r.name}.example:3022` }, versionInfo });
+  const online = async (admin: Client, id: string) => (await admin.get(`/edge-routers/${id}`)).body?.data?.isOnline === true;
+  const [adminB, adminC] = [admins[1], admins[2]];
+  await within(5000, async () => (await adminB.get(`/edge-routers/${r2.id}`)).status === 200);
+  const c1 = router(r1, a);
+  await c1.connect();
+  const c2 = router(r2, b);
+  await c2.connect();
+  t.teardown(async () => {
+    await c2.close().catch(() => undefined);
+  });
+  for (const x of admins) {
+    await within(3000, async () => (await online(x, r1.id)) && (await online(x, r2.id)));
+  }
+  t.pass('both routers online on all three controllers');
+  const closed = new Promise((r) => c1.once('closed', r));
+  const killed = Date.now();
+  await a.stop('SIGKILL');
+  await closed;
+  // The router picks another controller of its list and connects there.
+  const c1b = router(r1, c);
+  await c1b.connect();
+  t.teardown(async () => {
+    await c1b.close().catch(() => undefined);
+  });
+  const ms = await within(10_000, async () => (await online(adminB, r1.id)) && (await online(adminC, r1.id)));
+  t.ok(true, `router 1 online on B and C ${Date.now() - killed} ms after A was killed (${ms} ms after reconnecting)`);
+  t.ok(await online(adminB, r2.id), 'router 2, on B all along, still online');
+  const list = await within(10_000, async () => ((await adminB.get('/controllers')).body.data as unknown[]).length === 2);
+  t.ok(list >= 0, 'A dropped out of GET /controllers once its lease expired');
 });

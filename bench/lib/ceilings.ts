@@ -130,12 +130,50 @@ export async function measureCeilings(opts: CeilingOptions): Promise<Ceilings> {
     log(`  ceiling uWS JSON: ${uwsJson.okPerSec} req/s, p99 ${uwsJson.latencyMs.p99} ms`);
   }
 
+  const mtlsHandshake = await measureMtlsHandshake(opts);
+  log(`  ceiling mTLS handshake: ${mtlsHandshake.okPerSec}/s, p99 ${mtlsHandshake.latencyMs.p99} ms`);
+
+  // -- raw CSR signing (in this process, one thread): the fast path, and @peculiar/x509 for reference
+  const csrs: string[] = [];
+  for (let i = 0; i < 32; i++) csrs.push((await deviceKeys(`ceiling-${i}`)).csrPem);
+  const der = DerCsrSigner.fromPkiDir(opts.pkiDir);
+  const signing = async (name: string, what: string, sign: (csr: string) => unknown): Promise<Ceiling> => {
+    const run = (stats: OpStats, ms: number) =>
+      runClosedLoop({ concurrency: 1, durationMs: ms }, async (i) => {
+        const t0 = performance.now();
+        try {
+          await sign(csrs[i % csrs.length]);
+          stats.record(name, t0, performance.now());
+        } catch (e) {
+          stats.record(name, t0, performance.now(), (e as Error).message);
+        }
+      });
+    await run(new OpStats(), warmupMs);
+    const stats = new OpStats();
+    await run(stats, opts.durationMs);
+    const c = summarize(stats, name, what, 1);
+    log(`  ceiling ${what}: ${c.okPerSec}/s`);
+    return c;
+  };
+  const csrSign = await signing('csrSign', 'CSR signing (parse, verify, DER template + node:crypto sign), one thread', (csr) => der.sign(csr));
+  const signer = await CsrSigner.fromPkiDir(opts.pkiDir);
+  const csrSignPeculiar = await signing('csrSignPeculiar', 'CSR signing with @peculiar/x509, one thread', (csr) => signer.sign(csr));
+  return { uwsJson, mtlsHandshake, csrSign, csrSignPeculiar };
+}
+
+/** The raw node:tls mutual-TLS handshake ceiling alone, with a client certificate from the PKI's own CA. */
+export async function measureMtlsHandshake(opts: CeilingOptions): Promise<Ceiling> {
+  const chain = path.join(opts.pkiDir, 'server.chain.pem');
+  const key = path.join(opts.pkiDir, 'server.key.pem');
+  const caFile = path.join(opts.pkiDir, 'ca-bundle.pem');
+  const ca = fs.readFileSync(caFile);
+  const warmupMs = opts.warmupMs ?? 500;
+  const C = opts.concurrency;
   // A client certificate from the controller's own CA, for the handshake ceiling.
   const signer = await CsrSigner.fromPkiDir(opts.pkiDir);
   const dev = await deviceKeys('ceiling-client');
   const clientCert = (await signer.sign(dev.csrPem)) + signer.caChainPem;
 
-  // -- raw node:tls mutual-TLS handshake
   let mtlsHandshake: Ceiling;
   {
     const { proc, port } = await startChild(['tls', chain, key, caFile]);
@@ -175,32 +213,6 @@ export async function measureCeilings(opts: CeilingOptions): Promise<Ceilings> {
     } finally {
       await stopChild(proc);
     }
-    log(`  ceiling mTLS handshake: ${mtlsHandshake.okPerSec}/s, p99 ${mtlsHandshake.latencyMs.p99} ms`);
   }
-
-  // -- raw CSR signing (in this process, one thread): the fast path, and @peculiar/x509 for reference
-  const csrs: string[] = [];
-  for (let i = 0; i < 32; i++) csrs.push((await deviceKeys(`ceiling-${i}`)).csrPem);
-  const der = DerCsrSigner.fromPkiDir(opts.pkiDir);
-  const signing = async (name: string, what: string, sign: (csr: string) => unknown): Promise<Ceiling> => {
-    const run = (stats: OpStats, ms: number) =>
-      runClosedLoop({ concurrency: 1, durationMs: ms }, async (i) => {
-        const t0 = performance.now();
-        try {
-          await sign(csrs[i % csrs.length]);
-          stats.record(name, t0, performance.now());
-        } catch (e) {
-          stats.record(name, t0, performance.now(), (e as Error).message);
-        }
-      });
-    await run(new OpStats(), warmupMs);
-    const stats = new OpStats();
-    await run(stats, opts.durationMs);
-    const c = summarize(stats, name, what, 1);
-    log(`  ceiling ${what}: ${c.okPerSec}/s`);
-    return c;
-  };
-  const csrSign = await signing('csrSign', 'CSR signing (parse, verify, DER template + node:crypto sign), one thread', (csr) => der.sign(csr));
-  const csrSignPeculiar = await signing('csrSignPeculiar', 'CSR signing with @peculiar/x509, one thread', (csr) => signer.sign(csr));
-  return { uwsJson, mtlsHandshake, csrSign, csrSignPeculiar };
+  return mtlsHandshake;
 }

@@ -11,6 +11,11 @@
 import { performance } from 'node:perf_hooks';
 import type { HttpClient, HttpResult, RequestSpec } from './http.js';
 import { Recorder, round, type LatencySummary } from './stats.js';
+import { progressBar } from './progress.js';
+
+/** Answers per time bucket, for charts: `t` is the bucket's start on the performance.now() clock. */
+export interface TimelineBucket { t: number; ok: number; failed: number }
+export const BUCKET_MS = 500;
 
 export interface LoadOptions {
   client: HttpClient;
@@ -28,6 +33,8 @@ export interface LoadOptions {
   progressMs?: number;
   /** Give up after this many transport errors (default 100): the server is probably gone. */
   maxTransportErrors?: number;
+  /** Name of the phase: shows a progress bar on a terminal while it runs. */
+  label?: string;
 }
 
 export interface LoadResult {
@@ -44,6 +51,8 @@ export interface LoadResult {
   latency: LatencySummary;
   /** Mean response body size. */
   meanBytes: number;
+  /** Answers per 500 ms, in order (for the run's chart). */
+  timeline: TimelineBucket[];
   aborted?: string;
 }
 
@@ -69,6 +78,15 @@ export async function runLoad(opts: LoadOptions): Promise<LoadResult> {
   const progress = opts.onProgress
     ? setInterval(() => opts.onProgress!(done, performance.now() - start), progressMs)
     : undefined;
+  const bar = opts.label ? progressBar(opts.label, { total: Number.isFinite(count) ? count : undefined, durationMs: opts.durationMs }) : undefined;
+  const timeline: TimelineBucket[] = [];
+  const tick = (isOk: boolean) => {
+    const t = start + Math.floor((performance.now() - start) / BUCKET_MS) * BUCKET_MS;
+    let b = timeline[timeline.length - 1];
+    if (!b || b.t !== t) timeline.push((b = { t, ok: 0, failed: 0 }));
+    if (isOk) b.ok++;
+    else b.failed++;
+  };
 
   const worker = async () => {
     for (;;) {
@@ -82,12 +100,16 @@ export async function runLoad(opts: LoadOptions): Promise<LoadResult> {
         rec.add(performance.now() - t0);
         done++;
         bytes += r.bytes;
-        if (r.status >= 200 && r.status < 300) ok++;
+        const good = r.status >= 200 && r.status < 300;
+        if (good) ok++;
         else statusErrors.set(r.status, (statusErrors.get(r.status) ?? 0) + 1);
+        tick(good);
+        bar?.update(done);
         if (onResult) onResult(i, r);
       } catch (e) {
         const code = (e as { code?: string }).code ?? (e as Error).name ?? 'ERROR';
         transportErrors.set(code, (transportErrors.get(code) ?? 0) + 1);
+        tick(false);
         if (++transportTotal >= maxTransport) aborted = `${transportTotal} transport errors, last: ${(e as Error).message}`;
       }
     }
@@ -97,6 +119,7 @@ export async function runLoad(opts: LoadOptions): Promise<LoadResult> {
     await Promise.all(Array.from({ length: opts.concurrency }, worker));
   } finally {
     if (progress) clearInterval(progress);
+    bar?.done();
   }
   const elapsedMs = performance.now() - start;
   const errors: Record<string, number> = {};
@@ -111,6 +134,7 @@ export async function runLoad(opts: LoadOptions): Promise<LoadResult> {
     okPerSec: round((ok / elapsedMs) * 1000, 1),
     latency: rec.summary(),
     meanBytes: done ? Math.round(bytes / done) : 0,
+    timeline,
     ...(aborted ? { aborted } : {}),
   };
 }

@@ -10,12 +10,26 @@ import type { Pki } from '../pki/bootstrap.js';
 import { Cluster, type ClusterSettings } from './replica.js';
 import { sharedPki } from './pki.js';
 import { Members, type Member } from './members.js';
+import { SharedPresence } from './routers.js';
+import type { Presence } from '../control/presence.js';
 
-/** Once listening: publish this controller in the membership list. */
-export async function announce(cluster: Cluster, self: Member, log: Logger): Promise<Members> {
+/**
+ * Once listening: publish this controller in the membership list, and share router presence.
+ * `close` withdraws both (the lease is revoked, so this controller's routers go offline elsewhere
+ * at once rather than when the lease would expire).
+ */
+export async function announce(cluster: Cluster, self: Member, presence: Presence, log: Logger): Promise<{ members: Members; close(): Promise<void> }> {
   const members = new Members(cluster.client, cluster.keys.prefix, self, log);
   await members.start();
-  return members;
+  const routers = new SharedPresence(cluster.client, cluster.keys.prefix, self.id, presence, members, log);
+  await routers.start();
+  return {
+    members,
+    close: async () => {
+      await routers.close();
+      await members.close();
+    },
+  };
 }
 
 export function clusterSettings(s: Static<typeof ConfigSchema>): ClusterSettings {

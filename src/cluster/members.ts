@@ -37,6 +37,13 @@ export class Members {
   private timer?: NodeJS.Timeout;
   private known = new Map<string, Member>();
   private closed = false;
+  /** Called with each new lease (the first, and after a lost one): what hangs on it is put again. */
+  readonly registered: ((lease: Lease) => void)[] = [];
+
+  /** The lease this controller's leased keys (membership, router presence) hang on. */
+  get currentLease(): Lease | undefined {
+    return this.lease;
+  }
 
   constructor(
     private readonly client: Etcd3,
@@ -70,6 +77,7 @@ export class Members {
         });
         await lease.put(this.dir + this.self.id).value(JSON.stringify(this.self));
         this.lease = lease;
+        for (const f of this.registered) f(lease);
         return;
       } catch (e) {
         this.log.warn({ err: String((e as Error).message) }, 'cluster: could not register this controller; retrying');

@@ -27,8 +27,9 @@
  * replica reports not ready.
  */
 import fs from 'node:fs';
-import { Etcd3, type Watcher, type IKeyValue, type IWatchResponse, type ICompare, type IRequestOp, type ITxnResponse } from 'etcd3';
-import { ExponentialBackoff, noop } from 'cockatiel';
+import { Etcd3, type IKeyValue, type IEvent, type ICompare, type IRequestOp, type ITxnResponse } from 'etcd3';
+import { prefixEnd, watchPrefix } from './watch.js';
+import { noop } from 'cockatiel';
 import { Packr } from 'msgpackr';
 import type { Logger } from 'pino';
 import { Tx, type Coll, type IndexKey, type Op, type ReadTracker, type Rec, type Store, type WriteLog } from '../store/store.js';
@@ -57,7 +58,7 @@ const MAX_TXN_BYTES = 1024 * 1024;
 const CALL_TIMEOUT_MS = 5000;
 
 // Records are stored in etcd exactly as msgpack, so what a replica decodes is what was written.
-const packr = new Packr({ useRecords: false, moreTypes: true });
+export const packr = new Packr({ useRecords: false, moreTypes: true });
 
 export function connect(s: ClusterSettings): Etcd3 {
   return new Etcd3({
@@ -72,9 +73,7 @@ export function connect(s: ClusterSettings): Etcd3 {
     auth: s.username ? { username: s.username, password: s.password ?? '' } : undefined,
     // No automatic retry of a call on another member: a transaction retried after a timeout may
     // already have been applied. Each write decides itself (guards, then a 503).
-    // A watch stream lost with its member comes back on another within a second, not 30 s.
-    // (etcd3 takes the backoff factory and calls next() itself; its type names the backoff.)
-    faultHandling: { global: noop, watchBackoff: new ExponentialBackoff({ initialDelay: 50, maxDelay: 1000 }) as never },
+    faultHandling: { global: noop },
   });
 }
 
@@ -88,8 +87,6 @@ export function isUnavailable(e: unknown): boolean {
 }
 
 const enc = (k: IndexKey) => `${typeof k === 'string' ? 's' : typeof k === 'number' ? 'n' : 'b'}:${String(k)}`;
-/** The key after every key with this prefix (etcd range_end of a prefix ending in '/'). */
-const prefixEnd = (p: string) => p.slice(0, -1) + String.fromCharCode(p.charCodeAt(p.length - 1) + 1);
 
 class Reads implements ReadTracker {
   /** etcd key → [collection, present when read]. */
@@ -150,7 +147,7 @@ export class Cluster implements WriteLog {
   readonly keys: Keys;
   /** The last log revision applied to the replica. */
   applied = 0;
-  private watcher?: Watcher;
+  private watch?: { close(): void };
   private ready = false;
   private detail = 'starting';
   private closed = false;
@@ -431,32 +428,29 @@ export class Cluster implements WriteLog {
 
   /** Watch from the applied revision; mark ready once a marker written now has come back. */
   private async follow(): Promise<void> {
-    const watcher = await this.client.watch().prefix(this.keys.records).startRevision(String(this.applied + 1)).create();
-    this.watcher = watcher;
-    watcher.on('data', (res: IWatchResponse) => {
-      if (res.events.length === 0) return;
-      const events = res.events;
-      this.applying = this.applying.then(() => this.apply(events));
-    });
-    watcher.on('disconnected', () => {
-      this.ready = false;
-      this.detail = 'disconnected from etcd';
-    });
-    watcher.on('connected', () => {
-      if (!this.closed) void this.sync();
-    });
-    watcher.on('error', (err: Error) => {
-      if (this.closed) return;
-      // A watch from a compacted revision is cancelled: load everything again, then follow.
-      this.log.warn({ err: String(err.message ?? err) }, 'cluster: watch cancelled; loading the model again');
-      this.ready = false;
-      // (etcd already cancelled it; cancel() here only detaches it from the client.)
-      watcher.removeAllListeners();
-      watcher.cancel().catch(() => undefined);
-      this.applying = this.applying.then(async () => {
-        await this.fullLoad();
-        await this.follow();
-      });
+    let first = true;
+    this.watch = watchPrefix(this.client, this.keys.records, this.applied + 1, {
+      events: (events) => {
+        this.applying = this.applying.then(() => this.apply(events));
+      },
+      disconnected: (reason) => {
+        this.ready = false;
+        this.detail = `disconnected from etcd: ${reason}`;
+      },
+      // Back after a break: ready again once a marker written now has come through.
+      connected: () => {
+        if (!first && !this.closed) void this.sync();
+        first = false;
+      },
+      compacted: () => {
+        if (this.closed) return;
+        this.log.warn({ from: this.applied + 1 }, 'cluster: the watch revision was compacted; loading the model again');
+        this.ready = false;
+        this.applying = this.applying.then(async () => {
+          await this.fullLoad();
+          await this.follow();
+        });
+      },
     });
     await this.sync();
   }
@@ -480,7 +474,7 @@ export class Cluster implements WriteLog {
     }
   }
 
-  private async apply(events: IWatchResponse['events']): Promise<void> {
+  private async apply(events: IEvent[]): Promise<void> {
     const changes: { collection: string; id: string; after?: Rec }[] = [];
     let revision = this.applied;
     for (const ev of events) {
@@ -505,7 +499,7 @@ export class Cluster implements WriteLog {
     if (this.closed) return;
     this.closed = true;
     this.ready = false;
-    await this.watcher?.cancel().catch(() => undefined);
+    this.watch?.close();
     await this.applying.catch(() => undefined);
     this.client.close();
   }

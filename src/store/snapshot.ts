@@ -181,7 +181,7 @@ export async function restoreBackup(file: string, dataDir: string, opts: { repla
  */
 export function removePartialSnapshots(dir: string): string[] {
   if (!fs.existsSync(dir)) return [];
-  const gone = fs.readdirSync(dir).filter((n) => n.endsWith('.partial'));
+  const gone = fs.readdirSync(dir).filter((n) => n.endsWith('.partial') || n.startsWith('.mesh-backup-'));
   for (const n of gone) fs.rmSync(path.join(dir, n), { recursive: true, force: true });
   return gone;
 }

@@ -155,7 +155,8 @@ export class Server {
   /** SIGTERM and wait for exit; resolves with the exit code. */
   async stop(signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
     this.agent.destroy();
-    if (this.proc.exitCode !== null) return this.proc.exitCode;
+    // Already exited (a signal such as kill -9 leaves exitCode null and sets signalCode).
+    if (this.proc.exitCode !== null || this.proc.signalCode !== null) return this.proc.exitCode;
     const exited = new Promise<number | null>((resolve) => this.proc.once('exit', (code) => resolve(code)));
     this.proc.kill(signal);
     return exited;
