@@ -36,7 +36,7 @@ import { requestLogger } from './observability/request-log.js';
 import { addOperationalRoutes } from './observability/routes.js';
 import { bindPresence } from './resources/routers.js';
 import { createRegistry } from './resources/index.js';
-import { defaultAuthPolicy, DEFAULT_AUTH_POLICY_ID } from './resources/auth.js';
+import { defaultAuthPolicy, DEFAULT_AUTH_POLICY_ID } from './resources/credentials.js';
 import { newId } from './resources/write.js';
 import { BUILTIN_CONFIG_TYPES, builtinConfigTypeRecord } from './resources/builtin-config-types.js';
 import { migrateBuiltinConfigTypeIds } from './resources/config-type-ids-migration.js';

@@ -6,7 +6,7 @@ import { services, configs, configTypes, terminators } from './services.js';
 import { servicePolicies, edgeRouterPolicies, serviceEdgeRouterPolicies } from './policies.js';
 import { postureChecks } from './posture.js';
 import { edgeRouters, routers, transitRouters } from './routers.js';
-import { authPolicies, externalJwtSigners, cas, authenticators, apiSessionCertificates } from './auth.js';
+import { authPolicies, externalJwtSigners, cas, authenticators, apiSessionCertificates } from './credentials.js';
 import { apiSessions, sessions, controllerSettings } from './sessions.js';
 import type { ResourceDef } from './types.js';
 

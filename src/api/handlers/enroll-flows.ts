@@ -19,7 +19,7 @@ import { signCsrs, VALIDITY, withChain } from '../../pki/sign-csr.js';
 import { chainsTo, commonName, externalIdOf, isExpired, x509 } from '../../pki/chain.js';
 import { fingerprintOf } from '../../pki/certs.js';
 import { checkPassword, checkUsername, hashPassword } from '../../auth/passwords.js';
-import { DEFAULT_AUTH_POLICY_ID } from '../../resources/auth.js';
+import { DEFAULT_AUTH_POLICY_ID } from '../../resources/credentials.js';
 
 const nonEmpty = (v: unknown): v is string => typeof v === 'string' && v.trim() !== '';
 

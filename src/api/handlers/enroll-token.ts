@@ -22,7 +22,7 @@ import { newId, write } from '../../resources/write.js';
 import type { Rec } from '../../store/store.js';
 import { signCsrs, VALIDITY, withChain } from '../../pki/sign-csr.js';
 import { certAuthenticator } from './enroll-flows.js';
-import { DEFAULT_AUTH_POLICY_ID } from '../../resources/auth.js';
+import { DEFAULT_AUTH_POLICY_ID } from '../../resources/credentials.js';
 
 const invalid = (why: string) => new ApiError('INVALID_ENROLLMENT_TOKEN', undefined, { code: 'INVALID_ENROLLMENT_TOKEN', message: why });
 
