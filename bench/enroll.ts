@@ -217,7 +217,17 @@ async function main() {
   // Keys and CSRs first: the load generator does no key generation while it is timed, and the
   // controller's kept-alive connections do not sit idle (and time out) while they are made.
   console.log('setup: generating keys and CSRs…');
-  const devices = Array.from({ length: ENROLLMENTS }, (_, i) => makeCsr(`bench-dev-${i}`));
+  const keysBar = progressBar('setup: keys and CSRs', { total: ENROLLMENTS });
+  const devices: ReturnType<typeof makeCsr>[] = [];
+  for (let i = 0; i < ENROLLMENTS; i++) {
+    devices.push(makeCsr(`bench-dev-${i}`));
+    // The bar redraws from a timer: let it run now and then during this synchronous loop.
+    if (i % 200 === 199) {
+      keysBar.update(i + 1);
+      await new Promise((r) => setImmediate(r));
+    }
+  }
+  keysBar.done();
   const certPort = await freePort();
   const ctl = await spawnController({
     password: PASSWORD,

@@ -39,7 +39,7 @@ import { createRegistry } from './resources/index.js';
 import { defaultAuthPolicy, DEFAULT_AUTH_POLICY_ID } from './resources/credentials.js';
 import { newId } from './resources/write.js';
 import { BUILTIN_CONFIG_TYPES, builtinConfigTypeRecord } from './resources/builtin-config-types.js';
-import { migrateBuiltinConfigTypeIds } from './resources/config-type-ids-migration.js';
+import { MIGRATIONS } from './migrations.js';
 import { hashPassword } from './auth/passwords.js';
 import type { App } from './core/context.js';
 import { lockDataDir, ownerOnlyFromNowOn, tightenModes } from './store/data-dir.js';
@@ -95,7 +95,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   const store = new Store(path.join(dataDir, 'db'), reg.collectionSpecs());
   reg.renders.attach(store);
   try {
-    await migrate({ dataDir, store, log }, format);
+    await migrate({ dataDir, store, log }, format, MIGRATIONS);
   } catch (e) {
     await store.close();
     throw e;
@@ -270,10 +270,6 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
 export async function bootstrap(app: App) {
   const { store, config, log } = app;
   const now = Date.now();
-  // Until data directories carry a format version with a list of migrations, this one runs at
-  // every start and does nothing once a directory has been migrated.
-  const moved = await migrateBuiltinConfigTypeIds(store);
-  if (moved > 0) log.info({ moved }, 'built-in config types moved to their upstream ids');
   await store.write((tx) => {
     if (!tx.exists('authPolicies', DEFAULT_AUTH_POLICY_ID)) tx.put('authPolicies', defaultAuthPolicy(now));
     // The global controller settings always exist (per-controller settings override them).

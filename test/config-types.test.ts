@@ -109,12 +109,12 @@ t.test('a data directory with the old ids works after a restart', async (t) => {
   // A client session that asked for intercept.v1, kept across the restart.
   const client = await first.login(undefined, undefined, 'client');
   const tokenBefore = client.token;
+  const sessionId = (await client.get('/current-api-session')).body.data.id as string;
   await first.stop();
 
   // Rewrite the directory as the old version wrote it, with the store's own API.
   const store = new Store(path.join(dataDir, 'db'), createRegistry().collectionSpecs());
   const now = Date.now();
-  const sessionId = [...store.scan('apiSessions')].find((s) => s.token === tokenBefore)!.id;
   await store.write((tx) => {
     for (const [name, id] of Object.entries(IDS)) {
       tx.delete('configTypes', id);
@@ -135,6 +135,8 @@ t.test('a data directory with the old ids works after a restart', async (t) => {
     tx.put('apiSessions', { ...s, configTypes: ['intercept.v1', 'host.v1'] });
   });
   await store.close();
+  // The version before the move wrote format 2.
+  fs.writeFileSync(path.join(dataDir, 'format.json'), JSON.stringify({ format: 2 }) + '\n');
 
   const second = await startServer(undefined, { dataDir, keepData: true });
   admin = await second.login();

@@ -228,7 +228,7 @@ t.test('posture checks of every type', async (t) => {
     ['PROCESS', { process: { osType: 'Windows', path: 'C:\\a.exe', hashes: ['abc'], signerFingerprint: 'ff' } }, { process: 'object' }],
     ['PROCESS_MULTI', { semantic: 'AnyOf', processes: [{ osType: 'Linux', path: '/usr/bin/x', hashes: [] }] }, { processes: 'array', semantic: 'string' }],
     ['DOMAIN', { domains: ['corp.example', 'lab.example'] }, { domains: 'array' }],
-    ['MAC', { macAddresses: ['00:11:22:33:44:55'] }, { macAddresses: 'array' }],
+    ['MAC', { macAddresses: ['001122334455'] }, { macAddresses: 'array' }],
     ['MFA', { timeoutSeconds: 300, promptOnWake: true, promptOnUnlock: false, ignoreLegacyEndpoints: true }, { timeoutSeconds: 'number', promptOnWake: 'boolean', promptOnUnlock: 'boolean', ignoreLegacyEndpoints: 'boolean' }],
   ];
   const ids: Record<string, string> = {};

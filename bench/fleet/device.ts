@@ -1,6 +1,6 @@
 /**
  * One simulated device of the fleet: an identity of the model with an outstanding ott enrollment,
- * its own P-256 key, and what an SDK does with them (api-reference §9–§10, behaviors §4, §8):
+ * its own P-256 key, and what an SDK does with them:
  *
  *   enroll    POST /edge/client/v1/enroll?token=<ott>   body: PEM CSR (application/x-pem-file) → data.cert
  *   login     POST /edge/client/v1/authenticate?method=cert over a new mutual-TLS connection with

@@ -1,56 +1,19 @@
 /**
  * bench/fleet — a simulated fleet of devices (and routers) against a large model, with this
- * machine's ceilings measured in the same run (issue #8).
- *
- *   npm run bench                                   # short: model "medium", 200 devices, ~30 s
- *   npm run bench:fleet                             # model "large", 1000 devices, 60 s of mixed load
- *   npm run bench:fleet -- --shape many-services --devices 500 --duration 30
- *
- * Steps: (1) write the model straight into a fresh data directory (scripts/lib/model.ts; or through
- * the API with --via api); (2) measure the ceilings (trivial uWS JSON, raw mutual-TLS handshake, raw
- * CSR signing) with the same closed-loop driver; (3) start the controller on that directory
- * (loopback only), check the model's sizes through the Management API, read the devices' enrollment
- * tokens; (4) phases, each recorded per operation: `enroll` (every device: CSR → certificate),
- * `login` (every device: new mutual-TLS connection + authenticate?method=cert), `mix` (for
- * --duration: service-updates polls, service listings, Dial and Bind sessions by the --mix weights,
- * re-login on 401; meanwhile admins change policies and expire API sessions, and simulated routers
- * report on the control channel, enrolled and connected in a `routers` phase before the mix); (5) write bench/results/fleet-<ts>.json and .svg (and
- * fleet-latest.*) and print a one-screen summary.
- *
- * Zero errors is part of the result: any error — above all a 5xx, a timeout or a dropped
- * connection, and also an operation the controller does not implement yet (501) — fails the run
- * (exit code 1). The run is bounded: every phase has a count or a duration, every request a
- * timeout, and --max-minutes stops everything.
- *
- * Flags:
- *   --short               the `npm run bench` preset (medium, 200 devices, concurrency 32, mix 12 s, ceilings 2 s)
- *   --shape NAME          tiny | small | medium | large | many-services          default large
- *   --seed N              model seed                                             default 1
- *   --via store|api       how the model is written                               default store
- *   --devices N           simulated devices (≤ identities)                       default 1000
- *   --concurrency C       operations in flight at once                           default 64
- *   --duration S          seconds of mixed load                                  default 60
- *   --mix SPEC            weights: updates=50,services=15,dial=25,bind=10        (default)
- *   --admin-interval MS   an admin change every MS during the mix                 default 500
- *   --routers M           edge routers to enroll, connect and report (control channel)  default 50
- *   --ceiling-duration S  seconds per ceiling                                    default 5
- *   --no-ceilings         skip the ceilings
- *   --timeout MS          per-request timeout                                    default 10000
- *   --max-minutes M       hard stop of the whole run                             default 30
- *   --keep-data           keep the controller's data directory
- *   --results-dir DIR     where the JSON and SVG go                              default bench/results
- *   --cpu-prof DIR        run the controller under `node --cpu-prof` (profile written into DIR at stop)
+ * machine's ceilings measured in the same run (`npm run bench`, `npm run bench:fleet`; `--help`
+ * describes the steps and lists the flags).
  */
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import { performance } from 'node:perf_hooks';
 import { shapeByName, writeModelToStore, writeModelViaApi, rng, type ModelSummary } from '../../scripts/lib/model.js';
 import { createClient, requestJson, keepAliveRetries, type HttpClient } from '../lib/http.js';
 import { spawnController, login, readCpuMs, MGMT, ROOT, type ControllerProcess } from '../lib/controller.js';
-import { machineInfo, printUsage } from '../lib/report.js';
+import { machineInfo } from '../lib/report.js';
+import { parseCli } from '../lib/cli.js';
+import { progressBar, type ProgressBar } from '../lib/progress.js';
 import { OpStats, runClosedLoop, tee, isFatal } from '../lib/ops.js';
 import { ProcessSampler } from '../lib/sampler.js';
 import { measureCeilings, type Ceilings } from '../lib/ceilings.js';
@@ -67,31 +30,47 @@ type MixOp = (typeof MIX_OPS)[number];
 
 /** Flags → settings; a usage error is reported in one line (exit code 2), not as a stack trace. */
 function parseOptions() {
-  const { values: argv } = parseArgs({
-    options: {
-      short: { type: 'boolean', default: false },
-      shape: { type: 'string' },
-      seed: { type: 'string' },
-      via: { type: 'string' },
-      devices: { type: 'string' },
-      concurrency: { type: 'string' },
-      duration: { type: 'string' },
-      mix: { type: 'string' },
-      'admin-interval': { type: 'string' },
-      routers: { type: 'string' },
-      'ceiling-duration': { type: 'string' },
-      'no-ceilings': { type: 'boolean', default: false },
-      timeout: { type: 'string' },
-      'max-minutes': { type: 'string' },
-      'keep-data': { type: 'boolean', default: false },
-      'results-dir': { type: 'string' },
-      'cpu-prof': { type: 'string' },
-      help: { type: 'boolean', short: 'h', default: false },
+  const argv = parseCli({
+    name: 'bench:fleet',
+    summary: `a simulated fleet of devices (and routers) against a large model, with this machine's
+ceilings measured in the same run.
+Steps: (1) write the model straight into a fresh data directory (scripts/lib/model.ts; or through the
+API with --via api); (2) measure the ceilings (trivial uWS JSON, raw mutual-TLS handshake, raw CSR
+signing) with the same closed-loop driver; (3) start the controller on that directory (loopback only),
+check the model's sizes, read the devices' enrollment tokens; (4) phases, each recorded per operation:
+enroll (every device: CSR → certificate; ratio to raw signing), login (every device: new mutual-TLS
+connection + authenticate?method=cert; ratio to the raw handshake), mix (for --duration: service-updates
+polls, service listings, Dial and Bind sessions by the --mix weights, re-login on 401, while admins
+change policies and simulated routers report on the control channel; ratio to the trivial answer);
+(5) write bench/results/fleet-<ts>.json and .svg (and fleet-latest.*) and print a summary.
+Any error — a 5xx, a timeout, a dropped connection, a 501 — fails the run (exit code 1). Every phase
+has a count or a duration, every request a timeout, and --max-minutes stops everything.`,
+    usage: [
+      'npm run bench                                   # short: model medium, 200 devices, ~1 minute',
+      'npm run bench:fleet                             # model large, 1000 devices, 60 s of mixed load',
+      'npm run bench:fleet -- --shape many-services --devices 500 --duration 30',
+      'npm run bench:fleet -- --shape tiny --devices 20 --duration 3 --ceiling-duration 1 --routers 2   # a smoke run',
+    ],
+    flags: {
+      short: { type: 'boolean', help: 'the `npm run bench` preset (medium, 200 devices, concurrency 32, mix 12 s, ceilings 2 s)' },
+      shape: { type: 'string', arg: 'NAME', help: 'tiny | small | medium | large | many-services (default large)' },
+      seed: { type: 'string', default: '1', help: 'model seed' },
+      via: { type: 'string', default: 'store', arg: 'store|api', help: 'how the model is written' },
+      devices: { type: 'string', help: 'simulated devices, at most the identities (default 1000)' },
+      concurrency: { type: 'string', arg: 'C', help: 'operations in flight at once (default 64)' },
+      duration: { type: 'string', arg: 'S', help: 'seconds of mixed load (default 60)' },
+      mix: { type: 'string', arg: 'SPEC', help: 'weights (default updates=50,services=15,dial=25,bind=10)' },
+      'admin-interval': { type: 'string', default: '500', arg: 'MS', help: 'an admin change every MS during the mix' },
+      routers: { type: 'string', arg: 'M', help: 'edge routers to enroll, connect and report (default 50)' },
+      'ceiling-duration': { type: 'string', arg: 'S', help: 'seconds per ceiling (default 5)' },
+      'no-ceilings': { type: 'boolean', help: 'skip the ceilings' },
+      timeout: { type: 'string', default: '10000', arg: 'MS', help: 'per-request timeout' },
+      'max-minutes': { type: 'string', default: '30', arg: 'M', help: 'hard stop of the whole run' },
+      'keep-data': { type: 'boolean', help: "keep the controller's data directory" },
+      'results-dir': { type: 'string', arg: 'DIR', help: 'where the JSON and SVG go (default bench/results)' },
+      'cpu-prof': { type: 'string', arg: 'DIR', help: 'run the controller under node --cpu-prof (profile written into DIR at stop)' },
     },
-    strict: true,
-  });
-
-  if (argv.help) printUsage(import.meta.url);
+  }) as Record<string, any>;
 
   function num(v: string | undefined, name: string, def: number, min: number, max: number): number {
     if (v === undefined) return def;
@@ -108,7 +87,7 @@ function parseOptions() {
   const devicesN = Math.floor(num(argv.devices, 'devices', short ? 200 : 1000, 1, shape.identities));
   const concurrency = Math.floor(num(argv.concurrency, 'concurrency', short ? 32 : 64, 1, 4096));
   const durationS = num(argv.duration, 'duration', short ? 12 : 60, 1, 3600);
-  const mixSpec = argv.mix ?? 'updates=50,services=15,dial=25,bind=10';
+  const mixSpec: string = argv.mix ?? 'updates=50,services=15,dial=25,bind=10';
   const adminIntervalMs = num(argv['admin-interval'], 'admin-interval', 500, 50, 600_000);
   const routersN = Math.floor(num(argv.routers, 'routers', Math.min(50, shape.edgeRouters), 0, shape.edgeRouters));
   const ceilingS = num(argv['ceiling-duration'], 'ceiling-duration', short ? 2 : 5, 0.5, 120);
@@ -147,9 +126,17 @@ function freePort(): Promise<number> {
   });
 }
 
+/** Progress of a counted step: a bar on a terminal, a line every 2 s in a log. */
 function progress(label: string) {
   let last = 0;
+  let bar: ProgressBar | undefined;
   return (done: number, total: number) => {
+    if (process.stderr.isTTY) {
+      bar ??= progressBar(label, { total });
+      bar.update(done);
+      if (done >= total) bar.done();
+      return;
+    }
     const now = performance.now();
     if (done < total && now - last < 2000) return;
     last = now;
@@ -178,7 +165,7 @@ async function main() {
   const env = {
     MESH_ADMIN_PASSWORD: ADMIN_PASSWORD,
     MESH_ADDRESS: `127.0.0.1:${apiPort}`,
-    // The mutual-TLS certificate listener (issue #5); ignored by a controller without one.
+    // The mutual-TLS certificate listener; ignored by a controller without one.
     MESH_CERT_ADDRESS: `127.0.0.1:${certPort}`,
     // Devices log in once and keep working; expiry is exercised by admins deleting sessions.
     MESH_SESSION_TIMEOUT_MINUTES: '30',
@@ -259,6 +246,7 @@ async function main() {
     fc.enrollClient = enrollClient;
     log(`preparing ${devicesN} devices (enrollment tokens, keys, CSRs) ...`);
     const order = [...chosen];
+    const preparing = progress('devices prepared');
     const tokens: (string | undefined)[] = new Array(order.length);
     const names: string[] = new Array(order.length);
     await runClosedLoop({ concurrency: Math.min(concurrency, 16), count: order.length }, async (i) => {
@@ -272,6 +260,7 @@ async function main() {
     for (let i = 0; i < order.length; i++) {
       if (!tokens[i]) continue;
       devices.push(new Device(ids[order[i]], names[i], tokens[i]!, await deviceKeys(names[i]), fc));
+      preparing(i + 1, order.length);
     }
 
     // (4) phases
@@ -288,7 +277,12 @@ async function main() {
       fc.stats = tee(stats, ps);
       const ctlCpu0 = readCpuMs(ctl!.pid) ?? NaN;
       const genCpu0 = process.cpuUsage();
-      await body(ps);
+      const bar = progressBar(`phase ${name}`, name === 'mix' ? { durationMs: durationS * 1000 } : {});
+      try {
+        await body(ps);
+      } finally {
+        bar.done();
+      }
       const genCpu = process.cpuUsage(genCpu0);
       const controllerMs = (readCpuMs(ctl!.pid) ?? NaN) - ctlCpu0;
       fc.stats = stats;
@@ -327,7 +321,7 @@ async function main() {
       client: admin, token: adminToken, stats: { record: (...a) => fc.stats.record(...a) }, servicePolicyIds: m.ids.servicePolicies,
       serviceGroups: Math.max(2, Math.min(shape.services, Math.round(shape.servicePolicies / 2))), devices: () => live, intervalMs: adminIntervalMs, rand: rng(seed, 'admin'),
     });
-    // Simulated edge routers (control channel, issue #7): enrolled and connected in their own
+    // Simulated edge routers (control channel): enrolled and connected in their own
     // phase, then answering heartbeats and reporting state during the mix.
     let routerStatus: RouterFleetStatus = { simulated: false, reason: 'no routers requested (--routers 0)', requested: routersN };
     const routers = routersN > 0

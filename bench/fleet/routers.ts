@@ -1,5 +1,5 @@
 /**
- * Simulated edge routers for the fleet run, on the control channel of issue #7
+ * Simulated edge routers for the fleet run, on the control channel
  * (docs/router-protocol.md), with the router side the router simulator uses
  * (`bench/lib/router-client.ts`, `bench/lib/router-enroll.ts`). `bench/router-sim.ts` itself is a
  * command-line benchmark (it runs when imported), so the fleet drives the same pieces directly.

@@ -1,7 +1,7 @@
 /**
  * This machine's ceilings, measured in the same run as the fleet with the same closed-loop driver
  * (bench/lib/ops.ts), so every controller figure can be stated as a fraction of what the machine can
- * do at all (issue #8 item 3):
+ * do at all:
  *
  *  - `uwsJson`: a trivial uWS HTTPS server answering one fixed JSON body, keep-alive connections —
  *    the ceiling of any API request;
@@ -25,6 +25,7 @@ import { performance } from 'node:perf_hooks';
 import { createClient } from './http.js';
 import { OpStats, runClosedLoop, errorCode, transportCode, type OpSummary } from './ops.js';
 import { ProcessSampler } from './sampler.js';
+import { progressBar } from './progress.js';
 import { CsrSigner, DerCsrSigner, deviceKeys } from '../fleet/pki.js';
 
 export interface Ceiling extends OpSummary {
@@ -120,7 +121,9 @@ export async function measureCeilings(opts: CeilingOptions): Promise<Ceilings> {
       await run(new OpStats(), warmupMs);
       const stats = new OpStats();
       const sampler = new ProcessSampler(proc.pid!, 500).start();
+      const bar = progressBar('ceiling: trivial uWS answer', { durationMs: opts.durationMs });
       await run(stats, opts.durationMs);
+      bar.done();
       sampler.stop();
       uwsJson = summarize(stats, 'uwsJson', 'trivial uWS HTTPS JSON response, keep-alive', C, sampler.window().meanCpuPct);
     } finally {
@@ -150,7 +153,9 @@ export async function measureCeilings(opts: CeilingOptions): Promise<Ceilings> {
       });
     await run(new OpStats(), warmupMs);
     const stats = new OpStats();
+    const bar = progressBar(`ceiling: ${name}`, { durationMs: opts.durationMs });
     await run(stats, opts.durationMs);
+    bar.done();
     const c = summarize(stats, name, what, 1);
     log(`  ceiling ${what}: ${c.okPerSec}/s`);
     return c;
@@ -207,7 +212,9 @@ export async function measureMtlsHandshake(opts: CeilingOptions): Promise<Ceilin
       await run(new OpStats(), warmupMs);
       const stats = new OpStats();
       const sampler = new ProcessSampler(proc.pid!, 500).start();
+      const bar = progressBar('ceiling: raw mTLS handshake', { durationMs: opts.durationMs });
       await run(stats, opts.durationMs);
+      bar.done();
       sampler.stop();
       mtlsHandshake = summarize(stats, 'mtlsHandshake', 'raw node:tls handshake with a client certificate, new connection each', C, sampler.window().meanCpuPct);
     } finally {

@@ -33,7 +33,7 @@ export function progressBar(label: string, opts: { total?: number; durationMs?: 
     const counted = opts.total ? `${count}/${opts.total}` : `${count}`;
     const line = !opts.total && !opts.durationMs
       ? `${label} … ${(elapsed / 1000).toFixed(0)} s${count ? `  ${count}` : ''}`
-      : `${label} [${'#'.repeat(filled)}${'.'.repeat(WIDTH - filled)}] ${Math.round(f * 100)}%  ${counted}  ${rate}/s  ${(elapsed / 1000).toFixed(0)} s`;
+      : `${label} [${'#'.repeat(filled)}${'.'.repeat(WIDTH - filled)}] ${Math.round(f * 100)}%  ${count || opts.total ? `${counted}  ${rate}/s  ` : ''}${(elapsed / 1000).toFixed(0)} s`;
     out.write(`\r${line.slice(0, (out.columns ?? 120) - 1)}\x1b[K`);
   };
   const timer = setInterval(draw, 200);

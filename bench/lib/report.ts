@@ -63,10 +63,3 @@ export function writeResults(name: string, data: unknown, when = new Date()): st
   fs.writeFileSync(path.join(dir, `${name}-latest.json`), text);
   return file;
 }
-
-/** `--help`: print the file's leading doc comment (its usage) and exit. */
-export function printUsage(moduleUrl: string): never {
-  const src = fs.readFileSync(new URL(moduleUrl), 'utf8');
-  process.stdout.write((/\/\*\*([\s\S]*?)\*\//.exec(src)?.[1] ?? '').replace(/^ \* ?/gm, '') + '\n');
-  process.exit(0);
-}

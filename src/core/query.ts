@@ -52,15 +52,15 @@ function parseSortParam(v: string | null): { field: string; desc: boolean }[] {
 }
 
 /**
- * `unsorted`: lists with a fixed order (role attributes, like upstream's) ignore `sort` and a
- * filter's `sort by` rather than refusing what consoles send with every list request.
+ * `sortParamIgnored`: lists whose `sort` parameter upstream never reads (role attributes) ignore it
+ * rather than refusing what consoles send with every list request; a filter's `sort by` still applies.
  */
-export function parseListParams(q: URLSearchParams, symbols: SymbolTable, opts: { unsorted?: boolean } = {}): ListParams {
+export function parseListParams(q: URLSearchParams, symbols: SymbolTable, opts: { sortParamIgnored?: boolean } = {}): ListParams {
   const filterText = q.get('filter') ?? '';
   const filter = parseFilter(filterText);
   const limitQ = intParam(q, 'limit');
   const offsetQ = intParam(q, 'offset');
-  const sort = opts.unsorted ? [] : (filter.sort ?? parseSortParam(q.get('sort')));
+  const sort = filter.sort ?? (opts.sortParamIgnored ? [] : parseSortParam(q.get('sort')));
   checkSort(sort, symbols);
   return {
     limit: clampLimit(filter.limit ?? limitQ),

@@ -56,7 +56,8 @@ export interface PostureReport {
 }
 
 const lower = (s: unknown) => (typeof s === 'string' ? s.toLowerCase() : '');
-const normMac = (s: unknown) => lower(s).replace(/[^0-9a-f]/g, '');
+/** A MAC address as upstream stores and compares it: lower case, everything but hex digits dropped. */
+export const normMac = (s: unknown) => lower(s).replace(/[^0-9a-f]/g, '');
 
 export class PostureStore {
   readonly identities = new Map<string, IdentityPosture>();

@@ -2,8 +2,8 @@
  * Config types every controller has from its first start, with upstream's fixed ids and full JSON
  * Schemas (builtin-config-types.json, the schema documents of upstream's built-in types): consoles
  * and tunnelers address them by these ids (`intercept.v1` is `g7cIWbcGg`, `host.v1` `NH5p4FpGR`) and
- * build their forms from the schemas. The two tunneler types carry our brand's names (decisions §2)
- * under upstream's ids.
+ * build their forms from the schemas. The two tunneler types carry our brand's names
+ * (`mesh-tunneler-*.v1`) under upstream's ids.
  */
 import builtins from './builtin-config-types.json' with { type: 'json' };
 

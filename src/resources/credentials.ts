@@ -220,6 +220,9 @@ export const cas: ResourceDef = {
       rec.verificationToken = crypto.randomUUID();
     }
     if (mode === 'patch' && body?.externalIdClaim && before!.externalIdClaim) rec.externalIdClaim = { ...before!.externalIdClaim, ...body.externalIdClaim };
+    // An update that empties the format would leave auto-enrolled identities without a name rule.
+    const format = body?.identityNameFormat;
+    if (mode !== 'create' && typeof format === 'string' && format.trim() === '') throw errors.field('identityNameFormat', 'must not be empty', format);
     if (rec.identityNameFormat === '' || rec.identityNameFormat === null) rec.identityNameFormat = '[caName]-[commonName]';
     checkExternalIdClaim(rec.externalIdClaim);
   },

@@ -38,7 +38,8 @@ export const identities: ResourceDef = {
     defaultHostingPrecedence: { default: () => 'default' },
     serviceHostingCosts: { default: () => ({}) },
     serviceHostingPrecedences: { default: () => ({}) },
-    appData: {},
+    // Upstream renders an unset appData as `{}`; strict clients refuse `null`.
+    appData: { default: () => ({}) },
     permissions: {},
     envInfo: { readOnly: true },
     sdkInfo: { readOnly: true },
@@ -94,7 +95,8 @@ export const identities: ResourceDef = {
     if (rec.edgeRouterId) throw errors.cannotDelete('a router identity is deleted with its edge router');
   },
   render(rec, view, secrets) {
-    return renderIdentityExtras(rec, view, secrets);
+    // Records written without it (older data, the identities of tunneler-enabled routers).
+    return { appData: rec.appData ?? {}, ...renderIdentityExtras(rec, view, secrets) };
   },
   // What renderIdentityExtras reads besides the record; `disabled` turns false when disabledUntil passes.
   renderCache: {

@@ -1,6 +1,7 @@
 /** Posture checks (polymorphic on `typeId`) and the fixed posture check types (behaviors §13). */
 import { errors } from '../core/errors.js';
 import { crud, type FieldDef, type ResourceDef } from './types.js';
+import { normMac } from '../policy/posture.js';
 
 /** Fields each check type carries besides the common ones. */
 export const POSTURE_FIELDS: Record<string, string[]> = {
@@ -43,6 +44,14 @@ export const postureChecks: ResourceDef = {
     const required: Record<string, string> = { DOMAIN: 'domains', MAC: 'macAddresses', OS: 'operatingSystems', PROCESS_MULTI: 'processes' };
     const list = required[rec.typeId];
     if (list && (!Array.isArray(rec[list]) || rec[list].length === 0)) throw errors.field(list, 'must contain at least one entry', rec[list]);
+    if (rec.typeId === 'MAC') {
+      // Stored like upstream (`AA:BB-cc…` → `aabbcc…`), so what a console formats round-trips.
+      rec.macAddresses = (rec.macAddresses as unknown[]).map((m, i) => {
+        const clean = typeof m === 'string' ? normMac(m) : '';
+        if (!clean) throw errors.field(`macAddresses[${i}]`, 'must be a MAC address (hex digits)', m);
+        return clean;
+      });
+    }
     if (rec.typeId === 'PROCESS' && (typeof rec.process !== 'object' || rec.process === null)) throw errors.field('process', 'is required', rec.process);
     if (rec.typeId === 'PROCESS_MULTI') {
       const s = String(rec.semantic ?? 'AllOf').toLowerCase();

@@ -121,7 +121,8 @@ export const edgeRouters: ResourceDef = {
     ...common,
     roleAttributes: { attributes: true, filter: 'set' },
     isTunnelerEnabled: { filter: 'bool', default: () => false },
-    appData: {},
+    // Upstream renders an unset appData as `{}`; strict clients refuse `null`.
+    appData: { default: () => ({}) },
     versionInfo: { readOnly: true, optional: true },
   },
   symbols: {
@@ -142,7 +143,7 @@ export const edgeRouters: ResourceDef = {
   },
   rendersSecrets: true,
   render(rec, view, secrets) {
-    return { ...liveState(rec, view), ...enrollmentView(view.store, 'edgeRouterId', rec.id, secrets) };
+    return { appData: rec.appData ?? {}, ...liveState(rec, view), ...enrollmentView(view.store, 'edgeRouterId', rec.id, secrets) };
   },
 };
 

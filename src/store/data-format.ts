@@ -7,7 +7,9 @@
  * (an interrupted upgrade resumes at the step that did not finish), and refuses a directory of a
  * newer format than it knows, since it cannot read what that format changed.
  *
- * Adding a migration is one entry at the end of MIGRATIONS; CURRENT_FORMAT follows from the list.
+ * The steps themselves are listed above the store (src/migrations.ts), since a step may need what
+ * the resource layer knows; this file holds the format number and the machinery. Adding a
+ * migration is one entry at the end of that list and CURRENT_FORMAT raised to its `to`.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -29,12 +31,8 @@ export interface Migration {
   run(ctx: MigrationContext): void | Promise<void>;
 }
 
-export const MIGRATIONS: Migration[] = [
-  // Format 1 had no version file; format 2 is the same data with `format.json` written.
-  { to: 2, description: 'record the data format version in format.json', run: () => {} },
-];
-
-export const CURRENT_FORMAT = MIGRATIONS[MIGRATIONS.length - 1].to;
+/** The format this controller writes: the `to` of the last migration in src/migrations.ts. */
+export const CURRENT_FORMAT = 3;
 
 export class DataFormatError extends Error {}
 
@@ -70,7 +68,7 @@ export function checkDataFormat(dataDir: string, version: string): number | unde
 }
 
 /** Bring the directory to CURRENT_FORMAT; a new directory is simply marked current. Returns the steps run. */
-export async function migrate(ctx: MigrationContext, from: number | undefined, migrations = MIGRATIONS): Promise<Migration[]> {
+export async function migrate(ctx: MigrationContext, from: number | undefined, migrations: Migration[]): Promise<Migration[]> {
   const target = migrations[migrations.length - 1].to;
   if (from === undefined) {
     writeDataFormat(ctx.dataDir, target);

@@ -14,7 +14,9 @@ import { listRecords } from '../../resources/list.js';
 import { type Registry } from '../../resources/registry.js';
 import { renderRecord, entityRef } from '../../resources/render.js';
 import { write } from '../../resources/write.js';
-import type { Rec } from '../../store/store.js';
+import type { Rec, Store } from '../../store/store.js';
+import { IDENTITY_TYPES } from '../../resources/identities.js';
+import { POSTURE_CHECK_TYPES } from '../../resources/posture.js';
 import type { Kind, PolicyColl, Side } from '../../policy/role-index.js';
 import { isPermitted } from '../../auth/permissions.js';
 import { routerLive } from '../../policy/router-view.js';
@@ -62,35 +64,49 @@ function policyType(ctx: Ctx): 'Dial' | 'Bind' | undefined {
 
 /**
  * Role attributes in use, through the list engine as records `{id: <attribute>}`: filter (`id`)
- * and paging apply; `sort` is ignored like upstream, which answers in attribute order.
+ * and paging apply (a filter's `sort by` too); the `sort` parameter is ignored like upstream, which
+ * answers in attribute order.
  */
 function attributeList(ctx: Ctx, values: Iterable<string>): Reply {
   const symbols = { id: { type: 'string' as const } };
-  const p = parseListParams(ctx.req.query, symbols, { unsorted: true });
+  const p = parseListParams(ctx.req.query, symbols, { sortParamIgnored: true });
   const records = Array.from(values, (id) => ({ id }) as Rec).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   const { page, pagination } = runList(ctx.app.store, { collection: '', symbols, filterableFields: ['id'], records }, p);
   return listEnvelope(page.map((r) => (typeof r === 'string' ? r : r.id)), pagination, ['id']);
 }
 
-/** Counted per collection, only those the caller may read (decisions §3). */
-const SUMMARY: [key: string, collection: string, family: string][] = [
-  ['identities', 'identities', 'identity'],
-  ['services', 'services', 'service'],
-  ['servicePolicies', 'servicePolicies', 'service-policy'],
-  ['edgeRouters', 'edgeRouters', 'router'],
-  ['edgeRouterPolicies', 'edgeRouterPolicies', 'edge-router-policy'],
-  ['serviceEdgeRouterPolicies', 'serviceEdgeRouterPolicies', 'service-edge-router-policy'],
-  ['routers', 'routers', 'router'],
-  ['terminators', 'terminators', 'terminator'],
-  ['configs', 'configs', 'config'],
-  ['configTypes', 'configTypes', 'config-type'],
-  ['postureChecks', 'postureChecks', 'posture-check'],
-  ['authPolicies', 'authPolicies', 'auth-policy'],
-  ['cas', 'cas', 'ca'],
-  ['externalJwtSigners', 'externalJwtSigners', 'external-jwt-signer'],
-  ['enrollments', 'enrollments', 'enrollment'],
-  ['apiSessions', 'apiSessions', 'ops'],
-  ['sessions', 'sessions', 'ops'],
+type Count = (store: Store) => number;
+const coll = (name: string): Count => (store) => store.count(name);
+
+/**
+ * Entity counts under upstream's keys (one per upstream store; a store that extends another, like
+ * edge routers of routers, counts under `<parent>.edge`), only those the caller may read. Every
+ * service is an edge service here; routers are the transit and edge ones. Upstream's internal
+ * stores without a counterpart here (eventual events, MFA records) are left out.
+ */
+const SUMMARY: [key: string, count: Count, family: string][] = [
+  ['identities', coll('identities'), 'identity'],
+  ['identityTypes', () => IDENTITY_TYPES.length, 'identity'],
+  ['authenticators', coll('authenticators'), 'authenticator'],
+  ['enrollments', coll('enrollments'), 'enrollment'],
+  ['services', coll('services'), 'service'],
+  ['services.edge', coll('services'), 'service'],
+  ['servicePolicies', coll('servicePolicies'), 'service-policy'],
+  ['routers', (store) => store.count('routers') + store.count('edgeRouters'), 'router'],
+  ['routers.edge', coll('edgeRouters'), 'router'],
+  ['edgeRouterPolicies', coll('edgeRouterPolicies'), 'edge-router-policy'],
+  ['serviceEdgeRouterPolicies', coll('serviceEdgeRouterPolicies'), 'service-edge-router-policy'],
+  ['terminators', coll('terminators'), 'terminator'],
+  ['configs', coll('configs'), 'config'],
+  ['configTypes', coll('configTypes'), 'config-type'],
+  ['postureChecks', coll('postureChecks'), 'posture-check'],
+  ['postureCheckTypes', () => POSTURE_CHECK_TYPES.length, 'posture-check'],
+  ['authPolicies', coll('authPolicies'), 'auth-policy'],
+  ['cas', coll('cas'), 'ca'],
+  ['externalJwtSigners', coll('externalJwtSigners'), 'external-jwt-signer'],
+  ['apiSessions', coll('apiSessions'), 'ops'],
+  ['apiSessionCertificates', coll('apiSessionCertificates'), 'ops'],
+  ['sessions', coll('sessions'), 'ops'],
 ];
 
 interface ServiceConfigPair {
@@ -297,9 +313,9 @@ export function policyViewEntries(reg: Registry): Entry[] {
     { api: 'management', operationId: 'listSummary', auth: 'session', permission: null, limit: null, body: 'spec',
       handler: (ctx) => {
         const data: Record<string, number> = {};
-        for (const [key, coll, family] of SUMMARY) {
+        for (const [key, count, family] of SUMMARY) {
           if (!isPermitted(ctx.identity!, { family, action: 'read' })) continue;
-          data[key] = ctx.app.store.count(coll);
+          data[key] = count(ctx.app.store);
         }
         return ok(data);
       } },

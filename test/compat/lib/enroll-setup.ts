@@ -1,5 +1,5 @@
 /**
- * Set-up for the enrollment and certificate rows (#5), made directly on the controller (not
+ * Set-up for the enrollment and certificate rows, made directly on the controller (not
  * through the checking proxy): identities with outstanding enrollments, a verified third-party CA
  * with leaf certificates, an edge router to enroll, an external JWT signer with signed tokens, and
  * the keys and CSRs the rows send. Everything lands in the State under the names the rows read;

@@ -1,0 +1,22 @@
+/**
+ * The data directory's migrations, in order (the machinery and the format number are in
+ * src/store/data-format.ts). Each step brings a directory from the previous format to `to`.
+ */
+import { CURRENT_FORMAT, type Migration } from './store/data-format.js';
+import { migrateBuiltinConfigTypeIds } from './resources/config-type-ids-migration.js';
+
+export const MIGRATIONS: Migration[] = [
+  // Format 1 had no version file; format 2 is the same data with `format.json` written.
+  { to: 2, description: 'record the data format version in format.json', run: () => {} },
+  {
+    to: 3,
+    description: "built-in config types under upstream's ids and full schemas",
+    run: async ({ store, log }) => {
+      const moved = await migrateBuiltinConfigTypeIds(store);
+      log.info({ moved }, 'built-in config types moved to their upstream ids');
+    },
+  },
+];
+
+if (MIGRATIONS[MIGRATIONS.length - 1].to !== CURRENT_FORMAT)
+  throw new Error(`the last migration leads to format ${MIGRATIONS[MIGRATIONS.length - 1].to}, but CURRENT_FORMAT is ${CURRENT_FORMAT}`);
