@@ -40,7 +40,7 @@ import { defaultAuthPolicy, DEFAULT_AUTH_POLICY_ID } from './resources/credentia
 import { newId } from './resources/write.js';
 import { BUILTIN_CONFIG_TYPES, builtinConfigTypeRecord } from './resources/builtin-config-types.js';
 import { MIGRATIONS } from './migrations.js';
-import { hashPassword } from './auth/passwords.js';
+import { dummyPasswordHash, hashPassword } from './auth/passwords.js';
 import type { App } from './core/context.js';
 import { lockDataDir, ownerOnlyFromNowOn, tightenModes } from './store/data-dir.js';
 import { removePartialSnapshots } from './store/snapshot.js';
@@ -114,7 +114,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   const keys = new SigningKeys(store, dataDir, {
     controllerId,
     rotationMs: settings.signingKeyRotationHours * 3_600_000,
-    stillNeeded: (kid) => sessions.usesKey(kid),
+    stillNeeded: (key) => sessions.anyCreatedBefore(key.retiredAt ?? Infinity),
     onError: (err) => log.error({ err }, 'signing key rotation failed'),
   });
   await keys.start();
@@ -150,6 +150,8 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   };
 
   await bootstrap(app);
+  // Made now, so the first login for an unknown username is not the one that pays for it.
+  await dummyPasswordHash(app);
 
   sessions.issuer = () => app.baseUrl;
   const router = new Router(app, buildOperations(reg));
@@ -166,6 +168,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     signingCertPem: pki.signingCertPem, controllerId: app.controllerId, controllerFingerprint: pki.serverCertSha1Hex,
     heartbeatIntervalMs: settings.routerHeartbeatMs, heartbeatTimeoutMs: settings.routerHeartbeatTimeoutMs,
     handshakeTimeoutMs: settings.routerHandshakeTimeoutMs, maxPendingHandshakes: settings.routerMaxPendingHandshakes,
+    controllers: settings.clusterEtcd ? () => (app.cluster?.members() ?? []).map((m) => ({ id: m.id, ctrlAddress: m.ctrlAddress })) : undefined,
   });
   const metrics = new Metrics(app, channel, events.audit);
   const health = new Health(app);
@@ -291,14 +294,18 @@ export async function bootstrap(app: App) {
   const password = config.adminPassword ?? crypto.randomBytes(18).toString('base64url');
   const passwordHash = await hashPassword(app, password);
   const identityId = newId();
-  await store.write((tx) => {
+  const made = await store.write((tx) => {
+    // Controllers of a new cluster may start at once: the name is unique, so one of them makes it.
+    if (tx.findUnique('identities', 'name', 'Default Admin')) return false;
     tx.put('identities', {
       id: identityId, createdAt: now, updatedAt: now, tags: {}, name: 'Default Admin', typeId: 'Default', isAdmin: true,
       isDefaultAdmin: true, authPolicyId: DEFAULT_AUTH_POLICY_ID, roleAttributes: [], defaultHostingCost: 0,
       defaultHostingPrecedence: 'default', serviceHostingCosts: {}, serviceHostingPrecedences: {},
     });
     tx.put('authenticators', { id: newId(), createdAt: now, updatedAt: now, tags: {}, method: 'updb', identityId, username: config.adminUsername, passwordHash });
+    return true;
   });
+  if (!made) return;
   if (generated) {
     // Printed once, on the console only; never logged through the structured logger.
     process.stderr.write(`\nmesh-controller: created the default admin "${config.adminUsername}" with password: ${password}\n` +

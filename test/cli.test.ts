@@ -150,7 +150,9 @@ t.test('login, create, enroll, certificate login, families, snapshot, backup, wi
   t.equal(snap.code, 0, snap.stderr);
   const snapName = /snapshot (mesh-backup-\S+\.tar\.gz)/.exec(snap.stdout)?.[1];
   t.ok(snapName, `the snapshot is named: ${snap.stdout}`);
-  const snapFile = path.join(dataDir, 'snapshots', snapName!);
+  // Kept outside the data directory, which is wiped below.
+  const snapFile = path.join(work, snapName!);
+  fs.copyFileSync(path.join(dataDir, 'snapshots', snapName!), snapFile);
   const checked = await mesh(xdg, ['restore', '--check', snapFile]);
   t.equal(checked.code, 0, checked.stderr);
   t.match(checked.stdout, /checksums match/);
@@ -196,4 +198,16 @@ t.test('login, create, enroll, certificate login, families, snapshot, backup, wi
   const deviceAgain = await mesh(deviceXdg, ['login', '--identity', idFile, srv.certOrigin]);
   t.equal(deviceAgain.code, 0, `the enrolled device still logs in after the restore: ${deviceAgain.stderr}`);
   t.match(deviceAgain.stdout, /as sensor-1/);
+  await srv.stop();
+
+  // The snapshot the API wrote restores into a working controller too (the password of its time).
+  const fromSnapshot = tmp('mesh-cli-snapdata-');
+  t.teardown(() => fs.rmSync(fromSnapshot, { recursive: true, force: true }));
+  const r2 = await mesh(xdg, ['restore', '--data-dir', fromSnapshot, snapFile]);
+  t.equal(r2.code, 0, r2.stderr);
+  srv = await startServer(undefined, { dataDir: fromSnapshot, keepData: true });
+  t.equal((await mesh(xdg, ['login', srv.origin, '-u', 'admin', '-p', ADMIN_PASSWORD, '-y'])).code, 0, 'log in to the controller restored from the snapshot');
+  t.equal(JSON.parse((await mesh(xdg, ['get', 'identity', 'sensor-1', '--json'])).stdout).id, id, 'its records');
+  const deviceSnap = await mesh(deviceXdg, ['login', '--identity', idFile, srv.certOrigin]);
+  t.equal(deviceSnap.code, 0, `the device logs in there too: ${deviceSnap.stderr}`);
 });

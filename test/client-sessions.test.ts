@@ -5,6 +5,7 @@
  */
 import t from 'tap';
 import { startServer, isError, type Client, type Server } from './helpers/server.js';
+import { createLocalJWKSet, jwtVerify } from 'jose';
 import { Fixture, ids } from './helpers/policy-fixture.js';
 import { sleep } from './helpers/assert.js';
 
@@ -40,7 +41,12 @@ t.test('session create: check order, errors, idempotence', async (t) => {
   t.equal(s.serviceId, S);
   t.equal(s.identityId, u.id);
   t.type(s.apiSessionId, 'string');
-  t.match(s.token, /^[0-9a-f-]{36}$/, 'token is a UUID');
+  t.match(s.token, /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/, 'token is a compact JWS');
+  const jwks = createLocalJWKSet((await srv.raw('GET', '/oidc/keys')).body);
+  const { payload } = await jwtVerify(s.token, jwks);
+  t.match(payload, { sub: u.id, jti: s.id, z_t: 'session', z_asid: s.apiSessionId, z_svc: S, z_st: 'Dial' }, 'signed claims a router needs, verified with the JWKS');
+  const listed = await u.client.get(`/sessions/${s.id}`);
+  t.not(listed.body.data.token, s.token, 'the stored and listed token is a digest, not the token');
   t.same(s.edgeRouters, [], 'no router is connected');
   const again = await u.client.post('/sessions', { serviceId: S, type: 'Dial' });
   t.equal(again.status, 201, 'repeat → 201');
@@ -54,6 +60,14 @@ t.test('session create: check order, errors, idempotence', async (t) => {
   // A session-token of the caller's API session is accepted on the service edge router list.
   t.equal((await u.client.get(`/services/${S}/edge-routers`, { headers: { 'session-token': s.token } })).status, 200, 'own session token');
   t.ok(isError(await other.get(`/services/${S}/edge-routers`, { headers: { 'session-token': s.token } }), 401, 'UNAUTHORIZED'), 'another API session token → 401');
+  // The two kinds of token are not interchangeable, and a tampered one is refused.
+  t.ok(isError(await u.client.get('/current-identity', { headers: { 'zt-session': s.token } }), 401, 'UNAUTHORIZED'), 'a session token as zt-session → 401');
+  t.ok(isError(await u.client.get(`/services/${S}/edge-routers`, { headers: { 'session-token': u.client.token! } }), 401, 'UNAUTHORIZED'), 'an API-session token as session-token → 401');
+  const [sh, sp, ss] = s.token.split('.');
+  const forged = Buffer.from(JSON.stringify({ ...payload, z_svc: 'another-service' })).toString('base64url');
+  t.ok(isError(await u.client.get(`/services/${S}/edge-routers`, { headers: { 'session-token': `${sh}.${forged}.${ss}` } }), 401, 'UNAUTHORIZED'), 'tampered session token → 401');
+  t.ok(isError(await u.client.get(`/services/${S}/edge-routers`, { headers: { 'session-token': `${sh}.${sp}.` } }), 401, 'UNAUTHORIZED'), 'unsigned session token → 401');
+  t.ok(isError(await u.client.get(`/services/${S}/edge-routers`, { headers: { 'session-token': 'garbage' } }), 401, 'UNAUTHORIZED'), 'malformed session token → 401');
   // Bind.
   await f.sp('ss-bind', 'Bind', ['#ss-id'], ['#ss-svc']);
   const b = await u.client.post('/sessions', { serviceId: S, type: 'Bind' });

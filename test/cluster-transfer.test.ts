@@ -9,8 +9,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
-import { startEtcd } from './helpers/etcd.js';
+import { startEtcd } from '../bench/lib/etcd.js';
 import { startServer } from './helpers/server.js';
+
+// Real etcd members and controllers start, die and restart here: more than the default file timeout
+// on a loaded machine (about a minute alone on a busy 2-core one).
+t.setTimeout(300_000);
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const SCRIPT = path.join(ROOT, 'dist', 'scripts', 'cluster-transfer.js');

@@ -6,11 +6,15 @@ import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
-import { startEtcd, type EtcdCluster } from './helpers/etcd.js';
+import { startEtcd, type EtcdCluster } from '../bench/lib/etcd.js';
 import { startServer, isError, type Client, type Server } from './helpers/server.js';
 import { RouterClient } from '../bench/lib/router-client.js';
 import { createAndEnroll } from '../bench/lib/router-enroll.js';
 import { createClient } from '../bench/lib/http.js';
+
+// Real etcd members and controllers start, die and restart here: more than the default file timeout
+// on a loaded machine (about a minute alone on a busy 2-core one).
+t.setTimeout(300_000);
 
 /** Controllers that outlive the subtest starting them are torn down with the whole file. */
 const root = t;
@@ -34,9 +38,9 @@ async function within(ms: number, f: () => Promise<boolean>): Promise<number> {
 
 t.before(async () => {
   etcd = await startEtcd(t, 3);
-  // A first (it creates the shared PKI and the default admin), then B and C join.
-  ctrls.push(await startServer(t, { env: env() }));
-  ctrls.push(...(await Promise.all([startServer(t, { env: env() }), startServer(t, { env: env() })])));
+  // All three at once on an empty prefix: one creates the shared PKI and the default admin, the
+  // others take them.
+  ctrls.push(...(await Promise.all([startServer(t, { env: env() }), startServer(t, { env: env() }), startServer(t, { env: env() })])));
   for (const c of ctrls) admins.push(await c.login());
   // A controller that dies on its own shows why (its last log lines, requests left out).
   for (const c of ctrls) {
@@ -53,6 +57,9 @@ t.test('one PKI: every controller presents a server certificate of the same CA',
     const r = await c.raw('GET', '/health/ready');
     t.equal(r.status, 200, 'ready');
     t.ok(r.body.checks.some((x: { id: string; healthy: boolean }) => x.id === 'cluster.replica' && x.healthy), 'replica check reported');
+    const m = (await c.raw('GET', '/metrics')).text;
+    t.match(m, /mesh_cluster_replica_ready 1/);
+    t.match(m, /mesh_cluster_applied_revision [1-9]/);
   }
 });
 
@@ -95,6 +102,22 @@ t.test('a login on A works on B and C', async (t) => {
     const me = await srv.client.request('GET', '/current-identity', undefined, { headers: { 'zt-session': user.token! } });
     t.equal(me.status, 200);
     t.equal(me.body.data.name, 'user-login');
+  }
+});
+
+t.test('signed tokens: every controller publishes every key; a token of A works as Bearer on C; a logout on B ends it on A and C within a second', async (t) => {
+  const jwks = await Promise.all(ctrls.map(async (c) => ((await c.raw('GET', '/oidc/keys')).body.keys as { kid: string }[]).map((k) => k.kid).sort()));
+  t.ok(jwks[0].length >= 3, `at least one key per controller (${jwks[0].length})`);
+  t.same(jwks[1], jwks[0], 'B publishes the same keys as A');
+  t.same(jwks[2], jwks[0], 'C publishes the same keys as A');
+  const user = await ctrls[0].login('user-login', 'user-login-pw1', 'client');
+  const bearer = { headers: { authorization: `Bearer ${user.token}` } };
+  await within(1000, async () => (await ctrls[2].client.request('GET', '/current-identity', undefined, bearer)).status === 200);
+  t.equal((await ctrls[2].client.request('GET', '/current-identity', undefined, bearer)).status, 200, "A's token as Bearer on C");
+  t.equal((await ctrls[1].client.request('DELETE', '/current-api-session', undefined, { headers: { 'zt-session': user.token! } })).status, 200, 'logout on B');
+  for (const [i, srv] of [[0, ctrls[0]], [2, ctrls[2]]] as const) {
+    const ms = await within(1000, async () => (await srv.client.request('GET', '/current-identity', undefined, { headers: { 'zt-session': user.token! } })).status === 401);
+    t.ok(ms <= 1000, `refused on controller ${i} in ${ms} ms`);
   }
 });
 
@@ -300,6 +323,25 @@ t.test('etcd without a leader: reads work, writes answer 503 CLUSTER_HAS_NO_LEAD
   t.pass('every controller ready again');
 });
 
+t.test('controllers cut off from etcd go not ready, keep serving reads, and catch up when it returns', async (t) => {
+  await Promise.all([0, 1, 2].map((i) => etcd.kill(i)));
+  for (const x of ctrls) {
+    await within(10_000, async () => (await x.raw('GET', '/health/ready')).status === 503);
+    const r = await x.raw('GET', '/health/ready');
+    t.ok(r.body.checks.some((c: { id: string; healthy: boolean }) => c.id === 'cluster.replica' && !c.healthy), `not ready: ${JSON.stringify(r.body.checks.find((c: { id: string }) => c.id === 'cluster.replica'))}`);
+  }
+  for (const x of admins) t.equal((await x.get('/identities?limit=1')).status, 200, 'reads still answered');
+  for (let i = 0; i < 3; i++) etcd.start(i);
+  await etcd.waitHealthy();
+  for (const x of ctrls) await within(20_000, async () => (await x.raw('GET', '/health/ready')).status === 200);
+  t.pass('ready again');
+  let r;
+  await within(15_000, async () => (r = await admins[1].post('/identities', { name: 'after-outage', type: 'User', isAdmin: false })).status === 201);
+  const id = r!.body.data.id;
+  for (const x of [admins[0], admins[2]]) await within(1000, async () => (await x.get(`/identities/${id}`)).status === 200);
+  t.pass('a write after the outage reaches the others');
+});
+
 t.test('kill -9 of a controller: its router reconnects to another and is online on every controller; the dead one leaves GET /controllers', async (t) => {
   const [a, b, c] = ctrls;
   const http = await createClient({ origin: a.origin, ca: a.ca, connections: 2, kind: 'https' });
@@ -314,7 +356,9 @@ t.test('kill -9 of a controller: its router reconnects to another and is online 
   const [adminB, adminC] = [admins[1], admins[2]];
   await within(5000, async () => (await adminB.get(`/edge-routers/${r2.id}`)).status === 200);
   const c1 = router(r1, a);
-  await c1.connect();
+  const welcome = await c1.connect();
+  t.equal(welcome.controllers?.length, 3, 'welcome names every live controller');
+  t.ok(welcome.controllers.some((x: { ctrlAddress: string }) => x.ctrlAddress === `wss://127.0.0.1:${c.port}/ctrl/v1`), 'with where to reach each');
   const c2 = router(r2, b);
   await c2.connect();
   t.teardown(async () => {

@@ -89,6 +89,8 @@ t.test('search API: credentials, permissions, ingest and the seed queries', asyn
     t.equal((await search(srv, 'GET', '/_search', { size: 0 }, writer)).status, 403, 'ops.update may not search');
     t.equal((await search(srv, 'GET', '/_search', { size: 0 }, '', { 'zt-session': admin.token! })).status, 200, 'an admin zt-session works too');
     t.equal((await search(srv, 'GET', '/_search', { size: 0 }, '', { 'zt-session': 'not-a-token' })).status, 401, 'a bad zt-session → 401');
+    t.equal((await search(srv, 'GET', '/_search', { size: 0 }, '', { authorization: `Bearer ${admin.token!}` })).status, 200, 'the admin token as Bearer works too');
+    t.equal((await search(srv, 'GET', '/_search', { size: 0 }, '', { authorization: 'Bearer not.a.token' })).status, 401, 'a bad Bearer token → 401');
     // Cached verification must not outlive a password change.
     const rd = (await admin.get('/authenticators?filter=' + encodeURIComponent('username = "ops-reader"'))).body.data[0];
     t.equal((await admin.patch(`/authenticators/${rd.id}`, { password: 'changed-password' })).status, 200, 'password changed');

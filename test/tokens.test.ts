@@ -142,6 +142,24 @@ t.test('ending a token refuses it from the next request on', async (t) => {
   }
   t.ok(gone, 'and the API session is deleted right after');
 
+  // Moving an identity to a policy that forbids its method.
+  const strict = await admin.post('/auth-policies', {
+    name: 'no-updb', primary: { cert: { allowed: true, allowExpiredCerts: false }, extJwt: { allowed: false, allowedSigners: [] }, updb: { allowed: false, maxAttempts: 0, lockoutDurationMinutes: 0, minPasswordLength: 5, requireMixedCase: false, requireNumberChar: false, requireSpecialChar: false } },
+    secondary: { requireTotp: false },
+  });
+  t.equal(strict.status, 201, 'strict policy created');
+  const mover = await createUser(srv, admin, 'move-user', 'move-password-1');
+  const m = await login(srv, 'move-user', 'move-password-1');
+  t.equal((await admin.patch(`/identities/${mover.id}`, { authPolicyId: strict.body.data.id })).status, 200, 'identity moved to a policy without passwords');
+  t.ok(isError(await m.c.get('/current-identity'), 401, 'UNAUTHORIZED'), 'identity policy change: refused');
+
+  // Authenticator re-enroll.
+  const re = await createUser(srv, admin, 're-user', 're-password-1');
+  const r = await login(srv, 're-user', 're-password-1');
+  const expiresAt = new Date(Date.now() + 3_600_000).toISOString();
+  t.equal((await admin.post(`/authenticators/${re.authenticatorId}/re-enroll`, { expiresAt })).status, 201, 'authenticator re-enroll');
+  t.ok(isError(await r.c.get('/current-identity'), 401, 'UNAUTHORIZED'), 'authenticator re-enroll: refused');
+
   // Identity delete.
   const w = await createUser(srv, admin, 'del-user', 'del-password-1');
   const f = await login(srv, 'del-user', 'del-password-1');
@@ -212,7 +230,7 @@ t.test('key rotation: a new key signs, the old one verifies until nothing needs 
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-keys-'));
   const store = new Store(path.join(dir, 'db'), createRegistry().collectionSpecs());
   let needed = true;
-  const keys = new SigningKeys(store, dir, { controllerId: 'ctrl-a', rotationMs: 3_600_000, stillNeeded: () => needed });
+  const keys = new SigningKeys(store, dir, { controllerId: 'ctrl-a', rotationMs: 3_600_000, stillNeeded: (k) => needed && k.retiredAt !== undefined });
   t.teardown(async () => {
     keys.close();
     await store.close();
@@ -251,4 +269,61 @@ t.test('key rotation: a new key signs, the old one verifies until nothing needs 
   await again.start();
   t.equal(again.currentKid, second, 'restart: same current key');
   again.close();
+});
+
+t.test('tampered, expired, revoked and partial tokens on every secured operation of both APIs', async (t) => {
+  const { buildOperations } = await import('../src/api/operations.js');
+  const ops = buildOperations(createRegistry()).filter((o) => o.auth !== 'none');
+  const srv = await startServer(t);
+  const admin = await srv.login();
+  const [h, p, s] = admin.token!.split('.');
+  const header = JSON.parse(Buffer.from(h, 'base64url').toString());
+  const claims = JSON.parse(Buffer.from(p, 'base64url').toString());
+  const ownKey = await importPKCS8(fs.readFileSync(path.join(srv.dataDir, 'signing-keys', `${header.kid}.pem`), 'utf8'), 'ES256');
+  const tampered = `${h}.${Buffer.from(JSON.stringify({ ...claims, sub: 'x' })).toString('base64url')}.${s}`;
+  const expired = await new SignJWT({ ...claims, exp: Math.floor(Date.now() / 1000) - 1 }).setProtectedHeader({ alg: 'ES256', kid: header.kid }).sign(ownKey);
+  const revoked = (await srv.login()).token!;
+  await createUser(srv, admin, 'mx-partial', 'mx-partial-pw');
+  // An identity with MFA: its next login is partial.
+  const first = await login(srv, 'mx-partial', 'mx-partial-pw');
+  t.equal((await first.c.post('/current-identity/mfa')).status, 201, 'MFA enrolled');
+  const secret = /secret=([A-Z2-7]+)/.exec((await first.c.get('/current-identity/mfa')).body.data.provisioningUrl)![1];
+  const { generateSync } = await import('otplib');
+  t.equal((await first.c.post('/current-identity/mfa/verify', { code: generateSync({ secret }) })).status, 200, 'MFA verified');
+  const partial = (await login(srv, 'mx-partial', 'mx-partial-pw')).token;
+  t.equal((await new Client(srv, '/edge/management/v1', revoked).delete('/current-api-session')).status, 200, 'revoked by logout');
+
+  const PARTIAL_OK = new Set(['getCurrentAPISession', 'deleteCurrentAPISession', 'authenticateMfa', 'detailMfa', 'enrollMfa', 'verifyMfa', 'detailMfaQrCode']);
+  let n = 0;
+  for (const op of ops) {
+    const c = new Client(srv, op.api === 'management' ? '/edge/management/v1' : '/edge/client/v1');
+    const url = op.path.replace(/\{[^}]+\}/g, 'made-up-id-0001');
+    const body = ['post', 'put', 'patch'].includes(op.method) ? {} : undefined;
+    const kinds: [string, string][] = [['tampered', tampered], ['expired', expired], ['revoked', revoked]];
+    if (!PARTIAL_OK.has(op.operationId)) kinds.push(['partial', partial]);
+    for (const [kind, token] of kinds) {
+      // Alternate the two schemes.
+      const headers: Record<string, string> = n++ % 2 ? { 'zt-session': token } : { 'zt-session': '', authorization: `Bearer ${token}` };
+      const res = await c.request(op.method.toUpperCase(), url, body, { headers });
+      t.ok(isError(res, 401, 'UNAUTHORIZED'), `${kind}: ${op.api} ${op.operationId} → 401 (${res.status})`);
+    }
+  }
+  t.equal((await new Client(srv, '/edge/client/v1', partial).get('/current-api-session')).status, 200, 'the partial session itself is still live');
+});
+
+t.test('a data directory from before signed tokens: plain stored tokens are ended at start', async (t) => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-plain-'));
+  const store = new Store(path.join(dataDir, 'db'), createRegistry().collectionSpecs());
+  const now = Date.now();
+  const plain = crypto.randomUUID();
+  await store.write((tx) => {
+    tx.put('apiSessions', { id: 'old-api-session', createdAt: now, updatedAt: now, token: plain, identityId: 'someone', authenticatorId: 'a', lastActivityAt: now, configTypes: [], isMfaRequired: false, isMfaComplete: false });
+    tx.put('sessions', { id: 'old-session', createdAt: now, updatedAt: now, token: crypto.randomUUID(), apiSessionId: 'old-api-session', identityId: 'someone', serviceId: 'svc', type: 'Dial' });
+  });
+  await store.close();
+  const srv = await startServer(t, { dataDir });
+  const admin = await srv.login();
+  t.ok(isError(await admin.get('/api-sessions/old-api-session'), 404, 'NOT_FOUND'), 'the API session with a plain token is gone');
+  t.ok(isError(await admin.get('/sessions/old-session'), 404, 'NOT_FOUND'), 'and the session with a plain token');
+  t.ok(isError(await new Client(srv, '/edge/client/v1', plain).get('/current-identity'), 401, 'UNAUTHORIZED'), 'the old token opens nothing');
 });

@@ -15,16 +15,13 @@
  * Last activity is kept in memory and flushed in one batched write every `activityFlushMs`,
  * never one commit per request.
  */
-import crypto from 'node:crypto';
 import type { ChangeEvent, Rec, Store, Tx } from '../store/store.js';
 import { timeOrderedId } from '../store/ids.js';
-import type { SigningKeys } from './tokens.js';
+import { tokenDigest, type SigningKeys } from './tokens.js';
 import { allowsPrimary, type PrimaryMethod } from './login-policy.js';
 
 export const API_SESSION_TOKEN = 'api-session';
 
-/** What the store keeps of a token: its SHA-256, enough to match a presented token, useless to present. */
-export const tokenDigest = (token: string) => crypto.createHash('sha256').update(token).digest('base64url');
 
 /** A token in the format stored before tokens were signed (a random UUID kept in clear). */
 const PLAIN_TOKEN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -43,8 +40,6 @@ declare module '../core/context.js' {
 export interface ApiSession extends Rec {
   /** SHA-256 (base64url) of the signed token. */
   token: string;
-  /** The key that signed the token (a retired key stays published while sessions signed with it live). */
-  kid?: string;
   /** The primary login method (password, cert, ext-jwt): an auth-policy change may end it. */
   method?: string;
   /** ext-jwt: the signer of the login token (a policy's allowedSigners may drop it). */
@@ -129,20 +124,29 @@ export class ApiSessions {
     void this.store.write((tx) => ApiSessions.deleteInTx(tx, ended)).catch(() => {});
   }
 
-  /** Whether a live API session was signed with this key (a retired key stays while one is). */
-  usesKey(kid: string): boolean {
-    for (const s of this.byId.values()) if (s.kid === kid) return true;
+  /**
+   * Whether an API session created before `t` still lives: a key retired at `t` signed nothing
+   * newer, and a session (dial/bind) token lives no longer than its API session.
+   */
+  anyCreatedBefore(t: number): boolean {
+    for (const s of this.byId.values()) if (s.createdAt < t) return true;
     return false;
   }
 
   /**
-   * API sessions stored before tokens were signed kept their token in clear: they are ended at
-   * open (their clients log in again) so that no usable token stays at rest.
+   * API sessions and sessions stored before tokens were signed kept their token in clear: they are
+   * ended at start (their clients log in again) so that no usable token stays at rest.
    */
   async endPlainTokenSessions(): Promise<number> {
     const plain = [...this.byId.values()].filter((s) => PLAIN_TOKEN.test(s.token)).map((s) => s.id);
-    if (plain.length) await this.store.write((tx) => ApiSessions.deleteInTx(tx, plain));
-    return plain.length;
+    const plainSessions: string[] = [];
+    for (const rec of this.store.scan('sessions')) if (typeof rec.token === 'string' && PLAIN_TOKEN.test(rec.token)) plainSessions.push(rec.id);
+    if (plain.length || plainSessions.length)
+      await this.store.write((tx) => {
+        ApiSessions.deleteInTx(tx, plain);
+        for (const id of plainSessions) tx.delete('sessions', id);
+      });
+    return plain.length + plainSessions.length;
   }
 
   get(id: string): ApiSession | undefined {
@@ -222,7 +226,6 @@ export class ApiSessions {
       updatedAt: now,
       tags: {},
       token: tokenDigest(token),
-      kid: keys.currentKid,
       lastActivityAt: now,
       isMfaComplete: false,
       ...extra,

@@ -10,8 +10,8 @@
  *
  * Rotation: when the current key is older than `rotationMs` a new key becomes current; the old one
  * is marked retired and keeps verifying until nothing signed with it can still be valid (the
- * `stillNeeded` callback: a live API session signed with it, or a session token not yet expired),
- * then its record and file are removed.
+ * `stillNeeded` callback: an API session created before it retired still lives — every token it
+ * signed is such an API session's or one of its sessions'), then its record and file are removed.
  *
  * Signing and verifying use node:crypto with KeyObjects parsed once (ES256 sign ~26–37 µs, verify
  * ~70–110 µs here); callers cache verified tokens (ApiSessions) so a signature is checked once per
@@ -59,6 +59,29 @@ export interface TokenClaims {
 
 const b64url = (b: Buffer | string) => Buffer.from(b).toString('base64url');
 
+/** What the store keeps of a token: its SHA-256, enough to match a presented token, useless to present. */
+export const tokenDigest = (token: string) => crypto.createHash('sha256').update(token).digest('base64url');
+
+export const SESSION_TOKEN = 'session';
+
+export interface SessionTokenFacts {
+  id: string;
+  identityId: string;
+  apiSessionId: string;
+  serviceId: string;
+  type: string;
+}
+
+/**
+ * A session's (dial or bind) token: signed with the controller's key, carrying what a router needs
+ * to admit the dial or bind without asking the controller — identity (`sub`), service (`z_svc`),
+ * type (`z_st`), API session (`z_asid`) — verifiable with the JWKS. Valid while the session
+ * exists: the session's record ends it, as an API session's record ends its token.
+ */
+export function signSessionToken(keys: SigningKeys, issuer: string, s: SessionTokenFacts): string {
+  return keys.sign({ iss: issuer, sub: s.identityId, jti: s.id, iat: Math.floor(Date.now() / 1000), z_t: SESSION_TOKEN, z_asid: s.apiSessionId, z_svc: s.serviceId, z_st: s.type });
+}
+
 /** RFC 7638 thumbprint of an EC public JWK: the key's id, the same on every controller. */
 function thumbprint(jwk: { crv: string; x: string; y: string }): string {
   return crypto.createHash('sha256').update(JSON.stringify({ crv: jwk.crv, kty: 'EC', x: jwk.x, y: jwk.y })).digest('base64url');
@@ -77,7 +100,7 @@ export class SigningKeys {
       controllerId: string;
       rotationMs: number;
       /** Whether something signed with a retired key may still be valid. */
-      stillNeeded?: (kid: string) => boolean;
+      stillNeeded?: (key: SigningKeyRec) => boolean;
       onError?: (err: unknown) => void;
     },
   ) {
@@ -174,7 +197,7 @@ export class SigningKeys {
     if (!own || now - own.createdAt >= this.opts.rotationMs) await this.rotate();
     const done = [...this.verifiers.values()]
       .map((v) => v.rec)
-      .filter((r) => r.controllerId === this.opts.controllerId && r.retiredAt !== undefined && !(this.opts.stillNeeded?.(r.id) ?? false));
+      .filter((r) => r.controllerId === this.opts.controllerId && r.retiredAt !== undefined && !(this.opts.stillNeeded?.(r) ?? false));
     if (done.length === 0) return;
     await this.store.write((tx) => {
       for (const r of done) tx.delete(SIGNING_KEYS, r.id);

@@ -8,11 +8,13 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import fs from 'node:fs';
 import { CliError, loadSession, usage } from './state.js';
-import { RESOURCE_HELP, resourceCommand } from './resources.js';
-import { certificateLogin, passwordLogin } from './login.js';
-import { enroll } from './enroll.js';
-import { backup, resetPassword, restore, status } from './offline.js';
+import { RESOURCE_HELP } from './help.js';
 import { api } from './http.js';
+
+// Each command loads only what it uses: the specs, LMDB and the datastore cost ~1 s to load.
+const resources = () => import('./resources.js');
+const login = () => import('./login.js');
+const offline = () => import('./offline.js');
 
 const HELP: Record<string, string> = {
   login: 'mesh login URL [-u USER] [-p PASSWORD] [-y]\n  Trusts the controller\'s CA bundle (shown by fingerprint; -y accepts without asking) and logs in with a password on the Management API.\nmesh login --identity IDENTITY.json [URL]\n  Logs in with an enrolled identity\'s certificate on the Client API (URL: the certificate listener, default the file\'s).',
@@ -66,16 +68,16 @@ async function run(argv: string[]): Promise<void> {
     process.stdout.write(`mesh v${JSON.parse(fs.readFileSync(pkg, 'utf8')).version}\n`);
     return;
   }
-  if (['list', 'get', 'create', 'update', 'delete'].includes(command)) return resourceCommand(command as 'list', rest);
+  if (['list', 'get', 'create', 'update', 'delete'].includes(command)) return (await resources()).resourceCommand(command as 'list', rest);
   const help = () => void process.stdout.write(HELP[command] + '\n');
   switch (command) {
     case 'login': {
       const { values, positionals } = parse(rest, { username: { type: 'string', short: 'u' }, password: { type: 'string', short: 'p' }, yes: { type: 'boolean', short: 'y' }, identity: { type: 'string' } }, command);
       if (values.help) return help();
       if (positionals.length > 1) throw usage(`mesh login: one URL only\n\n${HELP.login}`);
-      if (values.identity) return certificateLogin(values.identity as string, positionals[0]);
+      if (values.identity) return (await login()).certificateLogin(values.identity as string, positionals[0]);
       if (!positionals[0]) throw usage(`mesh login: the controller URL is missing\n\n${HELP.login}`);
-      return passwordLogin(positionals[0], { username: values.username as string | undefined, password: values.password as string | undefined, yes: values.yes as boolean | undefined });
+      return (await login()).passwordLogin(positionals[0], { username: values.username as string | undefined, password: values.password as string | undefined, yes: values.yes as boolean | undefined });
     }
     case 'whoami': {
       const { values } = parse(rest, {}, command);
@@ -90,7 +92,7 @@ async function run(argv: string[]): Promise<void> {
       if (values.help) return help();
       if (positionals.length !== 1) throw usage(`mesh enroll: one JWT file\n\n${HELP.enroll}`);
       if (!values.out) throw usage(`mesh enroll: --out IDENTITY.json is required\n\n${HELP.enroll}`);
-      return enroll(positionals[0], values.out as string);
+      return (await import('./enroll.js')).enroll(positionals[0], values.out as string);
     }
     case 'snapshot': {
       const { values, positionals } = parse(rest, {}, command);
@@ -105,19 +107,19 @@ async function run(argv: string[]): Promise<void> {
       const { values, positionals } = parse(rest, { 'data-dir': { type: 'string' }, out: { type: 'string', short: 'o' } }, command);
       if (values.help) return help();
       if (positionals.length) throw usage(`mesh backup: unexpected ${positionals.join(' ')}\n\n${HELP.backup}`);
-      return backup({ dataDir: values['data-dir'] as string | undefined, out: values.out as string | undefined });
+      return (await offline()).backup({ dataDir: values['data-dir'] as string | undefined, out: values.out as string | undefined });
     }
     case 'restore': {
       const { values, positionals } = parse(rest, { 'data-dir': { type: 'string' }, replace: { type: 'boolean' }, check: { type: 'boolean' } }, command);
       if (values.help) return help();
       if (positionals.length !== 1) throw usage(`mesh restore: one backup file\n\n${HELP.restore}`);
-      return restore(positionals[0], { dataDir: values['data-dir'] as string | undefined, replace: values.replace as boolean | undefined, check: values.check as boolean | undefined });
+      return (await offline()).restore(positionals[0], { dataDir: values['data-dir'] as string | undefined, replace: values.replace as boolean | undefined, check: values.check as boolean | undefined });
     }
     case 'status': {
       const { values, positionals } = parse(rest, { 'data-dir': { type: 'string' }, json: { type: 'boolean' } }, command);
       if (values.help) return help();
       if (positionals.length) throw usage(`mesh status: unexpected ${positionals.join(' ')}\n\n${HELP.status}`);
-      return status({ dataDir: values['data-dir'] as string | undefined, json: values.json as boolean | undefined });
+      return (await offline()).status({ dataDir: values['data-dir'] as string | undefined, json: values.json as boolean | undefined });
     }
     case 'admin': {
       const [sub, ...args] = rest;
@@ -126,7 +128,7 @@ async function run(argv: string[]): Promise<void> {
       const { values, positionals } = parse(args, { 'data-dir': { type: 'string' }, username: { type: 'string', short: 'u' }, password: { type: 'string', short: 'p' } }, command);
       if (values.help) return help();
       if (positionals.length) throw usage(`mesh admin reset-password: unexpected ${positionals.join(' ')}\n\n${HELP.admin}`);
-      return resetPassword({ dataDir: values['data-dir'] as string | undefined, username: values.username as string | undefined, password: values.password as string | undefined });
+      return (await offline()).resetPassword({ dataDir: values['data-dir'] as string | undefined, username: values.username as string | undefined, password: values.password as string | undefined });
     }
     default:
       throw usage(`unknown command "${command}"\n\n${USAGE}`);

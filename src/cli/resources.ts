@@ -11,6 +11,7 @@ import { parseArgs } from 'node:util';
 import { upstreamDocument } from '../api/spec/index.js';
 import { api } from './http.js';
 import { CliError, loadSession, usage } from './state.js';
+import { RESOURCE_HELP } from './help.js';
 
 interface Family {
   /** Path segment: `identities`. */
@@ -126,13 +127,6 @@ const COMMON = {
   help: { type: 'boolean', short: 'h' },
 } as const;
 
-export const RESOURCE_HELP: Record<string, string> = {
-  list: 'mesh list FAMILY [FILTER] [--limit N] [--offset N] [--json]\n  Lists a family (FILTER in the API\'s filter language, e.g. \'name contains "web"\'); --json prints the data array.',
-  get: 'mesh get FAMILY ID|NAME [--json]\n  Shows one entity, by id or by name.',
-  create: 'mesh create FAMILY [NAME] [--PROPERTY VALUE …] [--data JSON] [--jwt-out FILE] [--json]\n  Creates an entity; the options are the properties of the family\'s create body (mesh create FAMILY --help lists them).\n  --jwt-out FILE writes the enrollment JWT of a new identity or router.',
-  update: 'mesh update FAMILY ID|NAME [--PROPERTY VALUE …] [--data JSON]\n  Changes the given properties (PATCH where the API has it).',
-  delete: 'mesh delete FAMILY ID|NAME\n  Deletes an entity.',
-};
 
 function familyHelp(verb: string, f?: Family): string {
   let text = RESOURCE_HELP[verb];

@@ -152,14 +152,16 @@ export class Cluster implements WriteLog {
   private detail = 'starting';
   private closed = false;
   private applying: Promise<void> = Promise.resolve();
+  /** Watch events received and not yet handed to an LMDB transaction. */
+  private arrived: IEvent[] = [];
   private waiters: { revision: number; resolve: () => void }[] = [];
   /** Writes sent to etcd or waiting to be, per collection they write: a write that read one waits. */
   private readonly inFlight = new Map<Coll, Set<Promise<unknown>>>();
   private queue: Queued[] = [];
   private sending = false;
   private logId = '';
-  /** Statistics (metrics, bench): etcd transactions and the writes they carried. */
-  readonly stats = { txns: 0, writes: 0, retries: 0 };
+  /** Statistics: etcd transactions, the writes they carried, writes run again after a failed guard or after waiting for a write in flight. */
+  readonly stats = { txns: 0, writes: 0, retries: 0, waits: 0 };
 
   constructor(
     private readonly store: Store,
@@ -186,6 +188,7 @@ export class Cluster implements WriteLog {
       const result = fn(tx);
       const writes = tx.finish();
       if (reads.waits.size > 0) {
+        this.stats.waits++;
         await this.settled(reads.waits);
         continue;
       }
@@ -431,7 +434,10 @@ export class Cluster implements WriteLog {
     let first = true;
     this.watch = watchPrefix(this.client, this.keys.records, this.applied + 1, {
       events: (events) => {
-        this.applying = this.applying.then(() => this.apply(events));
+        // Events that arrive while the replica commits are applied together in its next LMDB
+        // transaction (one sync for all of them), as local writes share a group commit.
+        if (this.arrived.length === 0) this.applying = this.applying.then(() => this.apply(this.arrived.splice(0)));
+        for (const ev of events) this.arrived.push(ev);
       },
       disconnected: (reason) => {
         this.ready = false;

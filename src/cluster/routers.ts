@@ -96,7 +96,14 @@ export class SharedPresence {
     try {
       await lease.put(this.dir + c.routerId).value(JSON.stringify({ ...c, controllerId: this.controllerId } satisfies Published));
     } catch (e) {
-      this.log.warn({ routerId: c.routerId, err: String((e as Error).message) }, 'cluster: could not publish router presence');
+      this.log.warn({ routerId: c.routerId, err: String((e as Error).message) }, 'cluster: could not publish router presence; trying again');
+      // etcd unreachable (no quorum): publish the latest state once it answers again, while the
+      // router is still connected here.
+      setTimeout(() => {
+        const now = this.presence.get(c.routerId);
+        const current = this.members.currentLease;
+        if (!this.closed && now && !this.remote.has(c.routerId) && current) void this.publish(now, current);
+      }, 1000).unref();
     }
   }
 

@@ -60,6 +60,8 @@ export interface ChannelOptions {
   handshakeTimeoutMs: number;
   /** Connections allowed to be mid-handshake at once; more are refused (1013 try again later). */
   maxPendingHandshakes: number;
+  /** Cluster mode: every live controller, so a router knows where to reconnect if this one dies. */
+  controllers?: () => { id: string; ctrlAddress: string }[];
 }
 
 /** Counters read by the metrics scrape. */
@@ -303,6 +305,7 @@ export class ControlChannel {
       heartbeatTimeoutMs: this.opts.heartbeatTimeoutMs,
       router: routerSettings(rec, kind),
       traces: this.opts.traces.list(),
+      ...(this.opts.controllers ? { controllers: this.opts.controllers() } : {}),
     });
     this.log.info({ routerId: rec.id, kind, name: rec.name, remoteAddress: s.transport.remoteAddress }, 'router connected');
   }

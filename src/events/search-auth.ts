@@ -1,7 +1,7 @@
 /**
  * Who calls `/search`: HTTP basic credentials of an identity with a password (its UPDB
- * authenticator), as search clients send them, or a `zt-session` header of a fully authenticated
- * API session. Reads need admin or `ops.read` (`admin_readonly` too); ingest needs admin or
+ * authenticator), as search clients send them, or the token of a fully authenticated API session
+ * (`zt-session` or `Authorization: Bearer`). Reads need admin or `ops.read` (`admin_readonly` too); ingest needs admin or
  * `ops.update` (semantics §14 families).
  *
  * Verifying a password costs an argon2 hash on the worker pool; clients send the credentials
@@ -13,10 +13,10 @@ import type { App } from '../core/context.js';
 import type { Req } from '../core/operation.js';
 import type { Rec } from '../store/store.js';
 import { isPermitted } from '../auth/permissions.js';
+import { dummyPasswordHash } from '../auth/passwords.js';
 import { SearchError } from './query.js';
 
 /** Verified for an unknown user, so the answer time does not tell which users exist. */
-const DUMMY_HASH = '$argon2id$v=19$m=19456,t=2,p=1$po9sLlQvImQ7KY3cvEszbg$2+plzrBD7uKWdcIktUFYoH7R3KgUKPXWiI5Vw/07wI0';
 const CACHE_MS = 5 * 60_000;
 const CACHE_MAX = 10_000;
 
@@ -35,14 +35,15 @@ export class SearchAuth {
   /** The calling identity; throws Unauthenticated. */
   async identify(req: Req): Promise<Rec> {
     const { store, sessions } = this.app;
-    const token = req.headers['zt-session']?.trim();
+    const header = req.headers.authorization ?? '';
+    // An API-session token as `zt-session` or as `Authorization: Bearer` (the oauth2 scheme).
+    const token = req.headers['zt-session']?.trim() || /^bearer\s+(\S+)\s*$/i.exec(header)?.[1];
     if (token) {
       const s = sessions.resolve(token);
       const identity = s && sessions.isFullyAuthenticated(s) ? sessions.identityOf(s) : undefined;
-      if (!identity) throw new Unauthenticated('the zt-session token is invalid or expired');
+      if (!identity) throw new Unauthenticated('the API-session token is invalid or expired');
       return identity;
     }
-    const header = req.headers.authorization ?? '';
     const m = /^basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(header);
     if (!m) throw new Unauthenticated(`missing authentication credentials for REST request [${req.path}]`);
     const decoded = Buffer.from(m[1], 'base64').toString('utf8');
@@ -61,7 +62,7 @@ export class SearchAuth {
     let good = hit !== undefined && hit.until > now && hash !== undefined && hit.authenticatorId === auth!.id && hit.hash === hash;
     if (!good) {
       this.verified.delete(key);
-      good = await this.app.pool.run('verifyPassword', { hash: hash ?? DUMMY_HASH, password });
+      good = await this.app.pool.run('verifyPassword', { hash: hash ?? (await dummyPasswordHash(this.app)), password });
       if (!good || !hash) throw fail();
       if (this.verified.size >= CACHE_MAX) this.verified.clear();
       this.verified.set(key, { authenticatorId: auth!.id, hash, until: now + CACHE_MS });

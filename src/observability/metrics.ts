@@ -104,6 +104,15 @@ export class Metrics {
     monotonic(registers, 'mesh_store_commits_total', 'LMDB transactions committed (group commit: each carries every write issued while the previous one committed)', () => ({ '': commits.commits }));
     monotonic(registers, 'mesh_store_committed_writes_total', 'Atomic writes carried by those transactions', () => ({ '': commits.writes }));
     monotonic(registers, 'mesh_store_commit_seconds_total', 'Time from starting each transaction to its being durable on disk', () => ({ '': commits.seconds }));
+    const cluster = app.store.cluster;
+    if (cluster) {
+      const cs = cluster.stats;
+      monotonic(registers, 'mesh_cluster_txns_total', 'etcd transactions sent (each carries the writes issued while the previous one was in flight)', () => ({ '': cs.txns }));
+      monotonic(registers, 'mesh_cluster_writes_total', 'Guarded writes carried by those transactions', () => ({ '': cs.writes }));
+      monotonic(registers, 'mesh_cluster_write_retries_total', 'Writes run again, by reason: a guard failed (others changed what they read), or they read a write still in flight', () => ({ guard: cs.retries, pending: cs.waits }), 'reason');
+      new Gauge({ name: 'mesh_cluster_applied_revision', help: 'etcd revision the local replica has applied', registers, collect() { this.set(cluster.applied); } });
+      new Gauge({ name: 'mesh_cluster_replica_ready', help: '1 while the replica follows etcd and is caught up', registers, collect() { this.set(cluster.status().ready ? 1 : 0); } });
+    }
     new Gauge({
       name: 'mesh_store_size_bytes',
       help: 'Bytes of the LMDB map in use (last page written x page size)',

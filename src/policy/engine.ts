@@ -48,7 +48,8 @@ interface IdentityView {
 
 interface SessionInfo {
   id: string;
-  token: string;
+  /** The signed token this process issued for it (memory only: a repeated create answers the same token). */
+  token?: string;
   identityId: string;
   apiSessionId: string;
   serviceId: string;
@@ -84,7 +85,6 @@ export class PolicyEngine {
   /** `<apiSessionId>\0<serviceId>\0<type>` → session id (idempotent creates). */
   private readonly sessionByKey = new Map<string, string>();
   /** Session token → session (routers and the `session-token` header look sessions up by token). */
-  private readonly sessionByToken = new Map<string, SessionInfo>();
   /** Sessions whose removal is committing: hidden from reads until the delete lands. */
   readonly doomed = new Set<string>();
   private readonly views = new Versioned<IdentityView>(this.index);
@@ -259,16 +259,14 @@ export class PolicyEngine {
   private trackSession(rec: Rec) {
     let m = this.sessionsByIdentity.get(rec.identityId);
     if (!m) this.sessionsByIdentity.set(rec.identityId, (m = new Map()));
-    const info: SessionInfo = { id: rec.id, token: rec.token, identityId: rec.identityId, apiSessionId: rec.apiSessionId, serviceId: rec.serviceId, type: rec.type === 'Bind' ? 'Bind' : 'Dial' };
+    const info: SessionInfo = { id: rec.id, identityId: rec.identityId, apiSessionId: rec.apiSessionId, serviceId: rec.serviceId, type: rec.type === 'Bind' ? 'Bind' : 'Dial' };
     m.set(rec.id, info);
     this.sessionByKey.set(sessionKey(info.apiSessionId, info.serviceId, info.type), rec.id);
-    if (typeof rec.token === 'string') this.sessionByToken.set(rec.token, info);
   }
 
   private untrackSession(rec: Rec) {
     const key = sessionKey(rec.apiSessionId, rec.serviceId, rec.type === 'Bind' ? 'Bind' : 'Dial');
     if (this.sessionByKey.get(key) === rec.id) this.sessionByKey.delete(key);
-    if (this.sessionByToken.get(rec.token)?.id === rec.id) this.sessionByToken.delete(rec.token);
     const m = this.sessionsByIdentity.get(rec.identityId);
     if (!m) return;
     m.delete(rec.id);
@@ -600,9 +598,9 @@ export class PolicyEngine {
     return id === undefined || this.doomed.has(id) ? undefined : id;
   }
 
-  /** The live session holding a token (none while its removal commits). */
-  sessionOfToken(token: string): SessionInfo | undefined {
-    const s = this.sessionByToken.get(token);
+  /** A live session of an identity by id (none while its removal commits). */
+  liveSession(identityId: string, sessionId: string): SessionInfo | undefined {
+    const s = this.sessionsByIdentity.get(identityId)?.get(sessionId);
     return s === undefined || this.doomed.has(s.id) ? undefined : s;
   }
 

@@ -1,7 +1,8 @@
 /** Listing a family: the list engine over its collection, role filters, and pages spliced from kept renders. */
 import { errors } from '../core/errors.js';
 import { list as listEnvelope, listOfJson } from '../core/envelope.js';
-import { parseListParams, runList, type ListSource } from '../core/query.js';
+import { parseListParams, listSteps, type ListSource } from '../core/query.js';
+import { continueSliced, firstSlice } from '../core/slices.js';
 import type { Ctx } from '../core/context.js';
 import type { Reply } from '../core/operation.js';
 import type { Rec } from '../store/store.js';
@@ -19,8 +20,23 @@ export function listSource(reg: Registry, def: ResourceDef, extra?: Partial<List
   };
 }
 
-/** List a collection (optionally restricted) and render each record. */
-export function listRecords(reg: Registry, def: ResourceDef, ctx: Ctx, extra?: Partial<ListSource>, render?: (r: Rec) => unknown): Reply {
+/**
+ * List a collection (optionally restricted) and render each record. A small list answers at once;
+ * one that takes longer than a slice (an unbounded `limit=-1` over a large collection, a filter
+ * on an unindexed field) continues in slices with the event loop free in between, and only a few
+ * such lists run at once (`app.auth.largeAnswers`; beyond its queue, 429 RATE_LIMITED).
+ */
+export function listRecords(reg: Registry, def: ResourceDef, ctx: Ctx, extra?: Partial<ListSource>, render?: (r: Rec) => unknown): Reply | Promise<Reply> {
+  const steps = listReplySteps(reg, def, ctx, extra, render);
+  const first = firstSlice(steps);
+  if (first.done) return first.value;
+  return ctx.app.auth.largeAnswers.run(() => continueSliced(steps));
+}
+
+/** Records rendered between two points where a sliced list may pause. */
+const RENDER_STEP = 128;
+
+function* listReplySteps(reg: Registry, def: ResourceDef, ctx: Ctx, extra?: Partial<ListSource>, render?: (r: Rec) => unknown): Generator<void, Reply> {
   const src = listSource(reg, def, extra);
   const view: View = { store: ctx.app.store, ctx, refs: new Map() };
   // Callers who may not read every record's credentials neither filter nor sort by them.
@@ -32,14 +48,16 @@ export function listRecords(reg: Registry, def: ResourceDef, ctx: Ctx, extra?: P
     src.candidates = prev ? [...selected].filter((id) => prev.has(id)) : selected;
   }
   const p = parseListParams(ctx.req.query, src.symbols);
-  const { page, pagination } = runList(ctx.app.store, src, p);
+  const { page, pagination } = yield* listSteps(ctx.app.store, src, p);
   const store = ctx.app.store;
   // A page of ids: records are read here, and only those not kept as JSON (below).
   const load = (e: Rec | string) => (typeof e === 'string' ? store.get(def.collection, e) : e);
+  let n = 0;
   if (!render && def.renderCache && allSecrets) {
     // Entries kept as JSON: the page is spliced from them.
     const entries: string[] = [];
     for (const e of page) {
+      if (++n % RENDER_STEP === 0) yield;
       let json = reg.renders.get(def, typeof e === 'string' ? e : e.id);
       if (json === undefined) {
         const rec = load(e);
@@ -51,12 +69,13 @@ export function listRecords(reg: Registry, def: ResourceDef, ctx: Ctx, extra?: P
     return listOfJson(entries, pagination, src.filterableFields);
   }
   const r = render ?? ((rec: Rec) => renderRecord(reg, def, rec, view));
-  const records: Rec[] = [];
+  const rendered: unknown[] = [];
   for (const e of page) {
+    if (++n % RENDER_STEP === 0) yield;
     const rec = load(e);
-    if (rec) records.push(rec);
+    if (rec) rendered.push(r(rec));
   }
-  return listEnvelope(records.map(r), pagination, src.filterableFields);
+  return listEnvelope(rendered, pagination, src.filterableFields);
 }
 
 /**

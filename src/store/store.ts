@@ -58,6 +58,10 @@ export interface WriteLog {
   write<T>(fn: (tx: Tx) => T): Promise<T>;
   /** Whether the replica is caught up with the log (readiness). */
   status(): { ready: boolean; detail: string };
+  /** The log revision the replica has applied. */
+  readonly applied: number;
+  /** Log transactions sent, writes they carried, writes run again (failed guard, or a write in flight they read). */
+  readonly stats: { txns: number; writes: number; retries: number; waits: number };
   close(): Promise<void>;
 }
 
@@ -482,6 +486,26 @@ export class Store extends EventEmitter {
     });
     // Index entries changed without record events: whatever was derived from them is stale.
     this.emit('repaired');
+  }
+
+  private marks?: Database<unknown, string>;
+  /**
+   * A durable commit that changes no record (it stamps a bookkeeping key): for a path that must
+   * take as long as a write it does not make (a login for an unknown username, timed against a
+   * wrong password whose count is written). An empty batch would not do: LMDB does not sync it.
+   */
+  async commitMark(): Promise<void> {
+    if (this.closed) throw new Error('store is closed');
+    if (this.cluster) {
+      await this.cluster.write(() => undefined);
+      return;
+    }
+    const marks = (this.marks ??= this.env.openDB<unknown, string>({ name: 'm:marks' }));
+    const at = Date.now();
+    await new Promise<void>((resolve, reject) => {
+      this.queue.push({ ops: [], raw: () => marks.put('lastMark', at), resolve, reject });
+      this.scheduleFlush();
+    });
   }
 
   async close(): Promise<void> {

@@ -14,7 +14,7 @@ import { renderRecord } from '../../resources/render.js';
 import { standardHandlers } from '../../resources/standard.js';
 import { write } from '../../resources/write.js';
 import { parseListParams, runList } from '../../core/query.js';
-import crypto from 'node:crypto';
+import { SESSION_TOKEN, signSessionToken, tokenDigest, type SessionTokenFacts } from '../../auth/tokens.js';
 import type { Rec } from '../../store/store.js';
 import type { PolicyType } from '../../policy/engine.js';
 import { timeOrderedId } from '../../store/ids.js';
@@ -96,20 +96,25 @@ async function createSession(reg: Registry, ctx: Ctx): Promise<Reply> {
   // Idempotent per (API session, service, type).
   const key = `${apiSession.id}\u0000${serviceId}\u0000${type}`;
   let pending = inFlight.get(key);
+  let token: string | undefined;
   if (!pending) {
     const existing = engine.findSession(apiSession.id, serviceId, type);
     const found = existing ? ctx.app.store.get('sessions', existing) : undefined;
-    if (found) return ok(renderRecord(reg, reg.def('sessions'), found, { store: ctx.app.store, ctx }), 201);
+    // The same session again: the token this process issued for it, else a fresh one (any token
+    // naming a live session is valid).
+    if (found) return withToken(ok(renderRecord(reg, reg.def('sessions'), found, { store: ctx.app.store, ctx }), 201), engine.liveSession(identity.id, found.id)?.token ?? sessionToken(ctx, found));
     const now = Date.now();
+    // Time-ordered, like every entity id: the write appends to the ends of the session B-trees
+    // instead of dirtying a random page of each (a commit of 32 sessions 2.5× faster).
+    const id = timeOrderedId();
+    token = sessionToken(ctx, { id, identityId: identity.id, apiSessionId: apiSession.id, serviceId, type });
     const rec: Rec = {
-      // Time-ordered, like every entity id: the write appends to the ends of the session B-trees
-      // instead of dirtying a random page of each (a commit of 32 sessions 2.5× faster). The
-      // secret is the token, which is random and indexed in memory only (PolicyEngine.sessionOfToken).
-      id: timeOrderedId(),
+      id,
       createdAt: now,
       updatedAt: now,
       tags: body.tags && typeof body.tags === 'object' ? body.tags : {},
-      token: crypto.randomUUID(),
+      // Only a digest is stored: a copied data directory holds no usable token.
+      token: tokenDigest(token),
       type,
       apiSessionId: apiSession.id,
       serviceId: serviceId,
@@ -127,7 +132,20 @@ async function createSession(reg: Registry, ctx: Ctx): Promise<Reply> {
     pending.finally(() => inFlight.delete(key)).catch(() => {});
   }
   const rec = await pending;
-  return ok(renderRecord(reg, reg.def('sessions'), rec, { store: ctx.app.store, ctx }), 201);
+  if (token) {
+    const live = engine.liveSession(identity.id, rec.id);
+    if (live) live.token = token;
+  } else token = engine.liveSession(identity.id, rec.id)?.token;
+  return withToken(ok(renderRecord(reg, reg.def('sessions'), rec, { store: ctx.app.store, ctx }), 201), token ?? sessionToken(ctx, rec));
+}
+
+function sessionToken(ctx: Ctx, s: SessionTokenFacts | Rec): string {
+  return signSessionToken(ctx.app.keys, ctx.app.baseUrl, s as SessionTokenFacts);
+}
+
+function withToken(reply: Reply, token: string): Reply {
+  (reply.body as { data: { token: string } }).data.token = token;
+  return reply;
 }
 
 /** ISO strings of recent `lastChangeAt` values: clients poll the same few values over and over, and toISOString costs ~1 µs. */
@@ -211,7 +229,8 @@ export function policyClientEntries(reg: Registry): Entry[] {
         const svc = visibleService(ctx, ctx.params.id);
         const token = ctx.req.headers['session-token'];
         if (token !== undefined) {
-          const s = ctx.app.policy.sessionOfToken(token.trim());
+          const claims = ctx.app.keys.verify(token.trim(), SESSION_TOKEN);
+          const s = claims && ctx.app.policy.liveSession(claims.sub, claims.jti);
           if (!s || s.apiSessionId !== ctx.session!.id || s.serviceId !== svc.id) throw errors.unauthorized();
         }
         const src = listSource(reg, reg.def('edgeRouters'), { records: routersOnlineFirst(ctx.app, ctx.app.policy.commonRouters(ctx.identity!.id, svc.id)) });

@@ -30,7 +30,7 @@ function must(ctx: Ctx, collection: string, id: string): Rec {
 }
 
 /** List the records of `collection` among `ids` (undefined: the whole collection). */
-function listAmong(reg: Registry, ctx: Ctx, collection: string, ids: Iterable<string> | undefined): Reply {
+function listAmong(reg: Registry, ctx: Ctx, collection: string, ids: Iterable<string> | undefined): Reply | Promise<Reply> {
   return listRecords(reg, reg.def(collection), ctx, ids === undefined ? {} : { candidates: ids });
 }
 

@@ -14,7 +14,7 @@ import { ok, empty } from '../../core/envelope.js';
 import { renderRecord } from '../../resources/render.js';
 import { write } from '../../resources/write.js';
 import type { Registry } from '../../resources/registry.js';
-import { checkUsername } from '../../auth/passwords.js';
+import { checkUsername, dummyPasswordHash } from '../../auth/passwords.js';
 import type { ApiSession } from '../../auth/api-sessions.js';
 import { checkPrimary, secondaryFactors, type PrimaryMethod } from '../../auth/login-policy.js';
 import { clearFailedPasswords, recordFailedPassword } from '../../auth/disable.js';
@@ -22,7 +22,6 @@ import { isDisabledAt } from '../../auth/login-policy.js';
 import { certLogin, extJwtLogin, type LoginMethod } from './login.js';
 
 /** A fixed argon2id hash verified when the username is unknown, so timing does not reveal users. */
-const DUMMY_HASH = '$argon2id$v=19$m=19456,t=2,p=1$po9sLlQvImQ7KY3cvEszbg$2+plzrBD7uKWdcIktUFYoH7R3KgUKPXWiI5Vw/07wI0';
 
 /** The outstanding secondary factors of a session, as upstream's `authQueries`. */
 export function authQueries(ctx: Ctx, s: ApiSession, extJwtSatisfied: boolean): Record<string, unknown>[] {
@@ -85,14 +84,19 @@ const passwordLogin: LoginMethod = async (ctx) => {
   if (typeof password !== 'string' || password.length === 0) throw errors.field('password', 'password is required', password ?? null);
   if (password.length < 5 || password.length > 100) throw errors.field('password', 'password must be 5 to 100 characters long', undefined);
   const auth = ctx.app.store.findUnique('authenticators', 'username', username);
-  const hash = auth?.method === 'updb' ? (auth.passwordHash as string) : DUMMY_HASH;
+  const hash = auth?.method === 'updb' ? (auth.passwordHash as string) : await dummyPasswordHash(ctx.app);
   const good = await ctx.app.pool.run('verifyPassword', { hash, password });
-  if (!auth || auth.method !== 'updb') throw errors.invalidAuth();
-  const identity = ctx.app.store.get('identities', auth.identityId);
-  if (!identity) throw errors.invalidAuth();
+  const identity = auth?.method === 'updb' ? ctx.app.store.get('identities', auth.identityId) : undefined;
+  if (!auth || !identity) {
+    await ctx.app.store.commitMark();
+    throw errors.invalidAuth();
+  }
   if (!good) {
-    // Attempts against a disabled (e.g. already locked) identity are not counted again.
+    // Attempts against a disabled (e.g. already locked) identity are not counted again; they,
+    // like unknown usernames above, wait for a commit all the same: a wrong password's answer
+    // waits for its count to be durable, and a faster refusal would tell which usernames exist.
     if (!isDisabledAt(identity)) await recordFailedPassword(ctx.app.store, auth.id);
+    else await ctx.app.store.commitMark();
     throw errors.invalidAuth();
   }
   return { identity, authenticatorId: auth.id };

@@ -266,7 +266,7 @@ export function managementRows(): Row[] {
     { op: 'createDatabaseSnapshot' },
 
     // ---- sessions: a user logs in on the management API and manages its own things
-    { op: 'authenticate', as: 'none', note: 'user', params: () => ({ method: 'password' }), body: () => ({ username: 'cx-user', password: 'cx-pass-1' }), save: (d, s) => (s.sessions.user = d.token) },
+    { op: 'authenticate', as: 'none', note: 'user', params: () => ({ method: 'password' }), body: () => ({ username: 'cx-user', password: 'cx-pass-1' }), save: (d, s) => ((s.sessions.user = d.token), s.set('userApiSession', d.id)) },
     { op: 'listIdentities', as: 'user', note: 'not an admin', status: 401 },
     { op: 'getCurrentIdentity', as: 'user' },
     { op: 'patchCurrentIdentityAuthenticator', as: 'user', params: by('userAuth'), body: () => ({ password: 'cx-pass-4', currentPassword: 'cx-pass-1' }) },
@@ -292,7 +292,8 @@ export function managementRows(): Row[] {
     { op: 'deleteMfa', as: 'user2', params: (s) => ({ 'mfa-validation-code': totp(s) }) },
     { op: 'enrollMfa', as: 'user2', note: 'again, for the administrator to remove' },
     { op: 'removeIdentityMfa', params: by('user') },
-    { op: 'listAPISessions', params: () => ({ limit: -1 }), save: (d, s) => s.set('userApiSession', d.find((x: any) => x.token === s.sessions.user).id) },
+    // Tokens are signed and not stored: the login's API-session id finds the session in the list.
+    { op: 'listAPISessions', params: () => ({ limit: -1 }), save: (d, s) => { if (!d.some((x: any) => x.id === s.get('userApiSession'))) throw new Error('the user API session is not listed'); } },
     { op: 'detailAPISessions', params: by('userApiSession') },
     { op: 'listSessions' },
     { op: 'detailSession', note: 'unknown id', params: () => ({ id: 'no-such-id' }), status: 404 },

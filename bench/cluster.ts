@@ -1,0 +1,291 @@
+/**
+ * bench:cluster — cluster mode on this machine: a real 3-member etcd with one and with three
+ * controllers, each figure next to the single node's of the same run.
+ *
+ * Per configuration (single node; 3 etcd + 1 controller; 3 etcd + 3 controllers): identity creates/s
+ * and session creates/s (C closed-loop clients spread over the controllers) and the p99 of a page of
+ * services. With three
+ * controllers: how long a policy change made on one takes to show on every other (p50/p99 over N
+ * changes); etcd leader killed under writes (time to the first successful write issued after the
+ * kill, failed reads meanwhile); a controller killed (time until its router, reconnecting to
+ * another, is online on every live controller; failed reads meanwhile).
+ * Writes bench/results/cluster-<ts>.json. `--help` lists the flags.
+ */
+import { createClient, requestJson, type HttpClient, type RequestSpec } from './lib/http.js';
+import { spawnController, login, MGMT, type ControllerProcess } from './lib/controller.js';
+import { runLoad } from './lib/load.js';
+import { machineInfo, table, fmt, writeResults } from './lib/report.js';
+import { parseCli, intFlag, numFlag } from './lib/cli.js';
+import { startEtcd, type EtcdCluster } from './lib/etcd.js';
+import { RouterClient } from './lib/router-client.js';
+import { createAndEnroll } from './lib/router-enroll.js';
+
+const ADMIN_PASSWORD = 'bench-admin-password';
+const TARGET_CREATES = 2000;
+const TARGET_VISIBLE_P99_MS = 100;
+const TARGET_WRITES_BACK_MS = 10_000;
+
+const argv = parseCli({
+  name: 'bench:cluster',
+  summary: `cluster mode against the single node of the same run (3 etcd members on this machine).
+Spawns etcd (/usr/bin/etcd) and node dist/src/main.js processes on free loopback ports.`,
+  usage: ['npm run bench:cluster', 'npm run bench:cluster -- --duration 2 --changes 20   # a smoke run'],
+  flags: {
+    concurrency: { type: 'string', default: '48', arg: 'C', help: 'concurrent clients for creates (spread over the controllers)' },
+    duration: { type: 'string', default: '10', arg: 'S', help: 'seconds of creates and of list queries per configuration' },
+    changes: { type: 'string', default: '100', arg: 'N', help: 'policy changes timed until visible everywhere' },
+    'session-services': { type: 'string', default: '1000', arg: 'N', help: 'services, and so new sessions per controller, for session creates' },
+  },
+});
+const concurrency = intFlag(argv, 'concurrency', 1, 1024);
+const durationMs = numFlag(argv, 'duration', 0.2, 600) * 1000;
+const changes = intFlag(argv, 'changes', 1, 100_000);
+const sessionServices = intFlag(argv, 'session-services', 1, 1_000_000);
+
+interface Node {
+  proc: ControllerProcess;
+  http: HttpClient;
+  token: string;
+}
+
+async function startNodes(n: number, env: Record<string, string>): Promise<Node[]> {
+  const nodes: Node[] = [];
+  // The first one alone: it creates the shared PKI and the default admin.
+  for (let i = 0; i < n; i++) {
+    const proc = await spawnController({ password: ADMIN_PASSWORD, env: { MESH_WORKERS: '1', MESH_REQUEST_LOG: 'false', ...env } });
+    const http = await createClient({ origin: proc.origin, ca: proc.ca, connections: Math.max(4, Math.ceil(concurrency / n)), kind: 'https' });
+    nodes.push({ proc, http, token: await login(http, 'admin', ADMIN_PASSWORD) });
+  }
+  return nodes;
+}
+
+async function stopNodes(nodes: Node[]) {
+  for (const n of nodes) {
+    await n.http.close();
+    await n.proc.stop(5000);
+  }
+}
+
+const hdr = (n: Node) => ({ accept: 'application/json', 'content-type': 'application/json', 'zt-session': n.token });
+
+async function creates(nodes: Node[], tag: string) {
+  const per = Math.max(1, Math.round(concurrency / nodes.length));
+  let seq = 0;
+  const results = await Promise.all(
+    nodes.map((n, i) => {
+      const requests: RequestSpec[] = Array.from({ length: 4096 }, () => ({ method: 'POST', path: `${MGMT}/identities`, headers: hdr(n), body: Buffer.from(JSON.stringify({ name: `${tag}-${i}-${seq++}-${Math.random().toString(36).slice(2)}`, type: 'User', isAdmin: false })) }));
+      return runLoad({ client: n.http, concurrency: per, requests, durationMs, label: `${tag} creates on ${i}` });
+    }),
+  );
+  const ok = results.reduce((a, r) => a + r.ok, 0);
+  const secs = Math.max(...results.map((r) => r.elapsedMs)) / 1000;
+  return { perSec: ok / secs, failed: results.reduce((a, r) => a + Object.values(r.errors).reduce((x, y) => x + y, 0), 0), p99Ms: Math.max(...results.map((r) => r.latency.p99)) };
+}
+
+const CLIENT = '/edge/client/v1';
+
+/** A user who may dial one service over one edge router, logged in on every node; sessions for it closed-loop. */
+async function sessions(nodes: Node[], tag: string) {
+  const [a] = nodes;
+  const post = async (path: string, body: unknown) => {
+    const r = await requestJson(a.http, 'POST', `${MGMT}${path}`, hdr(a), body);
+    if (r.status !== 201) throw new Error(`POST ${path}: ${r.status} ${JSON.stringify(r.body)}`);
+    return r.body.data.id as string;
+  };
+  await post('/edge-routers', { name: `${tag}-er`, roleAttributes: [], isTunnelerEnabled: false });
+  await post('/edge-router-policies', { name: `${tag}-erp`, semantic: 'AnyOf', identityRoles: ['#all'], edgeRouterRoles: ['#all'] });
+  await post('/service-edge-router-policies', { name: `${tag}-serp`, semantic: 'AnyOf', serviceRoles: ['#all'], edgeRouterRoles: ['#all'] });
+  // A session is made once per API session, service and type (a second request returns it): one
+  // new session per request needs as many services as requests per controller.
+  const serviceIds: string[] = [];
+  for (let i = 0; i < sessionServices; i++) serviceIds.push(await post('/services', { name: `${tag}-svc-${i}`, encryptionRequired: true }));
+  await post('/service-policies', { name: `${tag}-sp`, type: 'Dial', semantic: 'AnyOf', identityRoles: ['#all'], serviceRoles: ['#all'] });
+  const identityId = await post('/identities', { name: `${tag}-user`, type: 'User', isAdmin: false });
+  await post('/authenticators', { identityId, method: 'updb', username: `${tag}-user`, password: `${tag}-password` });
+  await sleep(300);
+  const per = Math.max(1, Math.round(concurrency / nodes.length));
+  const results = await Promise.all(
+    nodes.map(async (n, i) => {
+      const r = await requestJson(n.http, 'POST', `${CLIENT}/authenticate?method=password`, { accept: 'application/json' }, { username: `${tag}-user`, password: `${tag}-password` });
+      const token = r.body?.data?.token as string;
+      if (!token) throw new Error(`client login on ${i}: ${r.status}`);
+      const headers = { accept: 'application/json', 'content-type': 'application/json', 'zt-session': token };
+      const specs: RequestSpec[] = serviceIds.map((serviceId) => ({ method: 'POST', path: `${CLIENT}/sessions`, headers, body: Buffer.from(JSON.stringify({ serviceId, type: 'Dial' })) }));
+      return runLoad({ client: n.http, concurrency: per, requests: specs, count: specs.length, label: `${tag} sessions on ${i}` });
+    }),
+  );
+  const ok = results.reduce((x, r) => x + r.ok, 0);
+  return { perSec: ok / (Math.max(...results.map((r) => r.elapsedMs)) / 1000), failed: results.reduce((x, r) => x + Object.values(r.errors).reduce((p, q) => p + q, 0), 0) };
+}
+
+async function lists(nodes: Node[]) {
+  const results = await Promise.all(nodes.map((n) => runLoad({ client: n.http, concurrency: 4, requests: [{ method: 'GET', path: `${MGMT}/services?limit=100`, headers: hdr(n) }], durationMs: Math.min(durationMs, 3000) })));
+  return { p99Ms: Math.max(...results.map((r) => r.latency.p99)) };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A role attribute changed on node 0, visible in a policy's identities on every other node. */
+async function visibility(nodes: Node[]) {
+  const [a] = nodes;
+  await requestJson(a.http, 'POST', `${MGMT}/services`, hdr(a), { name: 'vis-svc', encryptionRequired: true, roleAttributes: ['vis'] });
+  const id = (await requestJson(a.http, 'POST', `${MGMT}/identities`, hdr(a), { name: 'vis-id', type: 'User', isAdmin: false, roleAttributes: [] })).body.data.id as string;
+  const sp = (await requestJson(a.http, 'POST', `${MGMT}/service-policies`, hdr(a), { name: 'vis-sp', type: 'Dial', semantic: 'AnyOf', identityRoles: ['#vis-0'], serviceRoles: ['#vis'] })).body.data.id as string;
+  const ms: number[] = [];
+  for (let i = 1; i <= changes; i++) {
+    const attr = i % 2 ? 'vis-0' : 'other';
+    const start = performance.now();
+    await requestJson(a.http, 'PATCH', `${MGMT}/identities/${id}`, hdr(a), { roleAttributes: [attr] });
+    await Promise.all(
+      nodes.slice(1).map(async (n) => {
+        for (;;) {
+          // The policy's identities, as that controller's role index evaluates them.
+          const r = await requestJson(n.http, 'GET', `${MGMT}/service-policies/${sp}/identities`, hdr(n));
+          const has = (r.body?.data ?? []).some((x: { id: string }) => x.id === id);
+          if (has === (attr === 'vis-0')) return;
+          if (performance.now() - start > 10_000) throw new Error('change not visible after 10 s');
+        }
+      }),
+    );
+    ms.push(performance.now() - start);
+  }
+  ms.sort((x, y) => x - y);
+  return { p50Ms: ms[Math.floor(ms.length * 0.5)], p99Ms: ms[Math.min(ms.length - 1, Math.floor(ms.length * 0.99))] };
+}
+
+/** Reads on every node every 20 ms while `during` runs; counts failures. */
+async function readsDuring<T>(nodes: Node[], during: () => Promise<T>): Promise<{ result: T; reads: number; failedReads: number }> {
+  let stop = false;
+  let reads = 0;
+  let failedReads = 0;
+  const readers = nodes.map(async (n) => {
+    while (!stop) {
+      try {
+        const r = await n.http.request({ method: 'GET', path: `${MGMT}/services?limit=10`, headers: hdr(n) });
+        reads++;
+        if (r.status !== 200) failedReads++;
+      } catch {
+        failedReads++;
+      }
+      await sleep(20);
+    }
+  });
+  try {
+    return { result: await during(), reads, failedReads };
+  } finally {
+    stop = true;
+    await Promise.all(readers);
+  }
+}
+
+async function leaderFailover(etcd: EtcdCluster, nodes: Node[]) {
+  const leader = await etcd.leader();
+  const out = await readsDuring(nodes, async () => {
+    let stop = false;
+    let killedAt = 0;
+    let backAt = 0;
+    const writers = nodes.map(async (n, i) => {
+      for (let k = 0; !stop; k++) {
+        const issued = performance.now();
+        const r = await requestJson(n.http, 'POST', `${MGMT}/identities`, hdr(n), { name: `lf-${i}-${k}`, type: 'User', isAdmin: false }).catch(() => ({ status: 0 }));
+        if (r.status === 201 && killedAt && issued > killedAt && !backAt) backAt = performance.now();
+        if (r.status !== 201) await sleep(50);
+      }
+    });
+    await sleep(1000);
+    killedAt = performance.now();
+    await etcd.kill(leader);
+    while (!backAt && performance.now() - killedAt < 30_000) await sleep(20);
+    stop = true;
+    await Promise.all(writers);
+    return backAt ? backAt - killedAt : undefined;
+  });
+  etcd.start(leader);
+  await etcd.waitHealthy();
+  return { firstWriteMs: out.result, reads: out.reads, failedReads: out.failedReads };
+}
+
+async function controllerFailover(nodes: Node[]) {
+  const [a, ...rest] = nodes;
+  const r = await createAndEnroll(a.http, a.token, { name: 'bench-failover-er', kind: 'edge', hostname: 'er.bench' });
+  const versionInfo = { os: 'linux', arch: 'amd64', version: 'v1.0.0', revision: 'bench', buildDate: '2026-01-01T00:00:00Z' };
+  const router = (n: Node) => new RouterClient({ url: `wss://127.0.0.1:${n.proc.port}/ctrl/v1`, ca: n.proc.ca, certChain: r.certChain, key: r.keyPem, hostname: 'er.bench', protocols: { tls: 'tls:er.bench:3022' }, versionInfo });
+  await sleep(500);
+  const first = router(a);
+  await first.connect();
+  const online = async (n: Node) => (await requestJson(n.http, 'GET', `${MGMT}/edge-routers/${r.id}`, hdr(n))).body?.data?.isOnline === true;
+  while (!(await Promise.all(rest.map(online))).every(Boolean)) await sleep(20);
+  const out = await readsDuring(rest, async () => {
+    const closed = new Promise((res) => first.once('closed', res));
+    const killed = performance.now();
+    await a.proc.stop(0);
+    await closed;
+    const again = router(rest[0]);
+    await again.connect();
+    while (!(await Promise.all(rest.map(online))).every(Boolean)) await sleep(10);
+    const ms = performance.now() - killed;
+    await again.close();
+    return ms;
+  });
+  return { routerOnlineMs: out.result, reads: out.reads, failedReads: out.failedReads };
+}
+
+async function main() {
+  const results: Record<string, unknown> = { machine: machineInfo(), concurrency, durationMs, changes };
+  process.stderr.write('single node…\n');
+  const single = await startNodes(1, {});
+  const s = { creates: await creates(single, 'single'), sessions: await sessions(single, 'single'), list: await lists(single) };
+  await stopNodes(single);
+  results.single = s;
+
+  const etcd = await startEtcd(undefined, 3);
+  try {
+    process.stderr.write('3 etcd + 1 controller…\n');
+    const one = await startNodes(1, { MESH_CLUSTER_ETCD: etcd.endpoints.join(','), MESH_CLUSTER_PREFIX: '/bench-1' });
+    const c1 = { creates: await creates(one, 'c1'), sessions: await sessions(one, 'c1'), list: await lists(one) };
+    await stopNodes(one);
+    results.cluster1 = c1;
+
+    process.stderr.write('3 etcd + 3 controllers…\n');
+    const three = await startNodes(3, { MESH_CLUSTER_ETCD: etcd.endpoints.join(','), MESH_CLUSTER_PREFIX: '/bench-3' });
+    const c3 = { creates: await creates(three, 'c3'), sessions: await sessions(three, 'c3'), list: await lists(three), visible: await visibility(three) };
+    results.cluster3 = c3;
+    process.stderr.write('etcd leader failover…\n');
+    const lf = await leaderFailover(etcd, three);
+    process.stderr.write('controller failover…\n');
+    const cf = await controllerFailover(three);
+    results.failover = { etcdLeader: lf, controller: cf };
+    await stopNodes(three.slice(1));
+    await three[0].http.close();
+
+    process.stdout.write(
+      '\n' +
+        table(
+          ['', 'single node', '3 etcd + 1 ctrl', '3 etcd + 3 ctrls', 'target'],
+          [
+            ['identity creates/s', fmt(s.creates.perSec, 0), fmt(c1.creates.perSec, 0), fmt(c3.creates.perSec, 0), `≥ ${TARGET_CREATES}`],
+            ['create p99 ms', fmt(s.creates.p99Ms), fmt(c1.creates.p99Ms), fmt(c3.creates.p99Ms), ''],
+            ['failed creates', s.creates.failed, c1.creates.failed, c3.creates.failed, '0'],
+            ['session creates/s', fmt(s.sessions.perSec, 0), fmt(c1.sessions.perSec, 0), fmt(c3.sessions.perSec, 0), ''],
+            ['failed session creates', s.sessions.failed, c1.sessions.failed, c3.sessions.failed, '0'],
+            ['service list p99 ms', fmt(s.list.p99Ms), fmt(c1.list.p99Ms), fmt(c3.list.p99Ms), ''],
+            ['policy change visible everywhere p50 / p99 ms', '-', '-', `${fmt(c3.visible.p50Ms, 1)} / ${fmt(c3.visible.p99Ms, 1)}`, `p99 ≤ ${TARGET_VISIBLE_P99_MS}`],
+            ['etcd leader killed → first write ms', '-', '-', fmt(lf.firstWriteMs, 0), `≤ ${TARGET_WRITES_BACK_MS}`],
+            ['  failed reads meanwhile', '-', '-', `${lf.failedReads} of ${lf.reads}`, '0'],
+            ['controller killed → its router online elsewhere ms', '-', '-', fmt(cf.routerOnlineMs, 0), ''],
+            ['  failed reads meanwhile', '-', '-', `${cf.failedReads} of ${cf.reads}`, '0'],
+          ],
+        ) +
+        '\n',
+    );
+  } finally {
+    await etcd.close();
+  }
+  const file = writeResults('cluster', results);
+  process.stderr.write(`results: ${file}\n`);
+}
+
+main().catch((e) => {
+  process.stderr.write(`bench:cluster: ${e?.stack ?? e}\n`);
+  process.exit(1);
+});
