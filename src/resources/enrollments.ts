@@ -9,7 +9,7 @@ import crypto from 'node:crypto';
 import type { App } from '../core/context.js';
 import type { Rec, Tx } from '../store/store.js';
 import { signJwt } from '../pki/jwt.js';
-import { newId } from './define.js';
+import { newId } from './write.js';
 import type { ResourceDef } from './types.js';
 
 export type EnrollmentMethod = 'ott' | 'ottca' | 'updb' | 'erott' | 'trott';

@@ -5,7 +5,7 @@ import { isDisabledAt } from '../auth/login-policy.js';
 import type { Rec } from '../store/store.js';
 import { crud, type ResourceDef, type View } from './types.js';
 import { createEnrollmentInTx } from './enrollments.js';
-import { REDACTED } from './define.js';
+import { REDACTED } from './render.js';
 
 export const IDENTITY_TYPES = ['Default', 'Router'] as const;
 
@@ -120,7 +120,7 @@ function checkIdentityManager(rec: Rec, mode: string, before: Rec | undefined) {
 /** Disabled now: `disabledAt` set and `disabledUntil` null or in the future (src/auth/disable.ts). */
 export const isDisabled = isDisabledAt;
 
-/** `secrets`: whether pending enrollment tokens and JWTs are shown (define.ts readsSecrets). */
+/** `secrets`: whether pending enrollment tokens and JWTs are shown (render.ts readsSecrets). */
 export function renderIdentityExtras(rec: Rec, { store }: View, secrets: boolean): Record<string, unknown> {
   const authenticators: Record<string, unknown> = {};
   for (const id of store.idsByIndex('authenticators', 'identityId', rec.id)) {

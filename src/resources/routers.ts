@@ -6,10 +6,11 @@
 import { errors } from '../core/errors.js';
 import type { Rec, Tx } from '../store/store.js';
 import { createEnrollmentInTx } from './enrollments.js';
-import { newId, REDACTED } from './define.js';
+import { REDACTED } from './render.js';
+import { newId } from './write.js';
 import { deleteRouterTerminators } from './services.js';
 import { crud, type FieldDef, type ResourceDef, type View, type WriteCtx } from './types.js';
-import type { Registry } from './define.js';
+import type { Registry } from './registry.js';
 import type { Presence } from '../control/presence.js';
 
 const common: Record<string, FieldDef> = {

@@ -7,8 +7,11 @@ import crypto from 'node:crypto';
 import type { Ctx, Entry } from '../../core/context.js';
 import type { Reply } from '../../core/operation.js';
 import { ApiError, errors } from '../../core/errors.js';
-import { ok } from '../../core/envelope.js';
-import { listRecords, newId, renderRecord, write, type Registry } from '../../resources/define.js';
+import { empty, ok } from '../../core/envelope.js';
+import { listRecords } from '../../resources/list.js';
+import { type Registry } from '../../resources/registry.js';
+import { renderRecord } from '../../resources/render.js';
+import { newId, write } from '../../resources/write.js';
 import type { Rec } from '../../store/store.js';
 import { signCsrs, VALIDITY, withChain } from '../../pki/sign-csr.js';
 import { fingerprintOf } from '../../pki/certs.js';
@@ -88,7 +91,7 @@ export function enrollCertEntries(reg: Registry): Entry[] {
           delete next.extendRequestedAt;
           tx.put('authenticators', next);
         });
-        return { status: 200, body: { data: {}, meta: {} } };
+        return empty();
       } },
 
     { api: 'client', operationId: 'createCurrentApiSessionCertificate', auth: 'session', permission: null, limit: 'heavy', body: 'spec',
@@ -104,10 +107,7 @@ export function enrollCertEntries(reg: Registry): Entry[] {
           if (!tx.exists('apiSessions', ctx.session!.id)) throw errors.unauthorized();
           tx.put('apiSessionCertificates', rec);
         });
-        return {
-          status: 201,
-          body: { data: { id: rec.id, _links: { self: { href: `./current-api-session/certificates/${rec.id}` } }, certificate: withChain(ctx.app, cert.pem), cas: ctx.app.pki.caBundlePem }, meta: {} },
-        };
+        return ok({ id: rec.id, _links: { self: { href: `./current-api-session/certificates/${rec.id}` } }, certificate: withChain(ctx.app, cert.pem), cas: ctx.app.pki.caBundlePem }, 201);
       } },
     { api: 'client', operationId: 'listCurrentApiSessionCertificates', auth: 'session', permission: null, limit: null, body: 'spec',
       handler: (ctx) =>
@@ -121,7 +121,7 @@ export function enrollCertEntries(reg: Registry): Entry[] {
           if (!tx.exists('apiSessionCertificates', rec.id)) throw errors.notFound();
           tx.delete('apiSessionCertificates', rec.id);
         });
-        return { status: 200, body: { data: {}, meta: {} } };
+        return empty();
       } },
 
     { api: 'both', operationId: 'listNetworkJWTs', auth: 'none', permission: null, limit: null, body: 'spec',

@@ -13,13 +13,13 @@ import type { Ctx, Entry, Handler } from '../../core/context.js';
 import type { Reply } from '../../core/operation.js';
 import { ApiError, errors } from '../../core/errors.js';
 import { empty, ok } from '../../core/envelope.js';
-import { newId, write } from '../../resources/define.js';
+import { newId, write } from '../../resources/write.js';
 import type { Rec, Tx } from '../../store/store.js';
 import { signCsrs, VALIDITY, withChain } from '../../pki/sign-csr.js';
 import { chainsTo, commonName, externalIdOf, isExpired, x509 } from '../../pki/chain.js';
 import { fingerprintOf } from '../../pki/certs.js';
 import { checkPassword, checkUsername, hashPassword } from '../../auth/passwords.js';
-import { DEFAULT_AUTH_POLICY_ID } from '../../resources/auth.js';
+import { DEFAULT_AUTH_POLICY_ID } from '../../resources/credentials.js';
 
 const nonEmpty = (v: unknown): v is string => typeof v === 'string' && v.trim() !== '';
 

@@ -7,8 +7,12 @@
 import type { Ctx, Entry, Handler } from '../../core/context.js';
 import type { Reply } from '../../core/operation.js';
 import { ApiError, errors } from '../../core/errors.js';
-import { ok, empty } from '../../core/envelope.js';
-import { listRecords, listSource, renderRecord, standardHandlers, write, type Registry } from '../../resources/define.js';
+import { ok, empty, envelope } from '../../core/envelope.js';
+import { listRecords, listSource } from '../../resources/list.js';
+import { type Registry } from '../../resources/registry.js';
+import { renderRecord } from '../../resources/render.js';
+import { standardHandlers } from '../../resources/standard.js';
+import { write } from '../../resources/write.js';
 import { parseListParams, runList } from '../../core/query.js';
 import { SESSION_TOKEN, signSessionToken, tokenDigest, type SessionTokenFacts } from '../../auth/tokens.js';
 import type { Rec } from '../../store/store.js';
@@ -235,7 +239,7 @@ export function policyClientEntries(reg: Registry): Entry[] {
         if (!ctx.req.query.has('limit') && p.filter.limit === undefined) p.limit = MAX_SERVICE_ROUTERS;
         const { page, pagination } = runList(ctx.app.store, src, p);
         const edgeRouters = page.map((r) => commonEdgeRouter(ctx.app, r as Rec));
-        return { status: 200, body: { data: { edgeRouters }, meta: { pagination, filterableFields: src.filterableFields } } };
+        return envelope({ edgeRouters }, { pagination, filterableFields: src.filterableFields });
       } },
     { api: 'client', operationId: 'listServiceTerminators', auth: 'session', permission: null, limit: null, body: 'spec',
       handler: (ctx) => {

@@ -1,7 +1,7 @@
 /**
- * Authentication-related families: auth policies, external JWT signers, certificate authorities
- * and authenticators (api-reference §6, behaviors §5–§8). The login flows that use them are in
- * src/auth; the enrollment and verification flows are issue #5, MFA and signer logins issue #6.
+ * The families that decide how identities prove who they are: auth policies, external JWT
+ * signers, certificate authorities, authenticators and API-session certificates. The login flows
+ * that read them are in src/auth; enrollment and CA verification in src/api/handlers/enroll-*.ts.
  */
 import crypto from 'node:crypto';
 import { ApiError, errors } from '../core/errors.js';

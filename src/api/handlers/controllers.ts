@@ -14,7 +14,8 @@ import { created, empty, list, ok } from '../../core/envelope.js';
 import { BASE_PATHS } from '../router.js';
 import { parseListParams, sortRecords } from '../../core/query.js';
 import { compileFilter, type SymbolTable } from '../../core/filter/index.js';
-import { write, type Registry } from '../../resources/define.js';
+import { type Registry } from '../../resources/registry.js';
+import { write } from '../../resources/write.js';
 import type { Rec } from '../../store/store.js';
 import { CONTROL_PATH } from '../../control/protocol.js';
 import { GLOBAL_SETTINGS_ID, cleanOidc, effectiveSettings, isProblem, type OidcSettings } from '../../control/settings.js';
@@ -54,7 +55,7 @@ export function parseDuration(text: string): number | undefined {
   return at === text.length && Number.isFinite(total) ? total : undefined;
 }
 
-export function opsEntries(_reg: Registry): Entry[] {
+export function controllerEntries(_reg: Registry): Entry[] {
   /** This controller, as `GET /controllers` shows it (a standalone controller: always itself, online). */
   function controller(ctx: Ctx) {
     const { app } = ctx;
