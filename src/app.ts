@@ -156,7 +156,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   sessions.issuer = () => app.baseUrl;
   const router = new Router(app, buildOperations(reg));
   router.addRawRoute(jwksRoute(keys));
-  // Alerts, usage ingest and the embedded search store at /search (issue #7, docs/events.md).
+  // Alerts, usage ingest and the embedded search store at /search (docs/events.md).
   const events = startEvents(app);
   router.addRawRoute(events.route);
   for (const r of docsRoutes()) router.addRawRoute(r);
@@ -267,7 +267,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
 }
 
 /**
- * First start: the default auth policy and the default admin (decisions §6). Idempotent. Exported
+ * First start: the default auth policy and the default admin. Idempotent. Exported
  * for the model generator (scripts/lib/model.ts), which seeds a data directory before its first start.
  */
 export async function bootstrap(app: App) {

@@ -1,4 +1,4 @@
-/** Success and error envelopes (api-reference §3): the only place response bodies are shaped. */
+/** Success and error envelopes: the only place response bodies are shaped. */
 import { ApiError, type ErrorCause } from './errors.js';
 import type { Reply } from './operation.js';
 

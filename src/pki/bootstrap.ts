@@ -59,7 +59,7 @@ export interface Pki {
   serverChainPem: string;
   /** Root + intermediate: the trust bundle clients verify the server with. */
   caBundlePem: string;
-  /** Lower-case hex SHA-1 of the server certificate DER: the `kid` of enrollment JWTs (§9.1). */
+  /** Lower-case hex SHA-1 of the server certificate DER: the `kid` of enrollment JWTs. */
   serverCertSha1Hex: string;
   /** Parsed once; sign with it directly. */
   serverKey: KeyObject;

@@ -1,4 +1,4 @@
-/** Identities and identity types (api-reference §6.2–§6.3, behaviors §9). */
+/** Identities and identity types. */
 import { errors } from '../core/errors.js';
 import { ALL_PERMISSIONS } from '../auth/permissions.js';
 import { isDisabledAt } from '../auth/login-policy.js';
@@ -47,7 +47,7 @@ export const identities: ResourceDef = {
     disabledUntil: { readOnly: true, datetime: true },
     /** Set for the identity that stands for a tunneler-enabled edge router. */
     edgeRouterId: { readOnly: true, index: true, hidden: true },
-    /** Per-identity service config overrides: [{serviceId, configId}] (issue #4 manages them). */
+    /** Per-identity service config overrides: [{serviceId, configId}]. */
     serviceConfigs: { readOnly: true, hidden: true },
     /** The config ids of `serviceConfigs`, indexed so a config delete finds its overrides. */
     overrideConfigIds: { readOnly: true, hidden: true, index: true },
@@ -107,7 +107,7 @@ export const identities: ResourceDef = {
 };
 
 /**
- * Holders of `identity` permissions who are not admins (semantics §14) may not create admins or
+ * Holders of `identity` permissions who are not admins may not create admins or
  * identities with permissions, change `permissions`/`isAdmin`, touch admin identities, or use PUT.
  */
 function checkIdentityManager(rec: Rec, mode: string, before: Rec | undefined) {

@@ -1,7 +1,7 @@
 /**
  * Edge routers and transit routers (`/routers` and `/transit-routers` are the same resource).
  * A tunneler-enabled edge router has an identity of type `Router` with its name and a system edge
- * router policy `edge-router-<id>-system` joining the two (behaviors §9, §11).
+ * router policy `edge-router-<id>-system` joining the two.
  */
 import { errors } from '../core/errors.js';
 import type { Rec, Tx } from '../store/store.js';

@@ -1,4 +1,4 @@
-/** Services, configs, config types and terminators (api-reference §6, behaviors §10, §15, §16). */
+/** Services, configs, config types and terminators. */
 import { errors } from '../core/errors.js';
 import type { Rec } from '../store/store.js';
 import { entityRef } from './render.js';

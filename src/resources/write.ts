@@ -64,7 +64,7 @@ export function applyBody(reg: Registry, def: ResourceDef, wctx: WriteCtx, rec: 
       rec[name] = before![name];
       continue;
     }
-    // PATCH: keys decide what changes; a JSON null counts as not supplied (api-reference §10.7).
+    // PATCH: keys decide what changes; a JSON null counts as not supplied.
     if (mode === 'patch' && (!has || v === null)) {
       rec[name] = before![name];
       continue;

@@ -1,5 +1,5 @@
 /**
- * Operations (issue #7): the controllers list, controller settings (global, per controller,
+ * Operations: the controllers list, controller settings (global, per controller,
  * effective) and identity tracing. The router control channel itself is not an operation: it is a
  * WebSocket (src/control/, served by src/http/uws.ts).
  * Keys are `<api>:<operationId>` for one API or a bare operationId for both; a handler here wins

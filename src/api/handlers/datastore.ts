@@ -1,5 +1,5 @@
 /**
- * Datastore integrity check/fix and snapshots (issue #7, behaviors §18):
+ * Datastore integrity check/fix and snapshots:
  * - `POST /database/check-data-integrity` and `POST /database/fix-data-integrity` start a run in the
  *   background and answer 202; while one runs (check or fix) both answer 429 RATE_LIMITED.
  * - `GET /database/data-integrity-results` reads the current (or last) run, also while it runs.

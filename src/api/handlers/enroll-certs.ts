@@ -1,6 +1,6 @@
 /**
  * Certificates of the caller and the controller's public keys: extension of a certificate
- * authenticator (extend, then extend-verify; semantics §12), ephemeral certificates of the
+ * authenticator (extend, then extend-verify), ephemeral certificates of the
  * current API session, the network JWTs, the enrollment JWKS and the enrollment challenge.
  */
 import crypto from 'node:crypto';
@@ -18,7 +18,7 @@ import { fingerprintOf } from '../../pki/certs.js';
 import { pemBlocks } from '../../pki/der.js';
 import { jwsAlg, signJwt } from '../../pki/jwt.js';
 
-/** The caller's own certificate authenticator, checked in the order behaviors §8 lists. */
+/** The caller's own certificate authenticator, checked in upstream's order. */
 function ownCertAuthenticator(ctx: Ctx): Rec {
   const auth = ctx.app.store.get('authenticators', ctx.params.id);
   if (!auth) throw errors.notFound();
@@ -51,7 +51,7 @@ export function enrollCertEntries(reg: Registry): Entry[] {
     { api: 'both', operationId: 'extendCurrentIdentityAuthenticator', auth: 'session', permission: null, limit: 'heavy', body: 'spec',
       handler: async (ctx) => {
         const auth = ownCertAuthenticator(ctx);
-        // Made with the current certificate on the TLS connection (semantics §12).
+        // Made with the current certificate on the TLS connection.
         const leaf = ctx.req.peerLeaf ?? ctx.req.peerCertificates?.[0];
         if (!leaf || fingerprintOf(leaf) !== auth.fingerprint) throw errors.unauthorized();
         const [cert] = await signCsrs(ctx.app, [{ csr: ctx.body?.clientCertCsr, profile: 'client', validityMs: VALIDITY.client, field: 'clientCertCsr' }]);

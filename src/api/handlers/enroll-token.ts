@@ -1,5 +1,5 @@
 /**
- * `POST /enroll/token` (api-reference §9.2, §10.2): an identity enrolls itself with a JWT from an
+ * `POST /enroll/token`: an identity enrolls itself with a JWT from an
  * external JWT signer in `Authorization: Bearer …`. The signer is the one named by the
  * `mesh-token-issuer-id` header, else the one whose `kid` matches the token header, else the one
  * whose `issuer` matches `iss`; it must be enabled, and the token must verify against its

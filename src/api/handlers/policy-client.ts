@@ -1,5 +1,5 @@
 /**
- * Client API operations of the policy engine (behaviors §10–§14, §17): the caller's services (with
+ * Client API operations of the policy engine: the caller's services (with
  * permissions, configs and posture queries), their edge routers and terminators, the caller's edge
  * routers, service sessions (create with the reference's check order, list/detail/delete), the
  * service-update timestamp and posture responses.
@@ -27,7 +27,7 @@ const MAX_SERVICE_ROUTERS = 25;
 
 const isAdmin = (ctx: Ctx) => ctx.identity?.isAdmin === true;
 
-/** A service the caller may see (admins: every service, decisions §5), else 404. */
+/** A service the caller may see (admins: every service), else 404. */
 function visibleService(ctx: Ctx, id: string): Rec {
   const svc = ctx.app.store.get('services', id);
   if (!svc) throw errors.notFound();
@@ -159,7 +159,7 @@ function isoTime(ms: number): string {
   return s;
 }
 
-/** Services whose MFA checks a wake/unlock affects, with the grace time left (semantics §5). */
+/** Services whose MFA checks a wake/unlock affects, with the grace time left. */
 function promptedServices(ctx: Ctx, r: PostureReport) {
   if (r.typeId !== 'ENDPOINT_STATE' || (r.woken !== true && r.unlocked !== true)) return [];
   const engine = ctx.app.policy;

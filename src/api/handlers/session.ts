@@ -1,6 +1,6 @@
 /**
- * Login and the caller's own session and identity: `POST /authenticate` (password here; cert in
- * issue #5, ext-jwt in login.ts), `GET/DELETE /current-api-session`, `GET /current-identity`.
+ * Login and the caller's own session and identity: `POST /authenticate` (password here; certificate and ext-jwt in
+ * login.ts), `GET/DELETE /current-api-session`, `GET /current-identity`.
  *
  * The common login path: the method identifies the caller (login.ts), then — for every method —
  * a disabled identity is refused, the auth policy must allow the primary method (and the signer,
@@ -79,7 +79,7 @@ function resolveConfigTypes(ctx: Ctx, wanted: unknown): string[] {
 const passwordLogin: LoginMethod = async (ctx) => {
   const body = ctx.body ?? {};
   const { username, password } = body;
-  // Missing or out-of-range fields are a validation error (behaviors §2.1), not a failed login.
+  // Missing or out-of-range fields are a validation error, not a failed login.
   checkUsername(username);
   if (typeof password !== 'string' || password.length === 0) throw errors.field('password', 'password is required', password ?? null);
   if (password.length < 5 || password.length > 100) throw errors.field('password', 'password must be 5 to 100 characters long', undefined);
