@@ -4,9 +4,9 @@
  * router policy `edge-router-<id>-system` joining the two (behaviors §9, §11).
  */
 import { errors } from '../core/errors.js';
-import type { Rec, Tx } from '../store/store.js';
-import { createEnrollmentInTx } from './enrollments.js';
-import { newId, REDACTED } from './define.js';
+import type { Rec, Store, Tx } from '../store/store.js';
+import { createEnrollmentInTx, enrollmentSecrets } from './enrollments.js';
+import { newId } from './define.js';
 import { deleteRouterTerminators } from './services.js';
 import { crud, type FieldDef, type ResourceDef, type View, type WriteCtx } from './types.js';
 import type { Registry } from './define.js';
@@ -31,12 +31,13 @@ function checkCost(rec: Rec) {
 }
 
 /** Enrollment fields shown on a router while its enrollment is outstanding. */
-function enrollmentView(tx: { idsByIndex(c: string, f: string, v: unknown): string[]; get(c: string, id: string): Rec | undefined }, field: string, id: string, secrets: boolean) {
-  const eid = tx.idsByIndex('enrollments', field, id)[0];
-  const e = eid ? tx.get('enrollments', eid) : undefined;
+function enrollmentView(store: Store, field: string, id: string, secrets: boolean) {
+  const eid = store.idsByIndex('enrollments', field, id)[0];
+  const e = eid ? store.get('enrollments', eid) : undefined;
+  const open = e ? enrollmentSecrets(store, e, secrets) : undefined;
   return {
-    enrollmentToken: e ? (secrets ? e.token : REDACTED) : null,
-    enrollmentJwt: e ? (secrets ? e.jwt : REDACTED) : null,
+    enrollmentToken: open ? open.token : null,
+    enrollmentJwt: open ? open.jwt : null,
     enrollmentCreatedAt: e ? new Date(e.createdAt).toISOString() : null,
     enrollmentExpiresAt: e ? new Date(e.expiresAt).toISOString() : null,
   };
