@@ -1,4 +1,4 @@
-/** Password rules of an identity's auth policy (semantics §10), applied wherever a password is set. */
+/** Password rules of an identity's auth policy, applied wherever a password is set. */
 import crypto from 'node:crypto';
 import { errors } from '../core/errors.js';
 import type { App } from '../core/context.js';

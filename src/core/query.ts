@@ -1,5 +1,5 @@
 /**
- * List queries: `limit`, `offset`, `sort` and `filter` (api-reference §4–§5), executed against the
+ * List queries: `limit`, `offset`, `sort` and `filter`, executed against the
  * store. An equality/`in`/range filter on an indexed field reads only the index's candidates; a
  * sort on an indexed field walks the index in order; everything else scans in id order.
  */

@@ -2,7 +2,7 @@
  * Who calls `/search`: HTTP basic credentials of an identity with a password (its UPDB
  * authenticator), as search clients send them, or the token of a fully authenticated API session
  * (`zt-session` or `Authorization: Bearer`). Reads need admin or `ops.read` (`admin_readonly` too); ingest needs admin or
- * `ops.update` (semantics §14 families).
+ * `ops.update`.
  *
  * Verifying a password costs an argon2 hash on the worker pool; clients send the credentials
  * with every request, so a verified pair is remembered for a few minutes under an HMAC of it

@@ -4,7 +4,7 @@
  * `Req` to the router and writes the `Reply` corked. Nothing else in src/ imports uWS.
  */
 import uWS from 'uWebSockets.js';
-import { STATUS_TEXT, TLS12_CIPHERS, FLUSH_BEFORE_CLOSE_MS, type Handle, replyBody, InFlight } from './common.js';
+import { STATUS_TEXT, TLS12_CIPHERS, FLUSH_BEFORE_CLOSE_MS, type Handle, replyBody, routerRejected, InFlight } from './common.js';
 import type { Reply, Req } from '../core/operation.js';
 import type { Connection, Transport } from '../control/channel.js';
 
@@ -177,7 +177,7 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
     const run = () => opts.handle(req).then(send, (e) => {
       // The router never rejects; this is the last line of defence for the process.
       console.error('router rejected', e);
-      send({ status: 500, body: { error: { code: 'UNHANDLED', message: 'An unhandled error occurred' }, meta: {} } });
+      send(routerRejected());
     });
     // Pipelining: uWS answers requests sent back to back on a connection only while each answer is
     // written before the next request is parsed; a request arriving while an answer is pending
@@ -220,7 +220,9 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
       chunks.push(Buffer.from(chunk.slice(0)));
       if (isLast) {
         req.body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
-        dispatchAfterParse();
+        // A GET with a body is a read: answered at once like other reads, so pipelined ones stay in order.
+        if (req.method === 'get') run();
+        else dispatchAfterParse();
       }
     });
   });

@@ -1,6 +1,6 @@
 /**
- * Login and the caller's own session and identity: `POST /authenticate` (password here; cert in
- * issue #5, ext-jwt in login.ts), `GET/DELETE /current-api-session`, `GET /current-identity`.
+ * Login and the caller's own session and identity: `POST /authenticate` (password here; certificate and ext-jwt in
+ * login.ts), `GET/DELETE /current-api-session`, `GET /current-identity`.
  *
  * The common login path: the method identifies the caller (login.ts), then — for every method —
  * a disabled identity is refused, the auth policy must allow the primary method (and the signer,
@@ -11,8 +11,9 @@ import type { Ctx, Entry } from '../../core/context.js';
 import type { Reply } from '../../core/operation.js';
 import { errors } from '../../core/errors.js';
 import { ok, empty } from '../../core/envelope.js';
-import { renderRecord, write } from '../../resources/define.js';
-import type { Registry } from '../../resources/define.js';
+import { renderRecord } from '../../resources/render.js';
+import { write } from '../../resources/write.js';
+import type { Registry } from '../../resources/registry.js';
 import { checkUsername, dummyPasswordHash } from '../../auth/passwords.js';
 import type { ApiSession } from '../../auth/api-sessions.js';
 import { checkPrimary, secondaryFactors, type PrimaryMethod } from '../../auth/login-policy.js';
@@ -78,7 +79,7 @@ function resolveConfigTypes(ctx: Ctx, wanted: unknown): string[] {
 const passwordLogin: LoginMethod = async (ctx) => {
   const body = ctx.body ?? {};
   const { username, password } = body;
-  // Missing or out-of-range fields are a validation error (behaviors §2.1), not a failed login.
+  // Missing or out-of-range fields are a validation error, not a failed login.
   checkUsername(username);
   if (typeof password !== 'string' || password.length === 0) throw errors.field('password', 'password is required', password ?? null);
   if (password.length < 5 || password.length > 100) throw errors.field('password', 'password must be 5 to 100 characters long', undefined);
