@@ -37,6 +37,8 @@ import { type Registry } from '../../src/resources/registry.js';
 import { applyBody } from '../../src/resources/write.js';
 import type { ResourceDef, WriteCtx } from '../../src/resources/types.js';
 import { loadOrCreatePki } from '../../src/pki/bootstrap.js';
+import { Sealer } from '../../src/store/sealed.js';
+import { CURRENT_FORMAT, readDataFormat, writeDataFormat } from '../../src/store/data-format.js';
 import { WorkerPool } from '../../src/pool.js';
 import { BodyValidator } from '../../src/api/validate.js';
 import { ApiError } from '../../src/core/errors.js';
@@ -403,7 +405,12 @@ export async function writeModelToStore(dataDir: string, shape: Shape, opts: Sto
   const reg = createRegistry();
   const log = pino({ level: 'silent' });
   const pki = await loadOrCreatePki(path.join(dataDir, 'pki'), { advertisedHost });
+  const fresh = readDataFormat(dataDir) === undefined;
   const store = new Store(path.join(dataDir, 'db'), reg.collectionSpecs());
+  // Secrets are sealed as the controller seals them, and the directory is of the current format
+  // (written as this version writes it: no migration is due at the controller's first start).
+  store.sealer = Sealer.forPkiDir(path.join(dataDir, 'pki'));
+  if (fresh) writeDataFormat(dataDir, CURRENT_FORMAT);
   const pool = new WorkerPool({ threads: 1, maxQueue: 16 });
   try {
     // What record creation and the first-start bootstrap read of the application: configuration,
