@@ -1,0 +1,191 @@
+/**
+ * OIDC login as upstream serves it under /oidc, driven as a client drives it over HTTPS against a
+ * real server: discovery, authorize with PKCE (S256), the password login step, the code exchange,
+ * the access token as a Bearer token on both APIs, refresh-token rotation with reuse detection,
+ * revoke, end session, and the OAuth error JSON for a bad verifier or an unregistered redirect URI.
+ * Redirects are followed by hand.
+ */
+import crypto from 'node:crypto';
+import t, { type Test } from 'tap';
+import { createLocalJWKSet, jwtVerify } from 'jose';
+import { startServer, Client, type Server } from './helpers/server.js';
+
+const REDIRECT = 'http://127.0.0.1:20314/auth/callback';
+
+async function createUser(admin: Client, name: string, password: string) {
+  const r = await admin.post('/identities', { name, type: 'User', isAdmin: false });
+  if (r.status !== 201) throw new Error(`identity: ${r.text}`);
+  const a = await admin.post('/authenticators', { method: 'updb', identityId: r.body.data.id, username: name, password });
+  if (a.status !== 201) throw new Error(`authenticator: ${a.text}`);
+  return r.body.data.id as string;
+}
+
+const form = (fields: Record<string, string>) => Buffer.from(new URLSearchParams(fields).toString());
+const FORM = { 'content-type': 'application/x-www-form-urlencoded' };
+
+/** Path and query of an absolute or relative Location. */
+function pathOf(location: string): string {
+  const u = new URL(location, 'https://x');
+  return u.pathname + u.search;
+}
+
+function pkce() {
+  const verifier = crypto.randomBytes(32).toString('base64url');
+  const challenge = crypto.createHash('sha256').update(verifier).digest('base64url');
+  return { verifier, challenge };
+}
+
+/** authorize → password login → callback: the code (and the state) sent to the redirect URI. */
+async function codeFlow(t: Test, srv: Server, username: string, password: string, challenge: string) {
+  const q = new URLSearchParams({ client_id: 'openziti', response_type: 'code', scope: 'openid offline_access', redirect_uri: REDIRECT, code_challenge: challenge, code_challenge_method: 'S256', state: 'st-1', nonce: 'n-1' });
+  const auth = await srv.raw('GET', `/oidc/authorize?${q}`);
+  t.equal(auth.status, 302, 'authorize redirects to the login step');
+  const loginUrl = pathOf(String(auth.headers.location));
+  t.match(loginUrl, /^\/oidc\/login\/password\?authRequestID=/, 'to the password login');
+  const id = new URL(loginUrl, 'https://x').searchParams.get('authRequestID')!;
+  const page = await srv.raw('GET', loginUrl, undefined, { accept: 'text/html' });
+  t.equal(page.status, 200, 'login page');
+  t.equal(page.headers['auth-request-id'], id, 'login page names the request');
+  const login = await srv.raw('POST', '/oidc/login/password', Buffer.from(JSON.stringify({ id, username, password })), { 'content-type': 'application/json', accept: 'application/json' });
+  return { id, login };
+}
+
+async function finish(t: Test, srv: Server, login: { status: number; headers: Record<string, unknown> }) {
+  t.equal(login.status, 302, 'login step redirects to the callback');
+  const cb = await srv.raw('GET', pathOf(String(login.headers.location)));
+  t.equal(cb.status, 302, 'callback redirects to the client');
+  const back = new URL(String(cb.headers.location));
+  t.equal(`${back.origin}${back.pathname}`, REDIRECT, 'to the registered redirect URI');
+  t.equal(back.searchParams.get('state'), 'st-1', 'state carried back');
+  const code = back.searchParams.get('code');
+  t.ok(code, 'a code');
+  return code!;
+}
+
+const exchange = (srv: Server, fields: Record<string, string>) => srv.raw('POST', '/oidc/oauth/token', form({ client_id: 'openziti', ...fields }), FORM);
+
+t.test('code flow with PKCE, Bearer access tokens, rotation, reuse, revoke, end session', async (t) => {
+  const srv = await startServer(t);
+  const admin = await srv.login();
+  const identityId = await createUser(admin, 'oidc-user', 'oidc-password-1');
+
+  const disc = await srv.raw('GET', '/oidc/.well-known/openid-configuration');
+  t.equal(disc.status, 200, 'discovery');
+  t.match(disc.body.token_endpoint, /\/oidc\/oauth\/token$/, 'token endpoint');
+  t.match(disc.body.authorization_endpoint, /\/oidc\/authorize$/, 'authorize endpoint');
+  t.same(disc.body.code_challenge_methods_supported, ['S256'], 'S256 only');
+  t.ok(disc.body.grant_types_supported.includes('refresh_token'), 'refresh grant');
+  t.match(disc.body.jwks_uri, /\/oidc\/keys$/, 'jwks');
+
+  // Unregistered redirect URI: OAuth error JSON, no redirect.
+  const { verifier, challenge } = pkce();
+  const bad = await srv.raw('GET', `/oidc/authorize?${new URLSearchParams({ client_id: 'openziti', response_type: 'code', scope: 'openid', redirect_uri: 'https://evil.example/cb', code_challenge: challenge, code_challenge_method: 'S256' })}`);
+  t.equal(bad.status, 400, 'unregistered redirect URI: 400');
+  t.equal(bad.body.error, 'invalid_request', 'OAuth error JSON');
+  t.notOk(bad.headers.location, 'nothing sent to the unregistered URI');
+  const badClient = await srv.raw('GET', `/oidc/authorize?${new URLSearchParams({ client_id: 'nobody', redirect_uri: REDIRECT })}`);
+  t.equal(badClient.status, 400, 'unknown client: 400');
+  t.equal(badClient.body.error, 'invalid_client', 'invalid_client');
+
+  // Wrong password at the login step: the error envelope, as /authenticate answers.
+  const wrong = await codeFlow(t, srv, 'oidc-user', 'not-the-password', challenge);
+  t.equal(wrong.login.status, 401, 'wrong password: 401');
+  t.equal(wrong.login.body.error.code, 'INVALID_AUTH', 'INVALID_AUTH');
+
+  // The full flow; a wrong verifier is refused and ends that login.
+  const flow1 = await codeFlow(t, srv, 'oidc-user', 'oidc-password-1', challenge);
+  const code1 = await finish(t, srv, flow1.login);
+  const badVerifier = await exchange(srv, { grant_type: 'authorization_code', code: code1, redirect_uri: REDIRECT, code_verifier: pkce().verifier });
+  t.equal(badVerifier.status, 400, 'PKCE verifier that does not match: 400');
+  t.equal(badVerifier.body.error, 'invalid_grant', 'invalid_grant');
+  const again = await exchange(srv, { grant_type: 'authorization_code', code: code1, redirect_uri: REDIRECT, code_verifier: verifier });
+  t.equal(again.status, 400, 'the code is gone after a failed exchange');
+
+  const flow = await codeFlow(t, srv, 'oidc-user', 'oidc-password-1', challenge);
+  const code = await finish(t, srv, flow.login);
+  const tok = await exchange(srv, { grant_type: 'authorization_code', code, redirect_uri: REDIRECT, code_verifier: verifier });
+  t.equal(tok.status, 200, 'code exchanged');
+  t.equal(tok.body.token_type, 'Bearer', 'Bearer');
+  t.equal(tok.body.expires_in, 1800, 'expires_in');
+  const reused = await exchange(srv, { grant_type: 'authorization_code', code, redirect_uri: REDIRECT, code_verifier: verifier });
+  t.equal(reused.status, 400, 'a code works once');
+  t.equal(reused.body.error, 'invalid_grant', 'invalid_grant');
+
+  // Tokens verify with the published JWKS and carry upstream's claims.
+  const jwks = createLocalJWKSet((await srv.raw('GET', '/oidc/keys')).body);
+  const { payload: access } = await jwtVerify(tok.body.access_token, jwks, { audience: 'openziti', issuer: disc.body.issuer });
+  t.equal(access.sub, identityId, 'access sub is the identity');
+  t.equal(access.z_t, 'a', 'access token type');
+  t.type(access.z_asid, 'string', 'names its API session');
+  const { payload: idt } = await jwtVerify(tok.body.id_token, jwks, { audience: 'openziti' });
+  t.equal(idt.nonce, 'n-1', 'id token carries the nonce');
+  const { payload: refresh } = await jwtVerify(tok.body.refresh_token, jwks);
+  t.equal(refresh.z_t, 'r', 'refresh token type');
+
+  // The access token is a Bearer token on both APIs and both listeners.
+  const bearer = (token: string) => ({ headers: { authorization: `Bearer ${token}` } });
+  const client = new Client(srv, '/edge/client/v1');
+  const me = await client.get('/current-identity', bearer(tok.body.access_token));
+  t.equal(me.status, 200, 'client API with the access token');
+  t.equal(me.body.data.id, identityId, 'as the identity');
+  const cur = await client.get('/current-api-session', bearer(tok.body.access_token));
+  t.equal(cur.body.data.id, access.z_asid, 'the API session it names');
+  t.equal((await new Client(srv, '/edge/management/v1').get('/current-identity', bearer(tok.body.access_token))).status, 200, 'management API');
+  t.equal((await srv.tlsClient('client').get('/current-identity', bearer(tok.body.access_token))).status, 200, 'cert listener');
+  const info = await srv.raw('GET', '/oidc/userinfo', undefined, { authorization: `Bearer ${tok.body.access_token}` });
+  t.equal(info.status, 200, 'userinfo');
+  t.equal(info.body.sub, identityId, 'userinfo sub');
+  t.equal(info.body.name, 'oidc-user', 'userinfo name');
+  const tampered = tok.body.access_token.slice(0, -4) + (tok.body.access_token.endsWith('AAAA') ? 'BBBB' : 'AAAA');
+  t.equal((await client.get('/current-identity', bearer(tampered))).status, 401, 'tampered access token: 401');
+  // The legacy login is unchanged.
+  t.equal((await client.post('/authenticate?method=password', { username: 'oidc-user', password: 'oidc-password-1' })).status, 200, 'legacy /authenticate still works');
+
+  // Refresh rotates; the old refresh token reused ends the family.
+  const r1 = await exchange(srv, { grant_type: 'refresh_token', refresh_token: tok.body.refresh_token });
+  t.equal(r1.status, 200, 'refreshed');
+  t.not(r1.body.refresh_token, tok.body.refresh_token, 'a new refresh token');
+  t.equal((await client.get('/current-identity', bearer(r1.body.access_token))).status, 200, 'new access token works');
+  const r2 = await exchange(srv, { grant_type: 'refresh_token', refresh_token: r1.body.refresh_token });
+  t.equal(r2.status, 200, 'the new refresh token works once');
+  const reuse = await exchange(srv, { grant_type: 'refresh_token', refresh_token: tok.body.refresh_token });
+  t.equal(reuse.status, 400, 'reused refresh token: 400');
+  t.equal(reuse.body.error, 'invalid_grant', 'invalid_grant');
+  t.equal((await client.get('/current-identity', bearer(r2.body.access_token))).status, 401, 'reuse ended the family: its access tokens are refused');
+  t.equal((await exchange(srv, { grant_type: 'refresh_token', refresh_token: r2.body.refresh_token })).status, 400, 'and its latest refresh token');
+  const garbage = await exchange(srv, { grant_type: 'refresh_token', refresh_token: 'not.a.token' });
+  t.equal(garbage.status, 400, 'malformed refresh token: 400');
+  t.equal((await exchange(srv, { grant_type: 'password' })).body.error, 'unsupported_grant_type', 'unsupported grant');
+
+  // Revoke ends the login's tokens.
+  const p2 = pkce();
+  const f2 = await codeFlow(t, srv, 'oidc-user', 'oidc-password-1', p2.challenge);
+  const t2 = await exchange(srv, { grant_type: 'authorization_code', code: await finish(t, srv, f2.login), redirect_uri: REDIRECT, code_verifier: p2.verifier });
+  t.equal(t2.status, 200, 'second login');
+  const rv = await srv.raw('POST', '/oidc/revoke', form({ token: t2.body.refresh_token, client_id: 'openziti' }), FORM);
+  t.equal(rv.status, 200, 'revoke');
+  t.equal((await client.get('/current-identity', bearer(t2.body.access_token))).status, 401, 'revoked: access token refused');
+  t.equal((await exchange(srv, { grant_type: 'refresh_token', refresh_token: t2.body.refresh_token })).status, 400, 'revoked: refresh refused');
+  t.equal((await srv.raw('POST', '/oidc/revoke', form({ token: 'junk' }), FORM)).status, 200, 'revoking junk is 200 (RFC 7009)');
+
+  // End session with the ID token, back to a registered logout URI.
+  const p3 = pkce();
+  const f3 = await codeFlow(t, srv, 'oidc-user', 'oidc-password-1', p3.challenge);
+  const t3 = await exchange(srv, { grant_type: 'authorization_code', code: await finish(t, srv, f3.login), redirect_uri: REDIRECT, code_verifier: p3.verifier });
+  const badLogout = await srv.raw('GET', `/oidc/end_session?${new URLSearchParams({ id_token_hint: t3.body.id_token, post_logout_redirect_uri: 'https://evil.example/' })}`);
+  t.equal(badLogout.status, 400, 'unregistered logout URI: 400');
+  t.equal((await client.get('/current-identity', bearer(t3.body.access_token))).status, 200, 'not ended by the refused request');
+  const es = await srv.raw('GET', `/oidc/end_session?${new URLSearchParams({ id_token_hint: t3.body.id_token, post_logout_redirect_uri: 'http://127.0.0.1:20314/auth/logout', state: 'bye' })}`);
+  t.equal(es.status, 302, 'end session redirects');
+  t.equal(new URL(String(es.headers.location)).searchParams.get('state'), 'bye', 'with the state');
+  t.equal((await client.get('/current-identity', bearer(t3.body.access_token))).status, 401, 'ended: access token refused');
+
+  // Admin delete of the API session ends an OIDC login like any other.
+  const p4 = pkce();
+  const f4 = await codeFlow(t, srv, 'oidc-user', 'oidc-password-1', p4.challenge);
+  const t4 = await exchange(srv, { grant_type: 'authorization_code', code: await finish(t, srv, f4.login), redirect_uri: REDIRECT, code_verifier: p4.verifier });
+  const asid = (await jwtVerify(t4.body.access_token, jwks)).payload.z_asid as string;
+  t.equal((await admin.delete(`/api-sessions/${asid}`)).status, 200, 'admin deletes the API session');
+  t.equal((await client.get('/current-identity', bearer(t4.body.access_token))).status, 401, 'access token refused');
+  t.equal((await exchange(srv, { grant_type: 'refresh_token', refresh_token: t4.body.refresh_token })).status, 400, 'refresh refused');
+});
