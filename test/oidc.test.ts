@@ -6,9 +6,12 @@
  * Redirects are followed by hand.
  */
 import crypto from 'node:crypto';
+import https from 'node:https';
 import t, { type Test } from 'tap';
 import { createLocalJWKSet, jwtVerify } from 'jose';
 import { startServer, Client, type Server } from './helpers/server.js';
+import { newCsr } from './helpers/pki.js';
+import { totpCode } from '../src/auth/mfa.js';
 
 const REDIRECT = 'http://127.0.0.1:20314/auth/callback';
 
@@ -188,4 +191,59 @@ t.test('code flow with PKCE, Bearer access tokens, rotation, reuse, revoke, end 
   t.equal((await admin.delete(`/api-sessions/${asid}`)).status, 200, 'admin deletes the API session');
   t.equal((await client.get('/current-identity', bearer(t4.body.access_token))).status, 401, 'access token refused');
   t.equal((await exchange(srv, { grant_type: 'refresh_token', refresh_token: t4.body.refresh_token })).status, 400, 'refresh refused');
+});
+
+t.test('certificate login on the certificate listener; the TOTP step when MFA is required', async (t) => {
+  const srv = await startServer(t);
+  const admin = await srv.login();
+
+  // Certificate: an enrolled device logs in at /oidc/login/cert over mutual TLS.
+  const dev = await admin.post('/identities', { name: 'oidc-dev', type: 'Device', isAdmin: false, enrollment: { ott: true } });
+  t.equal(dev.status, 201, 'device created');
+  const ott = (await admin.get(`/identities/${dev.body.data.id}`)).body.data.enrollment.ott.token;
+  const { key, csr } = newCsr('oidc-dev');
+  const en = await srv.client.post('/enroll/ott', { token: ott, clientCsr: csr });
+  t.equal(en.status, 200, 'enrolled');
+  const agent = new https.Agent({ ca: srv.ca, cert: en.body.data.cert, key, keepAlive: false });
+  const onCert = (m: string, p: string, b?: Buffer, h?: Record<string, string>) => srv.rawOn(srv.certPort, agent, m, p, b, h);
+  const { verifier, challenge } = pkce();
+  const q = new URLSearchParams({ client_id: 'openziti', response_type: 'code', scope: 'openid', redirect_uri: REDIRECT, code_challenge: challenge, code_challenge_method: 'S256', state: 'st-1' });
+  const auth = await onCert('GET', `/oidc/authorize?${q}`);
+  t.equal(auth.status, 302, 'authorize on the certificate listener');
+  const id = new URL(String(auth.headers.location)).searchParams.get('authRequestID')!;
+  const noCert = await srv.raw('POST', '/oidc/login/cert', Buffer.from(JSON.stringify({ id })), { 'content-type': 'application/json' });
+  t.equal(noCert.status, 401, 'cert login without a client certificate: 401');
+  const certLogin = await onCert('POST', '/oidc/login/cert', Buffer.from(JSON.stringify({ id })), { 'content-type': 'application/json' });
+  const code = await finish(t, srv, certLogin);
+  const tok = await exchange(srv, { grant_type: 'authorization_code', code, redirect_uri: REDIRECT, code_verifier: verifier });
+  t.equal(tok.status, 200, 'code exchanged');
+  const me = await new Client(srv, '/edge/client/v1').get('/current-identity', { headers: { authorization: `Bearer ${tok.body.access_token}` } });
+  t.equal(me.body.data?.id, dev.body.data.id, 'the access token is the device');
+
+  // TOTP: a user with verified MFA passes /oidc/login/totp before a code is issued.
+  await createUser(admin, 'oidc-mfa', 'oidc-password-2');
+  const u = new Client(srv, '/edge/client/v1');
+  u.token = (await u.post('/authenticate?method=password', { username: 'oidc-mfa', password: 'oidc-password-2' })).body.data.token;
+  t.equal((await u.post('/current-identity/mfa')).status, 201, 'MFA enrolled');
+  const secret = /secret=([A-Z2-7]+)/.exec((await u.get('/current-identity/mfa')).body.data.provisioningUrl)![1];
+  t.equal((await u.post('/current-identity/mfa/verify', { code: totpCode(secret) })).status, 200, 'MFA verified');
+
+  const p2 = pkce();
+  const flow = await codeFlow(t, srv, 'oidc-mfa', 'oidc-password-2', p2.challenge);
+  t.equal(flow.login.status, 200, 'password step answers the auth queries');
+  t.equal(flow.login.headers['totp-required'], 'true', 'totp-required header');
+  t.equal(flow.login.body.authQueries[0].typeId, 'TOTP', 'a TOTP query');
+  const early = await srv.raw('GET', `/oidc/authorize/callback?id=${flow.id}`);
+  t.equal(early.status, 401, 'no code before TOTP');
+  const queries = await srv.raw('GET', `/oidc/login/auth-queries?id=${flow.id}`);
+  t.equal(queries.body.authQueries.length, 1, 'auth-queries lists the pending TOTP');
+  const badTotp = await srv.raw('POST', '/oidc/login/totp', Buffer.from(JSON.stringify({ id: flow.id, code: 'abcdef' })), { 'content-type': 'application/json' });
+  t.equal(badTotp.status, 401, 'wrong TOTP: 401');
+  const totp = await srv.raw('POST', '/oidc/login/totp', Buffer.from(JSON.stringify({ id: flow.id, code: totpCode(secret) })), { 'content-type': 'application/json' });
+  const code2 = await finish(t, srv, totp);
+  const tok2 = await exchange(srv, { grant_type: 'authorization_code', code: code2, redirect_uri: REDIRECT, code_verifier: p2.verifier });
+  t.equal(tok2.status, 200, 'code exchanged after TOTP');
+  const cur = await new Client(srv, '/edge/client/v1').get('/current-api-session', { headers: { authorization: `Bearer ${tok2.body.access_token}` } });
+  t.equal(cur.status, 200, 'access token works');
+  t.same(cur.body.data.authQueries, [], 'fully authenticated');
 });
