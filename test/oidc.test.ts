@@ -7,8 +7,12 @@
  */
 import crypto from 'node:crypto';
 import https from 'node:https';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import t, { type Test } from 'tap';
-import { createLocalJWKSet, jwtVerify } from 'jose';
+import { createLocalJWKSet, jwtVerify, SignJWT } from 'jose';
 import { startServer, Client, type Server } from './helpers/server.js';
 import { newCsr } from './helpers/pki.js';
 import { totpCode } from '../src/auth/mfa.js';
@@ -246,4 +250,66 @@ t.test('certificate login on the certificate listener; the TOTP step when MFA is
   const cur = await new Client(srv, '/edge/client/v1').get('/current-api-session', { headers: { authorization: `Bearer ${tok2.body.access_token}` } });
   t.equal(cur.status, 200, 'access token works');
   t.same(cur.body.data.authQueries, [], 'fully authenticated');
+});
+
+t.test('ext-JWT login step; token exchange', async (t) => {
+  const srv = await startServer(t);
+  const admin = await srv.login();
+  const identityId = await createUser(admin, 'oidc-ext', 'oidc-password-3');
+  // A certificate-backed external signer (its key signs the IdP token).
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-oidc-ext-'));
+  t.teardown(() => fs.rmSync(tmp, { recursive: true, force: true }));
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', path.join(tmp, 'k.pem'), '-out', path.join(tmp, 'c.pem'), '-subj', '/CN=oidc-idp', '-days', '30'], { stdio: 'ignore' });
+  const idpKey = crypto.createPrivateKey(fs.readFileSync(path.join(tmp, 'k.pem')));
+  const signer = await admin.post('/external-jwt-signers', { name: 'oidc-idp', issuer: 'https://idp.oidc.test', audience: 'mesh', certPem: fs.readFileSync(path.join(tmp, 'c.pem'), 'utf8'), kid: 'idp-1', enabled: true });
+  t.equal(signer.status, 201, 'signer created');
+  const idpToken = (sub: string) => new SignJWT({ sub }).setProtectedHeader({ alg: 'ES256', kid: 'idp-1' }).setIssuer('https://idp.oidc.test').setAudience('mesh').setIssuedAt().setExpirationTime('5m').sign(idpKey);
+
+  const { verifier, challenge } = pkce();
+  const q = new URLSearchParams({ client_id: 'openziti', response_type: 'code', scope: 'openid offline_access', redirect_uri: REDIRECT, code_challenge: challenge, code_challenge_method: 'S256', state: 'st-1' });
+  const id = new URL(String((await srv.raw('GET', `/oidc/authorize?${q}`)).headers.location)).searchParams.get('authRequestID')!;
+  const body = Buffer.from(JSON.stringify({ id }));
+  const JSONH = { 'content-type': 'application/json' };
+  const foreign = await srv.raw('POST', '/oidc/login/ext-jwt', body, { ...JSONH, authorization: `Bearer ${await idpToken('someone-else')}` });
+  t.equal(foreign.status, 401, 'ext-JWT of no identity: 401');
+  t.equal((await srv.raw('POST', '/oidc/login/ext-jwt', body, JSONH)).status, 401, 'no ext-JWT: 401');
+  const login = await srv.raw('POST', '/oidc/login/ext-jwt', body, { ...JSONH, authorization: `Bearer ${await idpToken(identityId)}` });
+  const code = await finish(t, srv, login);
+  const tok = await exchange(srv, { grant_type: 'authorization_code', code, redirect_uri: REDIRECT, code_verifier: verifier });
+  t.equal(tok.status, 200, 'code exchanged');
+  const client = new Client(srv, '/edge/client/v1');
+  const bearer = (token: string) => ({ headers: { authorization: `Bearer ${token}` } });
+  t.equal((await client.get('/current-identity', bearer(tok.body.access_token))).body.data?.id, identityId, 'access token of the ext-JWT identity');
+
+  // Token exchange, as upstream allows it.
+  const TX = 'urn:ietf:params:oauth:grant-type:token-exchange';
+  const AT = 'urn:ietf:params:oauth:token-type:access_token';
+  const RT = 'urn:ietf:params:oauth:token-type:refresh_token';
+  const IT = 'urn:ietf:params:oauth:token-type:id_token';
+  const a2 = await exchange(srv, { grant_type: TX, subject_token: tok.body.access_token, subject_token_type: AT });
+  t.equal(a2.status, 200, 'access token exchanged');
+  t.equal(a2.body.issued_token_type, AT, 'for an access token');
+  t.notOk(a2.body.refresh_token, 'no refresh token for an access token');
+  t.equal((await client.get('/current-identity', bearer(a2.body.access_token))).status, 200, 'the exchanged access token works');
+  const r2 = await exchange(srv, { grant_type: TX, subject_token: tok.body.refresh_token, subject_token_type: RT, audience: 'openziti', scope: 'openid offline_access' });
+  t.equal(r2.status, 200, 'refresh token exchanged');
+  t.equal(r2.body.issued_token_type, RT, 'for a refresh token');
+  t.type(r2.body.refresh_token, 'string', 'a new refresh token');
+  const checks: [string, Record<string, string>, string][] = [
+    ['an id token as subject', { subject_token: tok.body.id_token, subject_token_type: IT }, 'invalid_request'],
+    ['an access token for a refresh token', { subject_token: tok.body.access_token, subject_token_type: AT, requested_token_type: RT }, 'invalid_request'],
+    ['another audience', { subject_token: r2.body.refresh_token, subject_token_type: RT, audience: 'someone' }, 'invalid_target'],
+    ['another scope', { subject_token: r2.body.refresh_token, subject_token_type: RT, scope: 'admin' }, 'invalid_scope'],
+    ['a forged subject token', { subject_token: 'x.y.z', subject_token_type: AT }, 'invalid_grant'],
+    ['no subject token', { subject_token_type: AT }, 'invalid_request'],
+  ];
+  for (const [what, fields, error] of checks) {
+    const r = await exchange(srv, { grant_type: TX, ...fields });
+    t.equal(r.status, 400, `${what}: 400`);
+    t.equal(r.body.error, error, `${what}: ${error}`);
+  }
+  // The exchange rotated the refresh token: the old one is a reuse and ends the family.
+  const reuse = await exchange(srv, { grant_type: TX, subject_token: tok.body.refresh_token, subject_token_type: RT });
+  t.equal(reuse.status, 400, 'rotated refresh token reused in an exchange: 400');
+  t.equal((await client.get('/current-identity', bearer(a2.body.access_token))).status, 401, 'the family ended');
 });

@@ -32,6 +32,9 @@ export const ID_TOKEN = 'id';
 /** How long an authorization request may take to complete its login, and a code to be exchanged. */
 const REQUEST_TTL_MS = 10 * 60_000;
 const CODE_TTL_MS = 5 * 60_000;
+const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
+const TOKEN_TYPE_ACCESS = 'urn:ietf:params:oauth:token-type:access_token';
+const TOKEN_TYPE_REFRESH = 'urn:ietf:params:oauth:token-type:refresh_token';
 
 export interface OidcSettings {
   redirectUris: string[];
@@ -143,7 +146,7 @@ export class OidcProvider {
       jwks_uri: `${iss}/keys`,
       scopes_supported: ['openid', 'offline_access'],
       response_types_supported: ['code'],
-      grant_types_supported: ['authorization_code', 'refresh_token', 'urn:ietf:params:oauth:grant-type:token-exchange'],
+      grant_types_supported: ['authorization_code', 'refresh_token', TOKEN_EXCHANGE],
       subject_types_supported: ['public'],
       id_token_signing_alg_values_supported: ['ES256'],
       request_object_signing_alg_values_supported: ['ES256'],
@@ -292,8 +295,10 @@ export class OidcProvider {
         return this.codeGrant(clientId, f);
       case 'refresh_token':
         return this.refreshGrant(clientId, f);
+      case TOKEN_EXCHANGE:
+        return this.exchangeGrant(clientId, f);
       default:
-        throw new OAuthError('unsupported_grant_type', 'grant_type must be authorization_code or refresh_token');
+        throw new OAuthError('unsupported_grant_type', `grant_type must be authorization_code, refresh_token or ${TOKEN_EXCHANGE}`);
     }
   }
 
@@ -321,8 +326,8 @@ export class OidcProvider {
     return this.issue(s, { clientId, scopes: r.scopes, nonce: r.nonce, authTime: r.authTime, method: r.method, withIdToken: true });
   }
 
-  private async refreshGrant(clientId: string, f: Record<string, unknown>): Promise<Reply> {
-    const token = str(f.refresh_token);
+  /** The live OIDC API session of a refresh token, ending its family when the token was already rotated. */
+  private async currentRefresh(clientId: string, token: string | undefined) {
     const claims = token ? this.app.keys.verify(token, REFRESH_TOKEN) : undefined;
     if (!claims || typeof claims.z_asid !== 'string') throw new OAuthError('invalid_grant', 'the refresh token is invalid or expired');
     const s = this.app.sessions.get(claims.z_asid);
@@ -333,7 +338,42 @@ export class OidcProvider {
       await this.app.sessions.delete(s.id);
       throw new OAuthError('invalid_grant', 'the refresh token was already used; its tokens are revoked');
     }
-    return this.issue(s, { clientId, scopes: s.oidc.scopes, previousRefresh: claims.jti, withIdToken: true });
+    return { s, oidc: s.oidc, jti: claims.jti };
+  }
+
+  private async refreshGrant(clientId: string, f: Record<string, unknown>): Promise<Reply> {
+    const { s, oidc, jti } = await this.currentRefresh(clientId, str(f.refresh_token));
+    return this.issue(s, { clientId, scopes: oidc.scopes, previousRefresh: jti, withIdToken: true });
+  }
+
+  /**
+   * RFC 8693 token exchange, as upstream allows it: an access token for a new access token, a
+   * refresh token for new access and refresh tokens (rotating it like the refresh grant); audience
+   * `openziti` (or `native`), scopes `openid` and `offline_access` only.
+   */
+  private async exchangeGrant(clientId: string, f: Record<string, unknown>): Promise<Reply> {
+    const subjectType = str(f.subject_token_type);
+    const requested = str(f.requested_token_type) ?? subjectType;
+    for (const aud of [f.audience].flat()) {
+      if (aud !== undefined && aud !== '' && !CLIENT_IDS.has(String(aud))) throw new OAuthError('invalid_target', `invalid audience requested [${String(aud)}]`);
+    }
+    for (const sc of (str(f.scope) ?? '').split(' ').filter(Boolean)) {
+      if (sc !== 'openid' && sc !== 'offline_access') throw new OAuthError('invalid_scope', `invalid scope requested [${sc}]`);
+    }
+    const token = str(f.subject_token);
+    if (!token) throw new OAuthError('invalid_request', 'subject_token is required');
+    if (subjectType === TOKEN_TYPE_ACCESS) {
+      if (requested !== TOKEN_TYPE_ACCESS) throw new OAuthError('invalid_request', 'an access token can only be exchanged for an access token');
+      const s = this.sessionOfToken(token, [ACCESS_TOKEN]);
+      if (!s?.oidc) throw new OAuthError('invalid_grant', 'the subject token is invalid, expired or revoked');
+      return this.issue(s, { clientId, scopes: s.oidc.scopes, accessOnly: true, withIdToken: false, issuedType: TOKEN_TYPE_ACCESS });
+    }
+    if (subjectType === TOKEN_TYPE_REFRESH) {
+      if (requested !== TOKEN_TYPE_ACCESS && requested !== TOKEN_TYPE_REFRESH) throw new OAuthError('invalid_request', 'a refresh token can only be exchanged for access or refresh tokens');
+      const { s, oidc, jti } = await this.currentRefresh(clientId, token);
+      return this.issue(s, { clientId, scopes: oidc.scopes, previousRefresh: jti, withIdToken: false, issuedType: TOKEN_TYPE_REFRESH });
+    }
+    throw new OAuthError('invalid_request', `exchange subject type (${subjectType ?? ''}) is not supported`);
   }
 
   /**
@@ -342,12 +382,24 @@ export class OidcProvider {
    */
   private async issue(
     s: ApiSession,
-    o: { clientId: string; scopes: string[]; nonce?: string; authTime?: number; method?: string; previousRefresh?: string; withIdToken: boolean },
+    o: {
+      clientId: string;
+      scopes: string[];
+      nonce?: string;
+      authTime?: number;
+      method?: string;
+      previousRefresh?: string;
+      withIdToken: boolean;
+      /** A new access token only: the refresh token family is left as it is. */
+      accessOnly?: boolean;
+      /** Token exchange: the `issued_token_type` of the answer. */
+      issuedType?: string;
+    },
   ): Promise<Reply> {
     const keys = this.app.keys;
     const now = Math.floor(Date.now() / 1000);
     const refreshJti = randomId();
-    const rotated = await this.app.store.write((tx) => {
+    const rotated = o.accessOnly || await this.app.store.write((tx) => {
       const cur = tx.get('apiSessions', s.id) as ApiSession | undefined;
       if (!cur) return false;
       if (o.previousRefresh !== undefined && cur.oidc?.refreshJti !== o.previousRefresh) return false;
@@ -358,14 +410,14 @@ export class OidcProvider {
     const common = { iss: this.issuer, sub: s.identityId, aud: ['openziti'], iat: now, z_asid: s.id, scopes: o.scopes };
     const accessExp = now + this.settings.accessTokenSeconds;
     const access = keys.sign({ ...common, jti: randomId(), exp: accessExp, z_t: ACCESS_TOKEN, z_ct: s.configTypes, z_authid: s.authenticatorId });
-    const refresh = keys.sign({ ...common, jti: refreshJti, exp: now + this.settings.refreshTokenSeconds, z_t: REFRESH_TOKEN });
     const body: Record<string, unknown> = {
       access_token: access,
       token_type: 'Bearer',
-      refresh_token: refresh,
       expires_in: this.settings.accessTokenSeconds,
       scope: o.scopes.join(' '),
     };
+    if (!o.accessOnly) body.refresh_token = keys.sign({ ...common, jti: refreshJti, exp: now + this.settings.refreshTokenSeconds, z_t: REFRESH_TOKEN });
+    if (o.issuedType) body.issued_token_type = o.issuedType;
     if (o.withIdToken) {
       const amr = o.method ? [o.method === 'password' ? 'pwd' : o.method] : undefined;
       body.id_token = keys.sign({
