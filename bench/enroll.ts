@@ -23,7 +23,7 @@ import { progressBar } from './lib/progress.js';
 import { ratio as ratioOf, pct } from './lib/raw-ceilings.js';
 import { RunChart } from './lib/run-chart.js';
 import type { TimelineBucket } from './lib/load.js';
-import { CertIssuer } from '../src/pki/issuer.js';
+import { CertIssuer } from '../src/pki/cert-issuer.js';
 import { parseCsr } from '../src/pki/csr.js';
 import { derTlv, oid, seq, bitString, toPem } from '../src/pki/der.js';
 
@@ -32,7 +32,7 @@ const argv = parseCli({
   summary: `ott enrollments and certificate logins against the real controller.
 Keys and CSRs are made first, before the controller starts: none is made while timed. Phases:
  0. ceiling: certificates/s on one thread in this process, the DER template + node:crypto issuer the
-    controller uses (src/pki/issuer.ts), and @peculiar/x509 for reference;
+    controller uses (src/pki/cert-issuer.ts), and @peculiar/x509 for reference;
  1. ott enrollments/s: POST /enroll/ott {token, clientCsr} over keep-alive HTTPS, each with its own
     key and CSR, with the controller's CPU per enrollment (per thread, from /proc) and the load
     generator's; figure: enrollments/s ÷ phase 0's template rate (target ≥ 50%);

@@ -37,11 +37,11 @@ import { requestLogger } from './observability/request-log.js';
 import { addOperationalRoutes } from './observability/routes.js';
 import { bindPresence } from './resources/routers.js';
 import { createRegistry } from './resources/index.js';
-import { defaultAuthPolicy, DEFAULT_AUTH_POLICY_ID } from './resources/auth.js';
-import { newId } from './resources/define.js';
+import { defaultAuthPolicy, DEFAULT_AUTH_POLICY_ID } from './resources/credentials.js';
+import { newId } from './resources/write.js';
 import { BUILTIN_CONFIG_TYPES, builtinConfigTypeRecord } from './resources/builtin-config-types.js';
 import { MIGRATIONS } from './migrations.js';
-import { hashPassword } from './auth/passwords.js';
+import { dummyPasswordHash, hashPassword } from './auth/passwords.js';
 import type { App } from './core/context.js';
 import { lockDataDir, ownerOnlyFromNowOn, tightenModes } from './store/data-dir.js';
 import { removePartialSnapshots } from './store/snapshot.js';
@@ -151,6 +151,8 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   };
 
   await bootstrap(app);
+  // Made now, so the first login for an unknown username is not the one that pays for it.
+  await dummyPasswordHash(app);
 
   sessions.issuer = () => app.baseUrl;
   const router = new Router(app, buildOperations(reg));
@@ -162,7 +164,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     refreshTokenSeconds: settings.oidcRefreshTokenSeconds,
   });
   router.addRawRoute(oidcRoute(oidc));
-  // Alerts, usage ingest and the embedded search store at /search (issue #7, docs/events.md).
+  // Alerts, usage ingest and the embedded search store at /search (docs/events.md).
   const events = startEvents(app);
   router.addRawRoute(events.route);
   for (const r of docsRoutes()) router.addRawRoute(r);
@@ -185,6 +187,18 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     logRequest(r);
   };
   addOperationalRoutes(router, { metrics, health, metricsToken: settings.metricsToken });
+  /** What runs behind the listeners, stopped in this order once they are closed. */
+  const stopServices = async () => {
+    app.traces.close();
+    await events.close();
+    await sessions.close();
+    keys.close();
+    oidc.close();
+    policy.close();
+    await pool.close();
+    await store.close();
+    dirLock.release();
+  };
   let server: UwsServer | undefined;
   try {
     server = await startUws({
@@ -211,15 +225,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   } catch (e) {
     await server?.close(0);
     channel.close();
-    app.traces.close();
-    await events.close();
-    await sessions.close();
-    keys.close();
-    oidc.close();
-    policy.close();
-    await pool.close();
-    await store.close();
-    dirLock.release();
+    await stopServices();
     throw e;
   }
   const bracket = (h: string) => (h.includes(':') ? `[${h}]` : h);
@@ -264,21 +270,13 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
         // Routers first: they see a clean 1001 and reconnect elsewhere (or later).
         channel.close();
         await Promise.all([api.close(settings.shutdownGraceMs), certServer.close(settings.shutdownGraceMs)]);
-        app.traces.close();
-        await events.close();
-        await sessions.close();
-        keys.close();
-        oidc.close();
-        policy.close();
-        await pool.close();
-        await store.close();
-        dirLock.release();
+        await stopServices();
       })()),
   };
 }
 
 /**
- * First start: the default auth policy and the default admin (decisions §6). Idempotent. Exported
+ * First start: the default auth policy and the default admin. Idempotent. Exported
  * for the model generator (scripts/lib/model.ts), which seeds a data directory before its first start.
  */
 export async function bootstrap(app: App) {

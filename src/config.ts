@@ -62,12 +62,17 @@ export const ConfigSchema = Type.Object({
   /** Logins and MFA checks running at once, and waiting beyond those; past both: 429 RATE_LIMITED. */
   authConcurrency: Type.Integer({ default: 32, minimum: 1, maximum: 100_000 }),
   authQueue: Type.Integer({ default: 512, minimum: 0, maximum: 1_000_000 }),
+  /** Longest expected wait either queue admits (from recent call times); beyond: 429 at once. */
+  queueMaxWaitMs: Type.Integer({ default: 5000, minimum: 100, maximum: 600_000 }),
   /** Other expensive operations (certificate signing, password changes, QR codes): same scheme.
    *  64 running: an enrollment holds its slot through its durable commit, and with 16 the CSR
    *  signing of one group waited for the previous group's commit (docs/pki.md); the CPU work
    *  itself is bounded by the worker pool's threads and queue. */
   heavyConcurrency: Type.Integer({ default: 64, minimum: 1, maximum: 100_000 }),
   heavyQueue: Type.Integer({ default: 256, minimum: 0, maximum: 1_000_000 }),
+  /** Lists too large for one slice of main-thread work that run at once, and that may wait (beyond: 429). */
+  largeAnswerConcurrency: Type.Integer({ default: 2, minimum: 1, maximum: 1000 }),
+  largeAnswerQueue: Type.Integer({ default: 4, minimum: 0, maximum: 10_000 }),
   /** Least time between two fetches of one external JWT signer's JWKS (unknown kids refetch). */
   extJwtJwksCooldownMs: Type.Integer({ default: 5000, minimum: 0, maximum: 3_600_000 }),
   /** Clock skew allowed on external JWT exp/nbf/iat. */
@@ -158,8 +163,11 @@ export const ENV: Record<string, keyof Static<typeof ConfigSchema>> = {
   MESH_SHUTDOWN_GRACE_MS: 'shutdownGraceMs',
   MESH_AUTH_CONCURRENCY: 'authConcurrency',
   MESH_AUTH_QUEUE: 'authQueue',
+  MESH_QUEUE_MAX_WAIT_MS: 'queueMaxWaitMs',
   MESH_HEAVY_CONCURRENCY: 'heavyConcurrency',
   MESH_HEAVY_QUEUE: 'heavyQueue',
+  MESH_LARGE_ANSWER_CONCURRENCY: 'largeAnswerConcurrency',
+  MESH_LARGE_ANSWER_QUEUE: 'largeAnswerQueue',
   MESH_EXT_JWT_JWKS_COOLDOWN_MS: 'extJwtJwksCooldownMs',
   MESH_EXT_JWT_CLOCK_SKEW_SECONDS: 'extJwtClockSkewSeconds',
   MESH_SNAPSHOTS_KEEP: 'snapshotsKeep',

@@ -14,6 +14,7 @@ import t from 'tap';
 import { SignJWT, exportJWK, type JWK } from 'jose';
 import { startServer, isError, type Client, type Server } from './helpers/server.js';
 import { emptyOk } from './helpers/assert.js';
+import { createUser } from './helpers/users.js';
 
 // --- keys and the JWKS endpoint -------------------------------------------------------------
 const ec = () => crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });
@@ -83,16 +84,6 @@ let admin: Client;
 const ids: Record<string, string> = {};
 const signers: Record<string, string> = {};
 
-async function createUser(name: string, extra: Record<string, unknown> = {}, password?: string): Promise<string> {
-  const r = await admin.post('/identities', { name, type: 'User', isAdmin: false, ...extra });
-  if (r.status !== 201) throw new Error(`create ${name}: ${r.status} ${r.text}`);
-  if (password) {
-    const a = await admin.post('/authenticators', { method: 'updb', identityId: r.body.data.id, username: name, password });
-    if (a.status !== 201) throw new Error(`authenticator ${name}: ${a.status} ${a.text}`);
-  }
-  return r.body.data.id;
-}
-
 const extLogin = (jwt: string | undefined, api: 'client' | 'management' = 'client') =>
   (api === 'client' ? srv.client : srv.mgmt).post('/authenticate?method=ext-jwt', undefined, jwt === undefined ? {} : { headers: { authorization: `Bearer ${jwt}` } });
 
@@ -121,8 +112,8 @@ t.before(async () => {
   await mk('jwks', { name: 'idp-jwks', issuer: ISS, audience: AUD, jwksEndpoint: jwksUrl, enabled: true, externalAuthUrl: 'https://idp.example.test/authorize', clientId: 'mesh-cli', scopes: ['openid', 'email'] });
   await mk('cert', { name: 'idp-cert', issuer: 'cert-issuer', audience: 'aud-cert', certPem, kid: 'cert-kid-1', enabled: true, useExternalId: true, claimsProperty: 'email' });
   await mk('off', { name: 'idp-off', issuer: 'https://off.example.test', audience: AUD, jwksEndpoint: jwksUrl, enabled: false });
-  ids.u1 = await createUser('ext-u1');
-  ids.u2 = await createUser('ext-u2', { externalId: 'u2@example.test' });
+  ids.u1 = await createUser(admin, 'ext-u1');
+  ids.u2 = await createUser(admin, 'ext-u2', undefined, { externalId: 'u2@example.test' });
 });
 
 t.test('client signer list is public and shows no key material', async (t) => {
@@ -231,13 +222,13 @@ t.test('disabled signer, then enabled', async (t) => {
 
 t.test('auth policy: allowed signers and ext-jwt allowance', async (t) => {
   const onlyCert = await policy('only-cert-signer', { allowedSigners: [signers.cert] });
-  const u3 = await createUser('ext-u3', { externalId: 'u3@example.test', authPolicyId: onlyCert });
+  const u3 = await createUser(admin, 'ext-u3', undefined, { externalId: 'u3@example.test', authPolicyId: onlyCert });
   const certToken = await token('x', { key: certKey, kid: 'cert-kid-1', iss: 'cert-issuer', aud: 'aud-cert', claims: { email: 'u3@example.test' } });
   t.equal((await extLogin(certToken)).status, 200, 'allowed signer → 200');
   t.ok(isError(await extLogin(await token(u3)), 401, 'INVALID_AUTH'), 'another enabled signer → 401');
 
   const noExt = await policy('no-ext-jwt', { allowed: false });
-  const u4 = await createUser('ext-u4', { authPolicyId: noExt });
+  const u4 = await createUser(admin, 'ext-u4', undefined, { authPolicyId: noExt });
   t.ok(isError(await extLogin(await token(u4)), 401, 'INVALID_AUTH'), 'extJwt.allowed=false → 401');
   t.equal((await admin.patch(`/identities/${u4}`, { authPolicyId: 'default' })).status, 200);
   t.equal((await extLogin(await token(u4))).status, 200, 'default policy → 200');
@@ -255,7 +246,7 @@ t.test('disabled identity cannot log in with ext-jwt', async (t) => {
 
 t.test('secondary ext-jwt factor required by the auth policy', async (t) => {
   const pol = await policy('needs-idp-token', {}, { requireExtJwtSigner: signers.jwks });
-  const u5 = await createUser('ext-u5', { authPolicyId: pol }, 'ext-password-5');
+  const u5 = await createUser(admin, 'ext-u5', 'ext-password-5', { authPolicyId: pol });
   const login = await srv.client.post('/authenticate?method=password', { username: 'ext-u5', password: 'ext-password-5' });
   t.equal(login.status, 200, 'password login → 200');
   const q = login.body.data.authQueries;

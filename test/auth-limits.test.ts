@@ -44,6 +44,21 @@ t.test('bounded queue', async (t) => {
   t.equal(l.running, 0);
 });
 
+t.test('a call that would wait longer than maxWaitMs is refused at once, whatever room the queue has', async (t) => {
+  const l = new Limiter('wait', 1, 100, 300);
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  await l.run(() => sleep(200)); // teaches it how long a call takes (~200 ms)
+  const first = l.run(() => sleep(200));
+  const second = l.run(() => sleep(200)); // expected wait ~200 ms: admitted
+  await new Promise((r) => setImmediate(r));
+  t.equal(l.queued, 1, 'one waits');
+  const t0 = performance.now();
+  const third = await l.run(() => sleep(200)).then(() => undefined, (e: unknown) => e);
+  t.ok(third instanceof ApiError && third.code === 'RATE_LIMITED', 'expected wait ~400 ms > 300 ms: 429 RATE_LIMITED');
+  t.ok(performance.now() - t0 < 150, 'at once, not after the ~400 ms wait');
+  await Promise.all([first, second]);
+});
+
 t.test('a login burst beyond the auth queue gets 429 RATE_LIMITED', async (t) => {
   const srv = await startServer(t, {
     env: { MESH_AUTH_CONCURRENCY: '1', MESH_AUTH_QUEUE: '1', MESH_ARGON2_MEMORY_KIB: '32768', MESH_ARGON2_ITERATIONS: '3' },

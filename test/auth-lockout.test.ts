@@ -10,6 +10,7 @@ import path from 'node:path';
 import t from 'tap';
 import { startServer, isError, type Client, type Server } from './helpers/server.js';
 import { emptyOk, sleep } from './helpers/assert.js';
+import { createUser } from './helpers/users.js';
 
 const root = t;
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-lockout-'));
@@ -17,14 +18,6 @@ t.teardown(() => fs.rmSync(dataDir, { recursive: true, force: true }));
 
 let srv: Server = await startServer(t, { dataDir, keepData: true });
 let admin: Client = await srv.login();
-
-async function createUser(name: string, password: string, extra: Record<string, unknown> = {}): Promise<string> {
-  const r = await admin.post('/identities', { name, type: 'User', isAdmin: false, ...extra });
-  if (r.status !== 201) throw new Error(`create ${name}: ${r.status} ${r.text}`);
-  const a = await admin.post('/authenticators', { method: 'updb', identityId: r.body.data.id, username: name, password });
-  if (a.status !== 201) throw new Error(`authenticator ${name}: ${a.status} ${a.text}`);
-  return r.body.data.id;
-}
 const login = (username: string, password: string) => srv.client.post('/authenticate?method=password', { username, password });
 const identity = async (id: string) => (await admin.get(`/identities/${id}`)).body.data;
 const withToken = (token: string) => new (srv.client.constructor as any)(srv, '/edge/client/v1', token) as Client;
@@ -45,7 +38,7 @@ let unlockAt = 0;
 const ids: Record<string, string> = {};
 
 t.test('three wrong passwords lock the identity out, and end its sessions', async (t) => {
-  ids.locked = await createUser('lock-a', 'right-password', { authPolicyId: policyId });
+  ids.locked = await createUser(admin, 'lock-a', 'right-password', { authPolicyId: policyId });
   const before = await login('lock-a', 'right-password');
   t.equal(before.status, 200, 'logs in');
   const s = withToken(before.body.data.token);
@@ -66,11 +59,11 @@ t.test('three wrong passwords lock the identity out, and end its sessions', asyn
 });
 
 t.test('right passwords never lock; a success resets the count', async (t) => {
-  ids.good = await createUser('lock-b', 'right-password', { authPolicyId: policyId });
+  ids.good = await createUser(admin, 'lock-b', 'right-password', { authPolicyId: policyId });
   for (let i = 1; i <= 4; i++) t.equal((await login('lock-b', 'right-password')).status, 200, `right password ${i} → 200`);
   t.equal((await identity(ids.good)).disabled, false, 'never disabled');
 
-  ids.reset = await createUser('lock-c', 'right-password', { authPolicyId: policyId });
+  ids.reset = await createUser(admin, 'lock-c', 'right-password', { authPolicyId: policyId });
   t.equal((await login('lock-c', 'wrong-password')).status, 401);
   t.equal((await login('lock-c', 'wrong-password')).status, 401);
   t.equal((await login('lock-c', 'right-password')).status, 200, 'success in between');
@@ -79,19 +72,19 @@ t.test('right passwords never lock; a success resets the count', async (t) => {
   t.equal((await identity(ids.reset)).disabled, false, 'count was reset: not disabled');
   t.equal((await login('lock-c', 'right-password')).status, 200, 'still logs in');
 
-  ids.unlimited = await createUser('lock-d', 'right-password');
+  ids.unlimited = await createUser(admin, 'lock-d', 'right-password');
   for (let i = 0; i < 8; i++) await login('lock-d', 'wrong-password');
   t.equal((await identity(ids.unlimited)).disabled, false, 'default policy (maxAttempts 0) never locks');
   t.equal((await login('lock-d', 'right-password')).status, 200);
 
   // Two strikes now, the third after the restart below.
-  ids.persisted = await createUser('lock-e', 'right-password', { authPolicyId: policyId });
+  ids.persisted = await createUser(admin, 'lock-e', 'right-password', { authPolicyId: policyId });
   t.equal((await login('lock-e', 'wrong-password')).status, 401);
   t.equal((await login('lock-e', 'wrong-password')).status, 401);
 });
 
 t.test('disable and enable', async (t) => {
-  ids.dis = await createUser('dis-a', 'right-password');
+  ids.dis = await createUser(admin, 'dis-a', 'right-password');
   const s = withToken((await login('dis-a', 'right-password')).body.data.token);
   t.equal((await s.get('/current-api-session')).status, 200);
 
@@ -120,7 +113,7 @@ t.test('disable and enable', async (t) => {
   t.equal((await login('dis-a', 'right-password')).status, 200, 'logs in again');
 
   // Timed disable: re-enabled automatically (checked after the restart, below).
-  ids.timed = await createUser('dis-b', 'right-password');
+  ids.timed = await createUser(admin, 'dis-b', 'right-password');
   emptyOk(t, await admin.post(`/identities/${ids.timed}/disable`, { durationMinutes: 1 }), 'disable for a minute');
   const tdis = await identity(ids.timed);
   t.equal(Date.parse(tdis.disabledUntil) - Date.parse(tdis.disabledAt), 60_000, 'disabledUntil = now + 1 min');
@@ -128,8 +121,8 @@ t.test('disable and enable', async (t) => {
   t.ok(isError(await login('dis-b', 'right-password'), 401, 'INVALID_AUTH'), 'refused while disabled');
 
   // Identity managers who are not admins may not disable admins.
-  await createUser('dis-manager', 'right-password', { permissions: ['identity'] });
-  await createUser('dis-reader', 'right-password', { permissions: ['identity.read'] });
+  await createUser(admin, 'dis-manager', 'right-password', { permissions: ['identity'] });
+  await createUser(admin, 'dis-reader', 'right-password', { permissions: ['identity.read'] });
   const adminTarget = (await admin.post('/identities', { name: 'dis-admin-target', type: 'User', isAdmin: true })).body.data.id;
   const manager = await srv.login('dis-manager', 'right-password');
   const reader = await srv.login('dis-reader', 'right-password');

@@ -106,7 +106,7 @@ t.test('certificate authorities', async (t) => {
   t.equal(p.identityNameFormat, '[commonName]', 'patch keeps format');
   t.equal(p.isVerified, false, 'isVerified not settable by patch');
 
-  // CA enrollment JWT (issue #5; flows in test/pki-ca.test.ts)
+  // CA enrollment JWT (flows in test/pki-ca.test.ts)
   const jwt = await admin.get(`/cas/${id}/jwt`);
   t.equal(jwt.status, 200, 'GET /cas/{id}/jwt → 200');
   t.equal(jwt.headers['content-type'], 'application/jwt');
@@ -214,7 +214,7 @@ t.test('auth policies', async (t) => {
   t.ok(isError(await admin.get(`/auth-policies/${id}`), 404, 'NOT_FOUND'), 'gone');
 
   const delDefault = await admin.delete('/auth-policies/default');
-  t.ok(isError(delDefault, 409, 'CAN_NOT_DELETE_REFERENCED_ENTITY'), `delete default → 409, the system default (behaviors §2.5) (${delDefault.status} ${delDefault.body?.error?.code})`);
+  t.ok(isError(delDefault, 409, 'CAN_NOT_DELETE_REFERENCED_ENTITY'), `delete default → 409, the system default (${delDefault.status} ${delDefault.body?.error?.code})`);
   t.equal((await admin.get('/auth-policies/default')).status, 200, 'default still there');
 });
 
@@ -386,7 +386,7 @@ t.test('authenticators', async (t) => {
   const badPem = await admin.post('/authenticators', { identityId: created(t, await admin.post('/identities', { name: 'auth-user-2', type: 'User', isAdmin: false }), 'identities'), method: 'cert', certPem: 'garbage' });
   t.equal(badPem.status, 400, 'garbage certPem → 400');
 
-  // extension flag (issue #5; re-enroll and extension flows in test/cert-*.test.ts)
+  // extension flag (re-enroll and extension flows in test/cert-*.test.ts)
   t.equal((await admin.post(`/authenticators/${id}/request-extend`, { rollKeys: false })).status, 403, 'request-extend of a updb authenticator → 403');
   emptyOk(t, await admin.post(`/authenticators/${cid}/request-extend`, { rollKeys: false }), 'request-extend of a cert authenticator');
 

@@ -1,5 +1,5 @@
 /**
- * Client API services (behaviors §10, §11, §16): visibility and permissions, admin visibility,
+ * Client API services: visibility and permissions, admin visibility,
  * the config map with per-identity overrides, service configs on the Management API, service edge
  * routers (with the session-token rule), terminators and the caller's edge routers.
  */
@@ -45,7 +45,7 @@ t.test('visibility and permissions', async (t) => {
   );
   t.ok(isError(await u.client.get(`/services/${S4}`), 404, 'NOT_FOUND'), 'not granted → 404');
   t.ok(isError(await u.client.get('/services/made-up'), 404, 'NOT_FOUND'), 'unknown → 404');
-  // Admins see every service on both APIs, with policy-derived permissions (decisions §5).
+  // Admins see every service on both APIs, with policy-derived permissions.
   const ac = await srv.login('admin', undefined, 'client');
   const ar = await ac.get(`/services?filter=id in ["${all.join('","')}"]&limit=-1`);
   t.same(ids(ar), [...all].sort(), 'admin sees all on the Client API');

@@ -1,5 +1,5 @@
 /**
- * Service sessions (behaviors §14) and the service-update timestamp (behaviors §17) against the
+ * Service sessions and the service-update timestamp against the
  * real controller: the create check order and error codes, idempotence, visibility, removal on
  * logout and on loss of access, and exactly which changes move `lastChangeAt`.
  */

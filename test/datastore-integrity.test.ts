@@ -1,5 +1,5 @@
 /**
- * Datastore integrity (M:/database/*, behaviors §18) against the real server: a clean store checks
+ * Datastore integrity (M:/database/*) against the real server: a clean store checks
  * clean; a store damaged on purpose (server stopped, LMDB opened with the Store class, index
  * entries and references broken, server restarted) is reported by check, repaired by fix, and
  * checks clean afterwards; one run at a time; results readable while running; admin only.

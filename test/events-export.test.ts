@@ -1,5 +1,5 @@
 /**
- * The exporter (decisions §7): with `searchExportUrl` set, every document the embedded search
+ * The exporter: with `searchExportUrl` set, every document the embedded search
  * store takes in (ingested usage and the controller's alerts) is shipped to an external
  * Elasticsearch/OpenSearch with `_bulk`. A local node:http stand-in records what it receives and
  * fails on purpose: a 503 for the whole request, then a 429 for one item; both are retried.

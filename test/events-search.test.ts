@@ -1,5 +1,5 @@
 /**
- * Events in search indices (decisions §7) against the real server: `/search` on the API listener
+ * Events in search indices against the real server: `/search` on the API listener
  * with basic credentials and permissions, `_bulk` ingest of firewall usage, the seed's `_search`
  * request shape (time range with `now-24h`, nested `terms` with `order`/`size`, `sum`
  * sub-aggregations, `.keyword` fields, `size: 0`) including the top-talkers query, alerts raised

@@ -9,6 +9,7 @@ import tls from 'node:tls';
 import { X509Certificate } from 'node:crypto';
 import { startServer, isError, ADMIN_PASSWORD, type Client, type Res } from './helpers/server.js';
 import { upstreamOperations } from '../src/api/spec/index.js';
+import { createUser } from './helpers/users.js';
 
 const pkg = JSON.parse(fs.readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
 
@@ -27,14 +28,6 @@ function parseGoTime(s: string): number {
   const m = GO_TIME.exec(s);
   if (!m) return NaN;
   return Date.parse(`${m[1].replace(' ', 'T')}${m[2] ?? ''}Z`);
-}
-
-async function createUser(name: string, password: string, extra: Record<string, unknown> = {}): Promise<string> {
-  const r = await admin.post('/identities', { name, type: 'User', isAdmin: false, ...extra });
-  if (r.status !== 201) throw new Error(`create ${name}: ${r.status} ${r.text}`);
-  const a = await admin.post('/authenticators', { method: 'updb', identityId: r.body.data.id, username: name, password });
-  if (a.status !== 201) throw new Error(`authenticator ${name}: ${a.status} ${a.text}`);
-  return r.body.data.id;
 }
 
 t.test('version documents on the root and both APIs', async (t) => {
@@ -227,9 +220,9 @@ t.test('password login and API sessions', async (t) => {
 });
 
 t.test('non-admin permissions on the Management API', async (t) => {
-  await createUser('plain-user', 'plain-password-1');
-  await createUser('reader-user', 'reader-password-1', { permissions: ['admin_readonly'] });
-  await createUser('creator-user', 'creator-password-1', { permissions: ['identity.create'] });
+  await createUser(admin, 'plain-user', 'plain-password-1');
+  await createUser(admin, 'reader-user', 'reader-password-1', { permissions: ['admin_readonly'] });
+  await createUser(admin, 'creator-user', 'creator-password-1', { permissions: ['identity.create'] });
 
   const plain = await srv.login('plain-user', 'plain-password-1');
   const cur = await plain.get('/current-identity');

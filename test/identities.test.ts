@@ -248,7 +248,7 @@ t.test('enrollments created with identities', async (t) => {
   t.equal(j.claims.sub, id);
   t.equal(j.claims.jti, x.enrollment.ott.token);
   t.match(j.claims.jti, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/, 'token UUIDv4');
-  t.equal(j.claims.iss, `https://127.0.0.1:${srv.certPort}`, 'iss: the certificate listener (issue #5)');
+  t.equal(j.claims.iss, `https://127.0.0.1:${srv.certPort}`, 'iss: the certificate listener');
   t.same(j.claims.aud, [''], 'aud');
   t.equal(j.claims.exp, Math.floor(exp / 1000), 'exp = expiresAt');
   t.ok(Array.isArray(j.claims.ctrls) && j.claims.ctrls.length > 0 && j.claims.ctrls.every((c: any) => typeof c === 'string'), 'ctrls');
@@ -304,7 +304,7 @@ t.test('enrollments created with identities', async (t) => {
   t.same((await admin.get(`/identities/${id}`)).body.data.enrollment, {}, 'identity has no enrollment');
   t.ok(isError(await admin.delete(`/enrollments/${eid}`), 404, 'NOT_FOUND'), 'second delete 404');
 
-  // enrollment creation (issue #5; the full matrix is in test/enroll-admin.test.ts)
+  // enrollment creation (the full matrix is in test/enroll-admin.test.ts)
   const ce = await admin.post('/enrollments', { identityId: id, method: 'ott', expiresAt: new Date(Date.now() + 3600_000).toISOString() });
   created(t, ce, 'enrollments');
 });
@@ -336,7 +336,7 @@ t.test('deleting an identity cleans up what points at it', async (t) => {
   t.ok(isError(await userClient.get('/current-identity'), 401, 'UNAUTHORIZED'), 'token no longer valid');
 });
 
-t.test('policy-derived identity sub-lists answer (issue #4)', async (t) => {
+t.test('policy-derived identity sub-lists answer', async (t) => {
   const id = created(t, await admin.post('/identities', { name: 'id-pend', type: 'User', isAdmin: false }), 'identities');
   for (const p of ['service-policies', 'edge-routers', 'edge-router-policies', 'services', 'service-configs', 'posture-data', 'failed-service-requests']) {
     const r = await admin.get(`/identities/${id}/${p}`);

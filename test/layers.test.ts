@@ -3,7 +3,7 @@
  * and `import()`): each import points to a lower layer or within its own, and no chain of
  * imports comes back to where it started.
  *
- *   main, app → http, observability → api, oidc
+ *   main, app, cli → http, observability → api, oidc, migrations
  *     → resources | auth | pki | policy | events | control | cluster | pool → core → store | config
  *
  * Layers of one rank may import each other (resources reads the policy engine, which reads the
@@ -18,9 +18,9 @@ const SRC = path.resolve(new URL('..', import.meta.url).pathname, 'src');
 
 /** Layer of a file under src/: its top directory, or its own name for files at the top. */
 const RANK: Record<string, number> = {
-  'main.ts': 6, 'app.ts': 6,
+  'main.ts': 6, 'app.ts': 6, cli: 6,
   http: 5, observability: 5,
-  api: 4, oidc: 4,
+  api: 4, oidc: 4, 'migrations.ts': 4,
   resources: 3, auth: 3, pki: 3, policy: 3, events: 3, control: 3, cluster: 3, 'pool.ts': 3,
   core: 2,
   store: 1, 'config.ts': 1,

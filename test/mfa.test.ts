@@ -8,6 +8,7 @@ import t from 'tap';
 import { generateSync } from 'otplib';
 import { startServer, isError, type Client, type Server } from './helpers/server.js';
 import { emptyOk } from './helpers/assert.js';
+import { createUser } from './helpers/users.js';
 
 let srv: Server;
 let admin: Client;
@@ -16,14 +17,6 @@ t.before(async () => {
   srv = await startServer(t);
   admin = await srv.login();
 });
-
-async function createUser(name: string, password: string, extra: Record<string, unknown> = {}): Promise<string> {
-  const r = await admin.post('/identities', { name, type: 'User', isAdmin: false, ...extra });
-  if (r.status !== 201) throw new Error(`create ${name}: ${r.status} ${r.text}`);
-  const a = await admin.post('/authenticators', { method: 'updb', identityId: r.body.data.id, username: name, password });
-  if (a.status !== 201) throw new Error(`authenticator ${name}: ${a.status} ${a.text}`);
-  return r.body.data.id;
-}
 
 const now = () => Math.floor(Date.now() / 1000);
 const code = (secret: string) => generateSync({ secret, epoch: now() });
@@ -49,7 +42,7 @@ async function userLogin(name: string, password: string): Promise<{ c: Client; d
 const onMgmt = (c: Client): Client => new (c.constructor as any)(srv, '/edge/management/v1', c.token) as Client;
 
 t.test('full MFA flow with real TOTP codes', async (t) => {
-  const id = await createUser('mfa-user', 'mfa-password-1');
+  const id = await createUser(admin, 'mfa-user', 'mfa-password-1');
   const { c: u } = await userLogin('mfa-user', 'mfa-password-1');
 
   // --- not enrolled
@@ -218,8 +211,8 @@ t.test('full MFA flow with real TOTP codes', async (t) => {
 });
 
 t.test('administrator removes MFA', async (t) => {
-  const id = await createUser('mfa-removed', 'mfa-password-2');
-  const other = await createUser('mfa-plain', 'mfa-password-3');
+  const id = await createUser(admin, 'mfa-removed', 'mfa-password-2');
+  const other = await createUser(admin, 'mfa-plain', 'mfa-password-3');
   const { c: u } = await userLogin('mfa-removed', 'mfa-password-2');
   t.equal((await u.post('/current-identity/mfa')).status, 201);
   const secret = /secret=([A-Z2-7]+)/.exec((await u.get('/current-identity/mfa')).body.data.provisioningUrl)![1];
@@ -244,7 +237,7 @@ t.test('auth policy requiring TOTP: enroll during the partial session', async (t
     secondary: { requireTotp: true },
   });
   t.equal(pol.status, 201, `policy created ${pol.text.slice(0, 200)}`);
-  await createUser('totp-required-user', 'mfa-password-4', { authPolicyId: pol.body.data.id });
+  await createUser(admin, 'totp-required-user', 'mfa-password-4', { authPolicyId: pol.body.data.id });
   const { c: u, data } = await userLogin('totp-required-user', 'mfa-password-4');
   t.equal(data.isMfaRequired, true, 'isMfaRequired by policy');
   t.equal(data.authQueries.length, 1, 'one auth query');
@@ -261,7 +254,7 @@ t.test('auth policy requiring TOTP: enroll during the partial session', async (t
 });
 
 t.test('wrong codes are braked per identity', async (t) => {
-  await createUser('mfa-brute', 'mfa-password-5');
+  await createUser(admin, 'mfa-brute', 'mfa-password-5');
   const { c: u } = await userLogin('mfa-brute', 'mfa-password-5');
   t.equal((await u.post('/current-identity/mfa')).status, 201);
   const secret = /secret=([A-Z2-7]+)/.exec((await u.get('/current-identity/mfa')).body.data.provisioningUrl)![1];
@@ -271,7 +264,7 @@ t.test('wrong codes are braked per identity', async (t) => {
   t.ok(isError(await p.post('/authenticate/mfa', { code: code(secret) }), 429, 'RATE_LIMITED'), 'then even the right code → 429 RATE_LIMITED');
   t.ok(isError(await p.get('/current-identity/authenticators'), 401, 'UNAUTHORIZED'), 'still partial');
   // Another identity is not affected.
-  await createUser('mfa-bystander', 'mfa-password-6');
+  await createUser(admin, 'mfa-bystander', 'mfa-password-6');
   const { c: b } = await userLogin('mfa-bystander', 'mfa-password-6');
   t.equal((await b.post('/current-identity/mfa')).status, 201, 'bystander enrolls');
   const s2 = /secret=([A-Z2-7]+)/.exec((await b.get('/current-identity/mfa')).body.data.provisioningUrl)![1];

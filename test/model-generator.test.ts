@@ -5,12 +5,12 @@
  * through the Management API (ids, timestamps and enrollment secrets aside).
  */
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { ADMIN_PASSWORD, startServer, type Client } from './helpers/server.js';
 import { SHAPES, planModel, writeModelToStore, writeModelViaApi } from '../scripts/lib/model.js';
+import { freePort } from './helpers/ports.js';
 
 const SEED = 7;
 const shape = SHAPES.tiny;
@@ -25,17 +25,6 @@ const FAMILIES = [
   ['edgeRouterPolicies', 'edge-router-policies'],
   ['serviceEdgeRouterPolicies', 'service-edge-router-policies'],
 ] as const;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 async function listAll(c: Client, p: string): Promise<any[]> {
   const out: any[] = [];

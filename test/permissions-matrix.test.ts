@@ -1,9 +1,9 @@
 /**
- * The Management API permission matrix (semantics §14), generated from the operation table: every
+ * The Management API permission matrix, generated from the operation table: every
  * implemented admin-level operation is tried with no permission, with `admin_readonly`, with its
  * family and each `family.action`, and with an unrelated family. A refusal must be 401
  * UNAUTHORIZED decided before any lookup (made-up ids), an allowance anything but 401. The table's
- * own family/action tags are checked against an explicit list written from §14, admins pass
+ * own family/action tags are checked against an explicit list written from upstream's permission rules, admins pass
  * everywhere, and an admin whose MFA is still pending is refused everywhere.
  */
 import t from 'tap';
@@ -17,7 +17,7 @@ const OPS = buildOperations(createRegistry()).filter((o) => o.api === 'managemen
 const LIVE = OPS;
 const FAMILIES = [...PERMISSION_FAMILIES, 'ops'];
 
-/** §14 written out independently of the table: operationId → `family.action`, or `admin` (admins only). */
+/** The permission rules written out independently of the table: operationId → `family.action`, or `admin` (admins only). */
 const EXPECTED: Record<string, string> = {
   listIdentities: 'identity.read', createIdentity: 'identity.create', patchIdentity: 'identity.update', deleteIdentity: 'identity.delete',
   updateIdentity: 'admin', detailIdentity: 'identity.read',
@@ -85,7 +85,7 @@ t.before(async () => {
   admin = await srv.login();
 });
 
-t.test('the table tags operations as §14 says', async (t) => {
+t.test('the table tags operations as the permission rules say', async (t) => {
   const byId = new Map(OPS.map((o) => [o.operationId, o]));
   for (const [id, want] of Object.entries(EXPECTED)) {
     const op = byId.get(id);
@@ -100,7 +100,7 @@ t.test('the table tags operations as §14 says', async (t) => {
     if (op.method === 'get') t.equal(op.permission.action, 'read', `${op.operationId}: GET is a read`);
   }
   const summary = buildOperations(createRegistry()).find((o) => o.api === 'management' && o.operationId === 'listSummary');
-  t.equal(summary?.auth, 'session', 'summary: any fully authenticated session (decisions §3)');
+  t.equal(summary?.auth, 'session', 'summary: any fully authenticated session');
 });
 
 t.test('every operation × every relevant permission', async (t) => {

@@ -8,7 +8,7 @@
 import t, { type Test } from 'tap';
 import crypto from 'node:crypto';
 import { parseCsr, CsrError } from '../src/pki/csr.js';
-import { CertIssuer } from '../src/pki/issuer.js';
+import { CertIssuer } from '../src/pki/cert-issuer.js';
 import { bitString, derTlv, oid, seq, toPem } from '../src/pki/der.js';
 import { newCa } from './helpers/pki.js';
 

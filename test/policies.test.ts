@@ -116,7 +116,7 @@ t.test('service policies', async (t) => {
   t.equal(l.status, 200);
   t.equal(l.body.data.length, 1);
 
-  // policy-derived sub-lists (issue #4; the matrix lives in policy-matrix.test.ts)
+  // policy-derived sub-lists (the matrix lives in policy-matrix.test.ts)
   for (const sub of ['services', 'identities', 'posture-checks']) {
     const r = await admin.get(`/service-policies/${id}/${sub}`);
     t.equal(r.status, 200, `/service-policies/{id}/${sub} → 200 (${r.status})`);

@@ -2,7 +2,7 @@
  * Property tests of the role index: after random sequences of entity and policy creates, updates
  * and deletes, the incrementally maintained memberships and the engine's derived access (Dial/Bind
  * services, identity and service edge routers) equal a from-scratch evaluation of the rules
- * (semantics §1–§3). The second test drives a real store, so the change-event path is covered.
+ *. The second test drives a real store, so the change-event path is covered.
  */
 import t from 'tap';
 import fs from 'node:fs';

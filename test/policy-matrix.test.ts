@@ -1,5 +1,5 @@
 /**
- * The policy matrix (behaviors §10–§12) against the real controller: `#attr`, `@id`, `#all`,
+ * The policy matrix against the real controller: `#attr`, `@id`, `#all`,
  * AllOf/AnyOf and mixed lists for service policies, edge router policies and service edge router
  * policies, every association view, updates and deletes, role attribute lists, policy advice and
  * the summary.

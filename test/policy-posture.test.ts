@@ -1,5 +1,5 @@
 /**
- * Posture (behaviors §13): posture responses for every check type through the Client API, the
+ * Posture: posture responses for every check type through the Client API, the
  * session decision (one passing policy suffices; 409 INVALID_POSTURE otherwise), continuous
  * enforcement, posture data and failed service requests — plus the evaluation rules of each check
  * type (OS versions, MFA timeouts, wake/unlock grace) on the posture store itself.

@@ -115,6 +115,8 @@ t.test('the fixture holds secrets an admin can read', async (t) => {
   const sessions = (await admin.get('/api-sessions?limit=500')).body.data;
   // API-session tokens are signed and only their SHA-256 is stored: what admins see is a digest.
   t.ok(sessions.length > 0 && sessions.every((s: { token: string }) => /^[A-Za-z0-9_-]{43}$/.test(s.token)), 'admins see API-session token digests');
+  const router = (await admin.get('/edge-routers?filter=name="walk-edge"')).body.data[0];
+  t.match(router.enrollmentJwt, /^eyJ/, 'admins see a router enrollment JWT');
 });
 
 for (const perm of READ_PERMISSIONS) {

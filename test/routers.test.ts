@@ -46,7 +46,7 @@ t.test('edge router create, detail, enrollment JWT', async (t) => {
   t.equal(j.claims.em, 'erott');
   t.equal(j.claims.sub, id);
   t.equal(j.claims.jti, x.enrollmentToken);
-  t.equal(j.claims.iss, `https://127.0.0.1:${srv.certPort}`, 'iss: the certificate listener (issue #5)');
+  t.equal(j.claims.iss, `https://127.0.0.1:${srv.certPort}`, 'iss: the certificate listener');
   t.same(j.claims.aud, ['']);
   t.equal(j.claims.exp, Math.floor(Date.parse(x.enrollmentExpiresAt) / 1000));
   t.ok(Array.isArray(j.claims.ctrls) && j.claims.ctrls.length > 0, 'ctrls');
@@ -62,7 +62,7 @@ t.test('edge router create, detail, enrollment JWT', async (t) => {
   t.match(e.body.data[0]?.edgeRouter, { id, name: 'er-min' });
   t.equal(e.body.data[0]?.token, x.enrollmentToken);
 
-  // re-enroll (issue #5; flows in test/enroll-router.test.ts): a new erott enrollment
+  // re-enroll (flows in test/enroll-router.test.ts): a new erott enrollment
   const re = await admin.post(`/edge-routers/${id}/re-enroll`);
   t.equal(re.status, 200, `re-enroll → 200 (${re.status})`);
   t.not((await admin.get(`/edge-routers/${id}`)).body.data.enrollmentToken, x.enrollmentToken, 're-enroll replaces the enrollment');

@@ -223,7 +223,7 @@ t.test('services', async (t) => {
   emptyOk(t, await admin.delete(`/configs/${cfgA}`), 'delete referenced config');
   t.same((await get(admin, `/services/${full}`)).configs, [cfgB], 'config removed from service');
 
-  // policy-derived sub-lists (issue #4)
+  // policy-derived sub-lists
   for (const sub of ['service-policies', 'service-edge-router-policies', 'identities', 'edge-routers']) {
     const r = await admin.get(`/services/${full}/${sub}`);
     t.equal(r.status, 200, `/services/{id}/${sub} → 200 (${r.status})`);

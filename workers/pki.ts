@@ -1,5 +1,5 @@
 /**
- * PKI tasks: sign CSRs with the controller's signing CA (src/pki/issuer.ts).
+ * PKI tasks: sign CSRs with the controller's signing CA (src/pki/cert-issuer.ts).
  *
  *   pool.run('signCsrs', { caCertPem, caKeyPem, items: [{ csr, profile: 'client', validityMs }] })
  *     → [{ ok: true, pem, fingerprint, notBefore, notAfter, commonName } | { ok: false, reason }]
@@ -10,7 +10,7 @@
  * into a KeyObject once per worker thread (cached by its text), never per task.
  */
 import { createPrivateKey } from 'node:crypto';
-import { CertIssuer, type CertProfile } from '../src/pki/issuer.js';
+import { CertIssuer, type CertProfile } from '../src/pki/cert-issuer.js';
 import { CsrError } from '../src/pki/csr.js';
 
 export interface SignCsrItem {

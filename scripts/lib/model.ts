@@ -33,7 +33,8 @@ import { pino } from 'pino';
 import { loadConfig, splitHostPort } from '../../src/config.js';
 import { Store, UniqueViolation, type Rec, type Tx } from '../../src/store/store.js';
 import { createRegistry } from '../../src/resources/index.js';
-import { applyBody, type Registry } from '../../src/resources/define.js';
+import { type Registry } from '../../src/resources/registry.js';
+import { applyBody } from '../../src/resources/write.js';
 import type { ResourceDef, WriteCtx } from '../../src/resources/types.js';
 import { loadOrCreatePki } from '../../src/pki/bootstrap.js';
 import { WorkerPool } from '../../src/pool.js';
@@ -442,7 +443,7 @@ export async function writeModelToStore(dataDir: string, shape: Shape, opts: Sto
   }
 }
 
-/** `createRecord` (src/resources/define.ts) with a given id, inside a caller's transaction. */
+/** `createRecord` (src/resources/write.ts) with a given id, inside a caller's transaction. */
 function createInTx(reg: Registry, def: ResourceDef, ctx: Ctx, tx: Tx, id: string, body: unknown): Rec {
   // Seeded ids repeat with the seed: a second model in the same store must not replace the first.
   if (tx.exists(def.collection, id)) throw new UniqueViolation(def.collection, 'id', id);

@@ -8,9 +8,10 @@
 import type { Entry, Handler, Op } from '../core/context.js';
 import type { ApiName, HttpMethod } from '../core/operation.js';
 import { upstreamDocument, upstreamOperations, type UpstreamOp } from './spec/index.js';
-import { standardEntries, type Registry } from '../resources/define.js';
+import { type Registry } from '../resources/registry.js';
+import { standardEntries } from '../resources/standard.js';
 import { ALIASES, RESOURCES } from '../resources/index.js';
-import { metaEntries } from './handlers/meta.js';
+import { informationalEntries } from './handlers/informational.js';
 import { sessionEntries } from './handlers/session.js';
 import { adminEntries } from './handlers/admin.js';
 import { policyViewEntries } from './handlers/policy-views.js';
@@ -20,14 +21,14 @@ import { enrollAdminEntries } from './handlers/enroll-admin.js';
 import { enrollCertEntries } from './handlers/enroll-certs.js';
 import { enrollTokenEntries } from './handlers/enroll-token.js';
 import { authEntries } from './handlers/auth.js';
-import { opsEntries } from './handlers/ops.js';
-import { dataEntries } from './handlers/data.js';
+import { controllerEntries } from './handlers/controllers.js';
+import { datastoreEntries } from './handlers/datastore.js';
 
 /** Every entry of both APIs. `ops` is the finished table, for the handlers that serve the specs. */
 export function operationEntries(reg: Registry, ops: () => Op[]): Entry[] {
   return [
     ...[...RESOURCES, ...ALIASES].flatMap((def) => standardEntries(reg, def)),
-    ...metaEntries(ops),
+    ...informationalEntries(ops),
     ...sessionEntries(reg),
     ...adminEntries(reg),
     ...policyViewEntries(reg),
@@ -37,8 +38,8 @@ export function operationEntries(reg: Registry, ops: () => Op[]): Entry[] {
     ...enrollCertEntries(reg),
     ...enrollTokenEntries(),
     ...authEntries(reg),
-    ...opsEntries(reg),
-    ...dataEntries(reg),
+    ...controllerEntries(reg),
+    ...datastoreEntries(reg),
   ];
 }
 

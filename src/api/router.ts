@@ -334,7 +334,7 @@ export class Router {
   }
 }
 
-/** Permission before any lookup (semantics §14): the answer never depends on whether the entity exists. */
+/** Permission before any lookup: the answer never depends on whether the entity exists. */
 function permit(op: Op, identity: Rec) {
   if (op.auth === 'admin' && !isPermitted(identity, op.permission)) throw errors.unauthorized();
 }

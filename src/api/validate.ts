@@ -54,10 +54,10 @@ export const STRING_MAX_LENGTH = 65536;
  * validation error, or treats empty as "use the default".
  */
 const EMPTY_OK = new Set([
-  'mfaCode.code', // empty MFA code → 400 MFA_INVALID_TOKEN (behaviors §4)
-  'routerExtendEnrollmentRequest.certCsr', // empty → 400 COULD_NOT_PROCESS_CSR (behaviors §9)
+  'mfaCode.code', // empty MFA code → 400 MFA_INVALID_TOKEN
+  'routerExtendEnrollmentRequest.certCsr', // empty → 400 COULD_NOT_PROCESS_CSR
   'routerExtendEnrollmentRequest.serverCertCsr',
-  'caUpdate.identityNameFormat', // empty → default format (behaviors §10)
+  'caUpdate.identityNameFormat', // empty → default format
   'externalIdClaim.matcherCriteria',
   'externalIdClaim.parserCriteria',
 ]);

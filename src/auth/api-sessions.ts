@@ -275,7 +275,7 @@ export class ApiSessions {
   static deleteInTx(tx: Tx, apiSessionIds: Iterable<string>) {
     for (const id of apiSessionIds) {
       for (const sid of tx.idsByIndex('sessions', 'apiSessionId', id)) tx.delete('sessions', sid);
-      // Ephemeral certificates of the API session end with it (issue #5).
+      // Ephemeral certificates of the API session end with it.
       for (const cid of tx.idsByIndex('apiSessionCertificates', 'apiSessionId', id)) tx.delete('apiSessionCertificates', cid);
       tx.delete('apiSessions', id);
     }

@@ -1,5 +1,5 @@
 /**
- * Identity disable/enable and the password lockout that uses it (semantics §8, behaviors §2.1, §2.4).
+ * Identity disable/enable and the password lockout that uses it.
  *
  * Disabled = `disabledAt` set and `disabledUntil` null (indefinitely) or in the future, so an
  * identity re-enables itself when the time passes, with no timer to lose on restart. Both

@@ -1,5 +1,5 @@
 /**
- * External JWT signers (semantics §8, behaviors §2.3): verifying a bearer token issued by an
+ * External JWT signers: verifying a bearer token issued by an
  * identity provider the administrator registered, and finding the identity it speaks for.
  *
  * Signer selection: a certificate-backed signer whose `kid` equals the token's `kid` header;

@@ -1,5 +1,5 @@
 /**
- * What every login method shares once it has identified the caller (semantics §7–§8): the
+ * What every login method shares once it has identified the caller: the
  * identity must not be disabled, its auth policy must allow the primary method (and, for ext-jwt,
  * the signer; for certificates, an expired one), and the policy plus the identity's verified MFA
  * decide which secondary factors the new API session must still satisfy.

@@ -1,5 +1,5 @@
 /**
- * TOTP MFA (semantics §10): the secret, codes, recovery codes and the record kept on the identity.
+ * TOTP MFA: the secret, codes, recovery codes and the record kept on the identity.
  *
  * The record lives in the identity's hidden `mfa` field:
  *   { id, createdAt, updatedAt, secret, isVerified, recoveryCodes: string[] }
@@ -73,7 +73,7 @@ export function recoveryCodeIndex(mfa: MfaRecord, code: unknown): number {
   return found;
 }
 
-/** `otpauth://totp/<issuer>:<name>?secret=<secret>&issuer=<issuer>` (semantics §10). */
+/** `otpauth://totp/<issuer>:<name>?secret=<secret>&issuer=<issuer>`. */
 export function provisioningUrl(issuer: string, identityName: string, secret: string): string {
   const i = encodeURIComponent(issuer);
   return `otpauth://totp/${i}:${encodeURIComponent(identityName)}?secret=${secret}&issuer=${i}`;

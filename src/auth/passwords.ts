@@ -1,4 +1,5 @@
-/** Password rules of an identity's auth policy (semantics §10), applied wherever a password is set. */
+/** Password rules of an identity's auth policy, applied wherever a password is set. */
+import crypto from 'node:crypto';
 import { errors } from '../core/errors.js';
 import type { App } from '../core/context.js';
 import type { Rec } from '../store/store.js';
@@ -28,4 +29,17 @@ export function checkUsername(username: unknown, field = 'username'): string {
 export function hashPassword(app: App, password: string): Promise<string> {
   const c = app.config;
   return app.pool.run('hashPassword', { password, memoryCost: c.argon2MemoryKiB, timeCost: c.argon2Iterations, parallelism: c.argon2Parallelism });
+}
+
+const dummyHashes = new WeakMap<App, Promise<string>>();
+
+/**
+ * A hash made with this controller's configured cost, of a password nobody knows: what a login
+ * for an unknown username verifies against, so it costs what a wrong password for a known one
+ * does (a fixed hash of another cost would tell the two apart by time). Made once per controller.
+ */
+export function dummyPasswordHash(app: App): Promise<string> {
+  let h = dummyHashes.get(app);
+  if (!h) dummyHashes.set(app, (h = hashPassword(app, crypto.randomBytes(24).toString('base64url'))));
+  return h;
 }

@@ -1,5 +1,5 @@
 /**
- * Management API permissions (semantics §14): admins may do everything; `admin_readonly` may read;
+ * Management API permissions: admins may do everything; `admin_readonly` may read;
  * a holder of a family (`service`) or of `family.action` (`service.read`) may do that.
  * Operations without a permission (database, summary) are for admins only.
  */

@@ -21,6 +21,11 @@ declare module '../core/context.js' {
 export class AuthServices {
   readonly extJwt: ExtJwtVerifier;
   readonly limits: Record<RateLimit, Limiter>;
+  /**
+   * Lists too large to answer within one slice (resources/define.ts listRecords): each holds its
+   * page and its answer in memory while it runs, so only this many run at once and a few wait.
+   */
+  readonly largeAnswers: Limiter;
   /** Wrong MFA codes per identity (src/auth/mfa-throttle.ts). */
   readonly mfaThrottle = new MfaThrottle();
 
@@ -32,8 +37,9 @@ export class AuthServices {
       clockToleranceS: config.extJwtClockSkewSeconds,
     });
     this.limits = {
-      auth: new Limiter('auth', config.authConcurrency, config.authQueue),
-      heavy: new Limiter('heavy', config.heavyConcurrency, config.heavyQueue),
+      auth: new Limiter('auth', config.authConcurrency, config.authQueue, config.queueMaxWaitMs),
+      heavy: new Limiter('heavy', config.heavyConcurrency, config.heavyQueue, config.queueMaxWaitMs),
     };
+    this.largeAnswers = new Limiter('large-answers', config.largeAnswerConcurrency, config.largeAnswerQueue, config.queueMaxWaitMs);
   }
 }

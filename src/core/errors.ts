@@ -58,7 +58,7 @@ const catalog = {
   INVALID_BACKING_TOKEN_TYPE: [400, 'The API session is not backed by a token of the required type'],
   INVALID_POSTURE: [409, 'The request failed posture checks'],
   NO_EDGE_ROUTERS_AVAILABLE: [400, 'No edge routers are assigned to both the identity and the service'],
-  // PKI and enrollment (issue #5; api-reference §3.3, behaviors §22).
+  // PKI and enrollment.
   COULD_NOT_PROCESS_CSR: [400, 'The certificate signing request could not be processed'],
   MISSING_OR_INVALID_CSR: [400, 'A certificate signing request is missing or invalid'],
   INVALID_ENROLLMENT_TOKEN: [400, 'The enrollment token is invalid or has already been used'],

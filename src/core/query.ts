@@ -1,5 +1,5 @@
 /**
- * List queries: `limit`, `offset`, `sort` and `filter` (api-reference §4–§5), executed against the
+ * List queries: `limit`, `offset`, `sort` and `filter`, executed against the
  * store. An equality/`in`/range filter on an indexed field reads only the index's candidates; a
  * sort on an indexed field walks the index in order; everything else scans in id order.
  */
@@ -7,6 +7,7 @@ import { errors } from './errors.js';
 import type { Pagination } from './envelope.js';
 import { parseFilter, compileFilter, checkSort, planIndex, type Expr, type FilterQuery, type SymbolTable } from './filter/index.js';
 import { DIGEST_PREFIX, type Rec, type Store } from '../store/store.js';
+import { runToEnd } from './slices.js';
 
 export const DEFAULT_LIMIT = 10;
 export const MAX_LIMIT = 500;
@@ -109,8 +110,20 @@ export interface ListResult {
   pagination: Pagination;
 }
 
+/** Records (or ids) handled between two points where a sliced run may pause (slices.ts). */
+const STEP = 512;
+
 /** Run a list query; returns the page of records and the pagination block. */
 export function runList(store: Store, src: ListSource, p: ListParams): ListResult {
+  return runToEnd(listSteps(store, src, p));
+}
+
+/**
+ * runList as steps: it yields every STEP records it reads, so a caller may run it in slices
+ * (slices.ts) and a scan of a large collection never holds the event loop for long.
+ */
+export function* listSteps(store: Store, src: ListSource, p: ListParams): Generator<void, ListResult> {
+  let n = 0;
   const pred = compileFilter(p.filter.where, src.symbols);
   const extra = src.where;
   const match = extra ? (r: Rec) => extra(r) && pred(r) : pred;
@@ -122,7 +135,10 @@ export function runList(store: Store, src: ListSource, p: ListParams): ListResul
   const sort = p.sort;
   if (src.records) {
     const all: Rec[] = [];
-    for (const rec of src.records) if (match(rec)) all.push(rec);
+    for (const rec of src.records) {
+      if (match(rec)) all.push(rec);
+      if (++n % STEP === 0) yield;
+    }
     if (sort.length) sortRecords(all, src.symbols, sort);
     return { page: all.slice(offset, end), pagination: pagination(all.length) };
   }
@@ -162,6 +178,7 @@ export function runList(store: Store, src: ListSource, p: ListParams): ListResul
         // Very long names are indexed under a digest (and NUL splits keys): read those records themselves.
         const probe = typeof key !== 'string' || key.length >= DIGEST_PREFIX ? store.get(src.collection, id) : ({ id, name: key } as unknown as Rec);
         if (probe && pred(probe)) matched.push(id);
+        if (++n % STEP === 0) yield;
       }
       if (sort.length === 0) matched.sort();
       else if (sort[0].desc) matched.reverse();
@@ -179,7 +196,12 @@ export function runList(store: Store, src: ListSource, p: ListParams): ListResul
   // Fast path: no filter, no sort, whole collection: page straight from the id order.
   if (!ids && !p.filter.where && !extra && sort.length === 0) {
     const total = store.count(src.collection);
-    return { page: [...store.ids(src.collection, { offset, limit: limit === -1 ? undefined : limit })], pagination: pagination(total) };
+    const page: string[] = [];
+    for (const id of store.ids(src.collection, { offset, limit: limit === -1 ? undefined : limit })) {
+      page.push(id);
+      if (++n % STEP === 0) yield;
+    }
+    return { page, pagination: pagination(total) };
   }
 
   // Only `name` is both unique and present on every record, so its index lists every record.
@@ -187,7 +209,12 @@ export function runList(store: Store, src: ListSource, p: ListParams): ListResul
   // Sorted by a unique field and nothing to filter: page the index itself.
   if (byUnique && !p.filter.where && !extra) {
     const range = { reverse: sort[0].desc, offset, limit: limit === -1 ? undefined : limit };
-    return { page: [...store.idsByRange(src.collection, sort[0].field, range)], pagination: pagination(store.count(src.collection)) };
+    const page: string[] = [];
+    for (const id of store.idsByRange(src.collection, sort[0].field, range)) {
+      page.push(id);
+      if (++n % STEP === 0) yield;
+    }
+    return { page, pagination: pagination(store.count(src.collection)) };
   }
 
   // Sorted by a unique field (always present, e.g. `name`): walk its index in order.
@@ -195,6 +222,7 @@ export function runList(store: Store, src: ListSource, p: ListParams): ListResul
     const records: Rec[] = [];
     let total = 0;
     for (const id of store.idsByRange(src.collection, sort[0].field, { reverse: sort[0].desc })) {
+      if (++n % STEP === 0) yield;
       const rec = store.get(src.collection, id);
       if (!rec || !match(rec)) continue;
       if (total >= offset && total < end) records.push(rec);
@@ -220,6 +248,7 @@ export function runList(store: Store, src: ListSource, p: ListParams): ListResul
     const records: Rec[] = [];
     let total = 0;
     for (const rec of source) {
+      if (++n % STEP === 0) yield;
       if (!match(rec)) continue;
       if (total >= offset && total < end) records.push(rec);
       total++;
@@ -228,7 +257,10 @@ export function runList(store: Store, src: ListSource, p: ListParams): ListResul
   }
 
   const all: Rec[] = [];
-  for (const rec of source) if (match(rec)) all.push(rec);
+  for (const rec of source) {
+    if (match(rec)) all.push(rec);
+    if (++n % STEP === 0) yield;
+  }
   sortRecords(all, src.symbols, sort);
   return { page: all.slice(offset, end), pagination: pagination(all.length) };
 }

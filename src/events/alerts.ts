@@ -1,5 +1,5 @@
 /**
- * Alerts (`mesh.alerts`, decisions §7): documents the controller writes when it sees a likely
+ * Alerts (`mesh.alerts`): documents the controller writes when it sees a likely
  * configuration problem. Checks run a short while (`alertDebounceMs`) after a change to anything
  * they read (store change events), and every minute for the time-based ones:
  *

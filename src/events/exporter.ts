@@ -1,7 +1,7 @@
 /**
  * Ships every document the embedded search store takes in (alerts and ingested usage) to an
  * external Elasticsearch/OpenSearch with `_bulk`, so the seed's queries work against the real
- * cluster too (decisions §7). Configured with `searchExportUrl` (+ basic credentials).
+ * cluster too. Configured with `searchExportUrl` (+ basic credentials).
  *
  * - Batching: up to `batch` documents per request, sent every `flushMs` or as soon as a batch is full.
  * - Bounded buffer: at most `buffer` documents wait; beyond it the oldest are dropped (and counted),

@@ -1,5 +1,5 @@
 /**
- * Events (decisions §7): the embedded search store under `<dataDir>/search`, served at `/search`
+ * Events: the embedded search store under `<dataDir>/search`, served at `/search`
  * on the API listener; alerts the controller raises into it; and, when `searchExportUrl` is set,
  * the exporter that ships every document to an external Elasticsearch/OpenSearch.
  */

@@ -1,5 +1,5 @@
 /**
- * The Elasticsearch `_search` subset the embedded search store answers (decisions §7), as a pure
+ * The Elasticsearch `_search` subset the embedded search store answers, as a pure
  * function over documents, so it runs the same on the event loop or in a worker:
  *
  * - `query`: `match_all`, `bool` (`filter`, `must`, `should` + `minimum_should_match`,

@@ -2,7 +2,7 @@
  * Who calls `/search`: HTTP basic credentials of an identity with a password (its UPDB
  * authenticator), as search clients send them, or the token of a fully authenticated API session
  * (`zt-session` or `Authorization: Bearer`). Reads need admin or `ops.read` (`admin_readonly` too); ingest needs admin or
- * `ops.update` (semantics §14 families).
+ * `ops.update`.
  *
  * Verifying a password costs an argon2 hash on the worker pool; clients send the credentials
  * with every request, so a verified pair is remembered for a few minutes under an HMAC of it
@@ -13,10 +13,10 @@ import type { App } from '../core/context.js';
 import type { Req } from '../core/operation.js';
 import type { Rec } from '../store/store.js';
 import { isPermitted } from '../auth/permissions.js';
+import { dummyPasswordHash } from '../auth/passwords.js';
 import { SearchError } from './query.js';
 
 /** Verified for an unknown user, so the answer time does not tell which users exist. */
-const DUMMY_HASH = '$argon2id$v=19$m=19456,t=2,p=1$po9sLlQvImQ7KY3cvEszbg$2+plzrBD7uKWdcIktUFYoH7R3KgUKPXWiI5Vw/07wI0';
 const CACHE_MS = 5 * 60_000;
 const CACHE_MAX = 10_000;
 
@@ -62,7 +62,7 @@ export class SearchAuth {
     let good = hit !== undefined && hit.until > now && hash !== undefined && hit.authenticatorId === auth!.id && hit.hash === hash;
     if (!good) {
       this.verified.delete(key);
-      good = await this.app.pool.run('verifyPassword', { hash: hash ?? DUMMY_HASH, password });
+      good = await this.app.pool.run('verifyPassword', { hash: hash ?? (await dummyPasswordHash(this.app)), password });
       if (!good || !hash) throw fail();
       if (this.verified.size >= CACHE_MAX) this.verified.clear();
       this.verified.set(key, { authenticatorId: auth!.id, hash, until: now + CACHE_MS });

@@ -1,6 +1,6 @@
 /**
  * `/search/…` on the API listener: the Elasticsearch HTTP interface of the embedded search store,
- * so the seed's `{search_url}` is `https://<address>/search` (decisions §7).
+ * so the seed's `{search_url}` is `https://<address>/search`.
  *
  *   GET|POST /search/<index pattern>/_search   query + aggregations (body, or `?source=`), `?pretty`
  *   GET|POST /search/<index pattern>/_count    `{count}` of the query

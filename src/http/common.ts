@@ -1,6 +1,9 @@
 /** What both transports (uWS and node:https) share: reply encoding and in-flight tracking. */
 import http from 'node:http';
 import type { Reply, Req } from '../core/operation.js';
+import { renderError } from '../core/envelope.js';
+import { errors } from '../core/errors.js';
+import { shortId } from '../store/ids.js';
 
 /**
  * TLS 1.2 suites both listeners offer: forward-secret AEAD only (TLS 1.3 suites are all of that
@@ -13,6 +16,9 @@ export const TLS12_CIPHERS = [
 ].join(':');
 
 export type Handle = (req: Req) => Promise<Reply>;
+
+/** The answer when the router itself rejects (it never should): the catalog's 500, like any other error. */
+export const routerRejected = (): Reply => renderError(errors.unhandled(), shortId());
 
 export const STATUS_TEXT: Record<number, string> = http.STATUS_CODES as Record<number, string>;
 

@@ -16,7 +16,7 @@
 import https from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket, PeerCertificate, DetailedPeerCertificate } from 'node:tls';
-import { encodeReply, InFlight, TLS12_CIPHERS, FLUSH_BEFORE_CLOSE_MS, type Handle } from './common.js';
+import { encodeReply, InFlight, routerRejected, TLS12_CIPHERS, FLUSH_BEFORE_CLOSE_MS, type Handle } from './common.js';
 import type { Reply, Req } from '../core/operation.js';
 
 export interface TlsOptions {
@@ -154,7 +154,7 @@ export function startTls(opts: TlsOptions): Promise<TlsServer> {
       const dispatch = () =>
         opts.handle(req).then(send, (e) => {
           console.error('router rejected', e);
-          send({ status: 500, body: { error: { code: 'UNHANDLED', message: 'An unhandled error occurred' }, meta: {} } });
+          send(routerRejected());
         });
       const declared = Number(headers['content-length'] ?? 0);
       if (declared > opts.maxBodyBytes) {

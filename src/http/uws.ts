@@ -4,7 +4,7 @@
  * `Req` to the router and writes the `Reply` corked. Nothing else in src/ imports uWS.
  */
 import uWS from 'uWebSockets.js';
-import { STATUS_TEXT, TLS12_CIPHERS, FLUSH_BEFORE_CLOSE_MS, type Handle, replyBody, InFlight } from './common.js';
+import { STATUS_TEXT, TLS12_CIPHERS, FLUSH_BEFORE_CLOSE_MS, type Handle, replyBody, routerRejected, InFlight } from './common.js';
 import type { Reply, Req } from '../core/operation.js';
 import type { Connection, Transport } from '../control/channel.js';
 
@@ -41,6 +41,10 @@ const decoder = new TextDecoder();
 
 /** Advertised idle timeout, well inside uWS's fixed 10 s. */
 const KEEP_ALIVE_LINE = 'keep-alive: timeout=5';
+
+/** Bodies larger than this are written in pieces with backpressure (streamBody). */
+const STREAM_ABOVE = 1024 * 1024;
+const STREAM_PIECE = 256 * 1024;
 
 /** Shared by every bodiless request (handlers replace `req.body`, never mutate it). */
 const NO_BODY = Buffer.alloc(0);
@@ -96,8 +100,11 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
       remoteAddress: decoder.decode(res.getRemoteAddressAsText()),
       aborted: false,
     };
+    /** Set while a large body is being written with backpressure (see streamBody). */
+    let streaming = false;
     res.onAborted(() => {
       req.aborted = true;
+      if (streaming) done();
     });
     const done = inFlight.begin(() => send(opts.shuttingDown()));
     let answered = false;
@@ -107,29 +114,79 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
       if (req.aborted) return done();
       const { body, contentType } = replyBody(reply);
       const [key, value] = headerBlock(reply.headers, contentType, closing);
+      const large = req.method !== 'head' && body.length > STREAM_ABOVE;
       res.cork(() => {
         res.writeStatus(statusLine(reply.status));
         res.writeHeader(key, value);
         // HEAD: the headers of the GET and no body. (Passing a reported length to
         // endWithoutBody makes uWS drop the kept-alive connection after it.)
         if (req.method === 'head') res.endWithoutBody();
-        else res.end(body);
+        else if (!large) res.end(body);
       });
-      done();
+      if (large) streamBody(typeof body === 'string' ? Buffer.from(body) : body);
+      else done();
+    };
+    /**
+     * A large body goes out in pieces as fast as the client reads it (tryEnd, resumed from
+     * onWritable): uWS neither copies all of it into its own buffer for a slow reader nor encrypts
+     * tens of MiB in one go while every other request waits. Pieces are ArrayBuffers of their own
+     * (uWS reads a typed array's whole buffer, not the view).
+     */
+    const streamBody = (buf: Buffer) => {
+      streaming = true;
+      const total = buf.length;
+      let pos = 0;
+      let pending: { piece: ArrayBuffer; at: number; end: number } | undefined;
+      const finish = () => {
+        streaming = false;
+        done();
+      };
+      const pump = () => {
+        res.cork(() => {
+          while (pos < total && !req.aborted) {
+            const end = Math.min(pos + STREAM_PIECE, total);
+            const piece = buf.buffer.slice(buf.byteOffset + pos, buf.byteOffset + end) as ArrayBuffer;
+            const at = res.getWriteOffset();
+            const [ok, finished] = res.tryEnd(piece, total);
+            if (finished) return finish();
+            if (!ok) {
+              pending = { piece, at, end };
+              return;
+            }
+            pos = end;
+          }
+        });
+      };
+      res.onWritable((offset) => {
+        if (req.aborted || !pending) return true;
+        const { piece, at, end } = pending;
+        const [ok, finished] = res.tryEnd(piece.slice(offset - at), total);
+        if (finished) {
+          finish();
+          return true;
+        }
+        if (!ok) return false;
+        pending = undefined;
+        pos = end;
+        // Further pieces on the next turn: other requests get the loop in between.
+        setImmediate(pump);
+        return true;
+      });
+      pump();
     };
     const run = () => opts.handle(req).then(send, (e) => {
       // The router never rejects; this is the last line of defence for the process.
       console.error('router rejected', e);
-      send({ status: 500, body: { error: { code: 'UNHANDLED', message: 'An unhandled error occurred' }, meta: {} } });
+      send(routerRejected());
     });
     // Pipelining: uWS answers requests sent back to back on a connection only while each answer is
     // written before the next request is parsed; a request arriving while an answer is pending
-    // makes it close the connection, aborting that answer. Reads mostly answer at once (and an
-    // aborted read changed nothing); a request that may change something starts only after the
-    // rest of what arrived with it was parsed, so when uWS closes the connection for a pipelined
-    // successor it has done nothing, and the client's retry of the unanswered requests is safe
-    // (RFC 9112 §9.3.2).
-    const dispatch = req.method === 'get' || req.method === 'head' ? run : () => setImmediate(() => (req.aborted ? done() : run()));
+    // makes it close the connection, aborting that answer. Requests without a body (reads, and
+    // the bodiless POSTs that answer at once) run at once, so pipelined ones are answered in order.
+    // A request with a body (a create or an update) starts only after the rest of what arrived
+    // with it was parsed: when uWS closes the connection for a pipelined successor it has done
+    // nothing, and the client's retry of the unanswered requests is safe (RFC 9112 §9.3.2).
+    const dispatchAfterParse = () => setImmediate(() => (req.aborted ? done() : run()));
 
     if (stopped) {
       // Drained and stopping: like an HTTP server shutting down, drop kept-alive connections
@@ -145,7 +202,7 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
     }
     // A GET may carry a body (upstream's recovery-code view takes `{code}`; Elasticsearch's `_search` is sent that way).
     if (req.method === 'head' || (declared === 0 && headers['transfer-encoding'] === undefined)) {
-      dispatch();
+      run();
       return;
     }
     const chunks: Buffer[] = [];
@@ -163,7 +220,9 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
       chunks.push(Buffer.from(chunk.slice(0)));
       if (isLast) {
         req.body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
-        dispatch();
+        // A GET with a body is a read: answered at once like other reads, so pipelined ones stay in order.
+        if (req.method === 'get') run();
+        else dispatchAfterParse();
       }
     });
   });

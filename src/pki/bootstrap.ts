@@ -31,14 +31,14 @@
  * not a CA, unparsable files) are reported as errors rather than "repaired" by replacing the trust
  * anchor clients already pinned.
  *
- * Loading an existing PKI uses node:crypto's native X509Certificate only; @peculiar/x509 (issue.ts)
+ * Loading an existing PKI uses node:crypto's native X509Certificate only; @peculiar/x509 (bootstrap-certs.ts)
  * is imported lazily, when something has to be issued.
  */
 import { X509Certificate, createHash, createPrivateKey, randomBytes, type KeyObject } from 'node:crypto';
 import { constants as fsConstants, promises as fs } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import type { Issued, SubjectAltName } from './issue.js';
+import type { Issued, SubjectAltName } from './bootstrap-certs.js';
 import { encodeCertsOnlyPkcs7, wrapBase64 } from './pkcs7.js';
 
 declare module '../core/context.js' {
@@ -59,7 +59,7 @@ export interface Pki {
   serverChainPem: string;
   /** Root + intermediate: the trust bundle clients verify the server with. */
   caBundlePem: string;
-  /** Lower-case hex SHA-1 of the server certificate DER: the `kid` of enrollment JWTs (§9.1). */
+  /** Lower-case hex SHA-1 of the server certificate DER: the `kid` of enrollment JWTs. */
   serverCertSha1Hex: string;
   /** Parsed once; sign with it directly. */
   serverKey: KeyObject;
@@ -296,8 +296,8 @@ export async function loadOrCreatePki(dir: string, opts: { advertisedHost: strin
   const writes: PendingWrite[] = [];
   const issued: string[] = [];
   // Loaded lazily: only needed when something is issued.
-  let issueMod: typeof import('./issue.js') | undefined;
-  const issue = async () => (issueMod ??= await import('./issue.js'));
+  let issueMod: typeof import('./bootstrap-certs.js') | undefined;
+  const issue = async () => (issueMod ??= await import('./bootstrap-certs.js'));
   const stage = (kind: 'root' | 'intermediate' | 'server', material: Issued) => {
     const [keyFile, certFile] =
       kind === 'root'

@@ -1,6 +1,6 @@
 /**
  * Client certificate chains presented over mutual TLS: does a chain lead to a given CA, and
- * what external id does a certificate carry (CA `externalIdClaim`, behaviors §6).
+ * what external id does a certificate carry (CA `externalIdClaim`).
  *
  *   chainsTo(peerDer, caCert)   → true when the leaf is signed by the CA, directly or through
  *                                 intermediates the client sent (each link name- and signature-checked)

@@ -1,6 +1,6 @@
 /**
  * Compact JWS signing with the controller's server key, synchronously (enrollment JWTs are made
- * inside store writes). `alg` follows the key (api-reference §9.1); `kid` is the hex SHA-1 of the
+ * inside store writes). `alg` follows the key; `kid` is the hex SHA-1 of the
  * server certificate so upstream SDKs can verify against the certificate they see.
  */
 import crypto, { type KeyObject } from 'node:crypto';

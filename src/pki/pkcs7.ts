@@ -61,7 +61,7 @@ export function encodeCertsOnlyPkcs7(certsDer: readonly Uint8Array[]): Buffer {
 
 /**
  * The EST wire form: base64 wrapped in 64-character lines joined by `\n`, no trailing newline
- * (what upstream sends; api-reference §1.3).
+ * (what upstream sends).
  */
 export function wrapBase64(der: Uint8Array): string {
   const b64 = Buffer.from(der.buffer, der.byteOffset, der.byteLength).toString('base64');

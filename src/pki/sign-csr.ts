@@ -8,7 +8,7 @@
  */
 import type { App } from '../core/context.js';
 import { ApiError, type ErrorCode } from '../core/errors.js';
-import type { CertProfile } from './issuer.js';
+import type { CertProfile } from './cert-issuer.js';
 import type { SignCsrItem, SignCsrResult } from '../../workers/pki.js';
 
 const DAY_MS = 24 * 60 * 60 * 1000;

@@ -8,7 +8,7 @@
  * - Access: which services an identity may Dial/Bind (with the granting policies: the reference
  *   count of each identity→service link), which edge routers it may use, which routers serve a
  *   service. Per-identity and per-service views are cached against `index.version`.
- * - Service-update timestamps (semantics §6): per identity, bumped exactly when its access to a
+ * - Service-update timestamps: per identity, bumped exactly when its access to a
  *   service changes (a link's count crosses zero), a service it can reach changes, its overrides
  *   change, or posture relevant to it changes. Only identities with a live API session are
  *   tracked: a new API session starts from its own creation time anyway.
@@ -289,7 +289,7 @@ export class PolicyEngine {
     bumped?.add(identityId);
   }
 
-  /** `lastChangeAt` for an API session (semantics §6). */
+  /** `lastChangeAt` for an API session. */
   lastChangeAt(apiSession: { identityId: string; createdAt: number }, startedAt: number): number {
     return Math.max(this.lastChange.get(apiSession.identityId) ?? 0, apiSession.createdAt, startedAt);
   }

@@ -1,5 +1,5 @@
 /**
- * Posture data and posture check evaluation (semantics §5). Data is volatile, in memory:
+ * Posture data and posture check evaluation. Data is volatile, in memory:
  * OS, domain, MAC and process reports per identity (shared by all its API sessions); MFA passes
  * and endpoint state (woken/unlocked) per API session.
  *

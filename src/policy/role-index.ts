@@ -9,7 +9,7 @@
  * or `#all`. Each change reports the membership deltas it caused (`Delta`), which drive service
  * update timestamps and session revocation (engine.ts).
  *
- * Matching (semantics §1): an entity is selected by a role list when its id is among the `@` ids,
+ * Matching: an entity is selected by a role list when its id is among the `@` ids,
  * or the list holds `#all`, or (AllOf) it carries every `#` attribute of a non-empty attribute
  * part, or (AnyOf) at least one of them. An empty list selects nothing.
  *

@@ -1,6 +1,6 @@
 /**
  * Edge routers as clients see them: stored fields plus live state from the control channel
- * (`app.presence`, issue #7): `isOnline`, `hostname`, `supportedProtocols` (protocol → address).
+ * (`app.presence`): `isOnline`, `hostname`, `supportedProtocols` (protocol → address).
  */
 import type { Rec, Store } from '../store/store.js';
 import type { Presence } from '../control/presence.js';

@@ -1,5 +1,5 @@
 /**
- * What a service looks like to one caller (semantics §2, §4, §5): `permissions` from the policies
+ * What a service looks like to one caller: `permissions` from the policies
  * that grant it, the `config` map (the service's configs of the requested types, then the caller's
  * per-identity overrides, which win), and `postureQueries` per granting policy.
  *

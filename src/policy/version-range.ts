@@ -1,5 +1,5 @@
 /**
- * Version ranges of OS posture checks (semantics §5): `>=10.0.19041`, `>=1.0.0 <2.0.0 || >=3.0.0`,
+ * Version ranges of OS posture checks: `>=10.0.19041`, `>=1.0.0 <2.0.0 || >=3.0.0`,
  * a bare version meaning equality. Versions compare numerically by dot-separated segments, missing
  * segments counting as 0 (`10` = `10.0.0`); anything after the numeric prefix (`-beta`, build
  * metadata) is ignored, as operating systems report versions loosely.

@@ -1,5 +1,5 @@
 /**
- * Enrollments (api-reference §9): outstanding one-time credentials of identities and routers.
+ * Enrollments: outstanding one-time credentials of identities and routers.
  * Created with identities (`enrollment` in the create body), edge/transit routers, `POST
  * /enrollments`, re-enrollment of authenticators and routers; consumed by the enroll endpoints
  * (src/api/handlers/enroll.ts). The JWT names the mutual-TLS listener as the controller (`iss`,
@@ -9,7 +9,7 @@ import crypto from 'node:crypto';
 import type { App } from '../core/context.js';
 import type { Rec, Tx } from '../store/store.js';
 import { signJwt } from '../pki/jwt.js';
-import { newId } from './define.js';
+import { newId } from './write.js';
 import type { ResourceDef } from './types.js';
 
 export type EnrollmentMethod = 'ott' | 'ottca' | 'updb' | 'erott' | 'trott';

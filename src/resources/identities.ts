@@ -1,11 +1,11 @@
-/** Identities and identity types (api-reference §6.2–§6.3, behaviors §9). */
+/** Identities and identity types. */
 import { errors } from '../core/errors.js';
 import { ALL_PERMISSIONS } from '../auth/permissions.js';
 import { isDisabledAt } from '../auth/login-policy.js';
 import type { Rec } from '../store/store.js';
 import { crud, type ResourceDef, type View } from './types.js';
 import { createEnrollmentInTx } from './enrollments.js';
-import { REDACTED } from './define.js';
+import { REDACTED } from './render.js';
 
 export const IDENTITY_TYPES = ['Default', 'Router'] as const;
 
@@ -47,7 +47,7 @@ export const identities: ResourceDef = {
     disabledUntil: { readOnly: true, datetime: true },
     /** Set for the identity that stands for a tunneler-enabled edge router. */
     edgeRouterId: { readOnly: true, index: true, hidden: true },
-    /** Per-identity service config overrides: [{serviceId, configId}] (issue #4 manages them). */
+    /** Per-identity service config overrides: [{serviceId, configId}]. */
     serviceConfigs: { readOnly: true, hidden: true },
     /** The config ids of `serviceConfigs`, indexed so a config delete finds its overrides. */
     overrideConfigIds: { readOnly: true, hidden: true, index: true },
@@ -107,7 +107,7 @@ export const identities: ResourceDef = {
 };
 
 /**
- * Holders of `identity` permissions who are not admins (semantics §14) may not create admins or
+ * Holders of `identity` permissions who are not admins may not create admins or
  * identities with permissions, change `permissions`/`isAdmin`, touch admin identities, or use PUT.
  */
 function checkIdentityManager(rec: Rec, mode: string, before: Rec | undefined) {
@@ -120,7 +120,7 @@ function checkIdentityManager(rec: Rec, mode: string, before: Rec | undefined) {
 /** Disabled now: `disabledAt` set and `disabledUntil` null or in the future (src/auth/disable.ts). */
 export const isDisabled = isDisabledAt;
 
-/** `secrets`: whether pending enrollment tokens and JWTs are shown (define.ts readsSecrets). */
+/** `secrets`: whether pending enrollment tokens and JWTs are shown (render.ts readsSecrets). */
 export function renderIdentityExtras(rec: Rec, { store }: View, secrets: boolean): Record<string, unknown> {
   const authenticators: Record<string, unknown> = {};
   for (const id of store.idsByIndex('authenticators', 'identityId', rec.id)) {

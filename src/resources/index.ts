@@ -1,12 +1,12 @@
 /** Every resource family, in one list: the registry, store collections and standard operations come from it. */
-import { Registry } from './define.js';
+import { Registry } from './registry.js';
 import { identities } from './identities.js';
 import { enrollments } from './enrollments.js';
 import { services, configs, configTypes, terminators } from './services.js';
 import { servicePolicies, edgeRouterPolicies, serviceEdgeRouterPolicies } from './policies.js';
 import { postureChecks } from './posture.js';
 import { edgeRouters, routers, transitRouters } from './routers.js';
-import { authPolicies, externalJwtSigners, cas, authenticators, apiSessionCertificates } from './auth.js';
+import { authPolicies, externalJwtSigners, cas, authenticators, apiSessionCertificates } from './credentials.js';
 import { apiSessions, sessions, controllerSettings } from './sessions.js';
 import type { ResourceDef } from './types.js';
 

@@ -14,9 +14,9 @@
 import type { Ctx } from '../core/context.js';
 import type { Finding, GlobalCheck, RecordCheck } from '../store/integrity.js';
 import type { Rec, Store, Tx } from '../store/store.js';
-import { defaultAuthPolicy, DEFAULT_AUTH_POLICY_ID } from './auth.js';
+import { defaultAuthPolicy, DEFAULT_AUTH_POLICY_ID } from './credentials.js';
 import { BUILTIN_CONFIG_TYPES, builtinConfigTypeRecord } from './builtin-config-types.js';
-import type { Registry } from './define.js';
+import type { Registry } from './registry.js';
 import type { ResourceDef } from './types.js';
 
 const label = (def: ResourceDef, rec: Rec) => `${def.path} ${rec.id}${typeof rec.name === 'string' ? ` (${rec.name})` : ''}`;

@@ -1,4 +1,4 @@
-/** Service policies, edge router policies and service edge router policies (api-reference §6–§7). */
+/** Service policies, edge router policies and service edge router policies. */
 import { errors } from '../core/errors.js';
 import type { Rec } from '../store/store.js';
 import { crud, type FieldDef, type ResourceDef } from './types.js';

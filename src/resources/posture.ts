@@ -1,4 +1,4 @@
-/** Posture checks (polymorphic on `typeId`) and the fixed posture check types (behaviors §13). */
+/** Posture checks (polymorphic on `typeId`) and the fixed posture check types. */
 import { errors } from '../core/errors.js';
 import { crud, type FieldDef, type ResourceDef } from './types.js';
 import { normMac } from '../policy/posture.js';

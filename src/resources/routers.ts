@@ -1,15 +1,16 @@
 /**
  * Edge routers and transit routers (`/routers` and `/transit-routers` are the same resource).
  * A tunneler-enabled edge router has an identity of type `Router` with its name and a system edge
- * router policy `edge-router-<id>-system` joining the two (behaviors §9, §11).
+ * router policy `edge-router-<id>-system` joining the two.
  */
 import { errors } from '../core/errors.js';
 import type { Rec, Tx } from '../store/store.js';
 import { createEnrollmentInTx } from './enrollments.js';
-import { newId, REDACTED } from './define.js';
+import { REDACTED } from './render.js';
+import { newId } from './write.js';
 import { deleteRouterTerminators } from './services.js';
 import { crud, type FieldDef, type ResourceDef, type View, type WriteCtx } from './types.js';
-import type { Registry } from './define.js';
+import type { Registry } from './registry.js';
 import type { Presence } from '../control/presence.js';
 
 const common: Record<string, FieldDef> = {

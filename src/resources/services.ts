@@ -1,7 +1,7 @@
-/** Services, configs, config types and terminators (api-reference §6, behaviors §10, §15, §16). */
+/** Services, configs, config types and terminators. */
 import { errors } from '../core/errors.js';
 import type { Rec } from '../store/store.js';
-import { entityRef } from './define.js';
+import { entityRef } from './render.js';
 import type { Ctx } from '../core/context.js';
 import { resolveConfigTypes, serviceExtras, type Caller } from '../policy/service-view.js';
 import { checkConfigData, checkSchema } from './json-schema.js';

@@ -1,6 +1,6 @@
 /** API sessions (logins) and sessions (service dials/binds), management list/detail/delete. */
 import type { Rec } from '../store/store.js';
-import { iso } from './define.js';
+import { iso } from './render.js';
 import type { ResourceDef } from './types.js';
 import { sessionEdgeRouters } from '../policy/router-view.js';
 

@@ -1,8 +1,9 @@
 /**
- * Declarative resource families. Each family is one `ResourceDef` in its own file; define.ts turns
- * it into list/create/detail/update/patch/delete operations, its store collection, its filter
- * symbols and its referential rules (references checked on write; on delete: restrict, cascade
- * or pull, and `@id` role entries removed from every policy).
+ * Declarative resource families. Each family is one `ResourceDef` in its own file, from which
+ * come its store collection, filter symbols and referential rules (registry.ts: on delete
+ * restrict, cascade or pull, and `@id` role entries removed from every policy), its rendering
+ * (render.ts), its write rules (write.ts: references checked on write), its lists (list.ts) and
+ * its list/create/detail/update/patch/delete operations (standard.ts).
  *
  * Example (abridged):
  *   export const configTypes: ResourceDef = {
@@ -40,7 +41,7 @@ export interface FieldDef {
   hidden?: boolean;
   /**
    * A credential (token, enrollment JWT) that lets its holder act as the record's owner: rendered
-   * only to callers who may act as that owner (define.ts readsSecrets), blank to everyone else,
+   * only to callers who may act as that owner (render.ts readsSecrets), blank to everyone else,
    * and not filterable or sortable by them (an ordering would leak it a character at a time).
    */
   secret?: boolean;

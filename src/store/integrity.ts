@@ -52,7 +52,7 @@ export interface GlobalCheck {
 
 export interface IntegrityOptions {
   fix: boolean;
-  /** Results kept (behaviors §18: 1000, then `tooManyErrors`). */
+  /** Results kept (1000 at most, then `tooManyErrors`, as upstream). */
   maxResults?: number;
   /** Records or index keys handled per event-loop turn. */
   chunk?: number;

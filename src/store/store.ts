@@ -488,6 +488,26 @@ export class Store extends EventEmitter {
     this.emit('repaired');
   }
 
+  private marks?: Database<unknown, string>;
+  /**
+   * A durable commit that changes no record (it stamps a bookkeeping key): for a path that must
+   * take as long as a write it does not make (a login for an unknown username, timed against a
+   * wrong password whose count is written). An empty batch would not do: LMDB does not sync it.
+   */
+  async commitMark(): Promise<void> {
+    if (this.closed) throw new Error('store is closed');
+    if (this.cluster) {
+      await this.cluster.write(() => undefined);
+      return;
+    }
+    const marks = (this.marks ??= this.env.openDB<unknown, string>({ name: 'm:marks' }));
+    const at = Date.now();
+    await new Promise<void>((resolve, reject) => {
+      this.queue.push({ ops: [], raw: () => marks.put('lastMark', at), resolve, reject });
+      this.scheduleFlush();
+    });
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;

@@ -11,7 +11,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { CertIssuer } from '../../src/pki/issuer.js';
+import { CertIssuer } from '../../src/pki/cert-issuer.js';
 import { parseCsr } from '../../src/pki/csr.js';
 
 function inTemp<T>(fn: (dir: string) => T): T {

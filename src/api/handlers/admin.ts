@@ -1,13 +1,16 @@
 /**
  * Management operations beyond the standard resource set that need no policy engine: authenticator
  * writes (password hashing in the pool), the caller's own authenticators, and sub-lists that follow
- * plain references. (Controller settings and identity tracing: handlers/ops.ts.)
+ * plain references. (Controller settings and identity tracing: handlers/controllers.ts.)
  */
 import type { Ctx, Entry, Handler } from '../../core/context.js';
 import type { Reply } from '../../core/operation.js';
 import { ApiError, errors } from '../../core/errors.js';
 import { created, empty, ok } from '../../core/envelope.js';
-import { createRecord, listRecords, mustGet, renderRecord, write, type Registry } from '../../resources/define.js';
+import { listRecords } from '../../resources/list.js';
+import { mustGet, type Registry } from '../../resources/registry.js';
+import { renderRecord } from '../../resources/render.js';
+import { createRecord, write } from '../../resources/write.js';
 import { checkPassword, checkUsername, hashPassword } from '../../auth/passwords.js';
 import { parseCert } from '../../pki/certs.js';
 import { issued, x509 } from '../../pki/chain.js';

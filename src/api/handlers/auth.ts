@@ -1,5 +1,5 @@
 /**
- * Authentication complete (issue #6): the caller's MFA (enroll, detail, QR code, verify, recovery
+ * Authentication complete: the caller's MFA (enroll, detail, QR code, verify, recovery
  * codes, disable, `authenticate/mfa`, TOTP tokens for posture), administrator MFA removal,
  * identity disable/enable, and the client's unauthenticated external JWT signer list.
  */
@@ -8,7 +8,9 @@ import type { Ctx, Entry } from '../../core/context.js';
 import type { Reply } from '../../core/operation.js';
 import { ApiError, errors } from '../../core/errors.js';
 import { created, empty, ok } from '../../core/envelope.js';
-import { listRecords, write, type Registry } from '../../resources/define.js';
+import { listRecords } from '../../resources/list.js';
+import { type Registry } from '../../resources/registry.js';
+import { write } from '../../resources/write.js';
 import type { Rec, Tx } from '../../store/store.js';
 import { splitHostPort } from '../../config.js';
 import { signJwt } from '../../pki/jwt.js';
@@ -21,7 +23,7 @@ import { policyOf } from '../../auth/login-policy.js';
 /** Lifetime of a TOTP token (proof of a TOTP check at a point in time, for posture responses). */
 const TOTP_TOKEN_SECONDS = 5 * 60;
 
-/** The TOTP issuer: the controller's advertised host name (decisions §2). */
+/** The TOTP issuer: the controller's advertised host name. */
 function totpIssuer(ctx: Ctx): string {
   const addr = ctx.app.config.advertisedAddress;
   return addr ? splitHostPort(addr).host : 'mesh';
@@ -92,7 +94,7 @@ async function guarded<T>(ctx: Ctx, fn: () => T | Promise<T>): Promise<T> {
   }
 }
 
-/** Non-admin identity managers may not change admin identities (semantics §14). */
+/** Non-admin identity managers may not change admin identities. */
 function mayManage(ctx: Ctx, target: Rec) {
   if (ctx.identity?.isAdmin !== true && target.isAdmin === true) throw errors.unauthorized();
 }

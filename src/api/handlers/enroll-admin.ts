@@ -1,5 +1,5 @@
 /**
- * Management side of enrollment (api-reference §9.3, seeds' state table): create and refresh
+ * Management side of enrollment: create and refresh
  * enrollments, verify a CA and serve its enrollment JWT, revert an authenticator to an
  * enrollment, flag a certificate authenticator for extension, re-enroll an edge router.
  */
@@ -8,7 +8,8 @@ import type { Ctx, Entry } from '../../core/context.js';
 import type { Reply } from '../../core/operation.js';
 import { ApiError, errors } from '../../core/errors.js';
 import { created, empty } from '../../core/envelope.js';
-import { write, type Registry } from '../../resources/define.js';
+import { type Registry } from '../../resources/registry.js';
+import { write } from '../../resources/write.js';
 import type { Rec, Tx } from '../../store/store.js';
 import { createEnrollmentInTx, identityEnrollment, refreshEnrollmentInTx, type EnrollmentSpec } from '../../resources/enrollments.js';
 import { checkUsername } from '../../auth/passwords.js';
@@ -31,7 +32,7 @@ export function endSessionsOf(tx: Tx, identityId: string, authenticatorId: strin
   ApiSessions.deleteInTx(tx, ids);
 }
 
-/** The CA auto-enrollment JWT (api-reference §9.1): `em: ca`, sub = jti = CA id, no expiry. */
+/** The CA auto-enrollment JWT: `em: ca`, sub = jti = CA id, no expiry. */
 export function caJwt(ctx: Ctx, ca: Rec): string {
   const iss = ctx.app.certBaseUrl + '/';
   return signJwt(ctx.app.pki.serverKey, ctx.app.pki.serverCertSha1Hex, { em: 'ca', sub: ca.id, jti: ca.id, iss, aud: ['mesh-enroller'], ctrls: ctx.app.cluster?.members().map((m) => m.certBaseUrl) ?? [ctx.app.certBaseUrl] });
@@ -162,7 +163,7 @@ export function enrollAdminEntries(_reg: Registry): Entry[] {
         await write(ctx.app.store, (tx) => {
           const cur = tx.get('edgeRouters', ctx.params.id);
           if (!cur) throw errors.notFound();
-          // Certificate authentication removed: the control channel (#7) drops a router whose
+          // Certificate authentication removed: the control channel drops a router whose
           // fingerprint no longer matches, and reconnects fail until it enrolls again.
           const next: Rec = { ...cur, isVerified: false, updatedAt: Math.max(Date.now(), cur.updatedAt + 1) };
           for (const k of ['fingerprint', 'certPem', 'unverifiedFingerprint', 'unverifiedCertPem']) delete next[k];

@@ -1,21 +1,24 @@
 /**
  * Certificates of the caller and the controller's public keys: extension of a certificate
- * authenticator (extend, then extend-verify; semantics §12), ephemeral certificates of the
+ * authenticator (extend, then extend-verify), ephemeral certificates of the
  * current API session, the network JWTs, the enrollment JWKS and the enrollment challenge.
  */
 import crypto from 'node:crypto';
 import type { Ctx, Entry } from '../../core/context.js';
 import type { Reply } from '../../core/operation.js';
 import { ApiError, errors } from '../../core/errors.js';
-import { ok } from '../../core/envelope.js';
-import { listRecords, newId, renderRecord, write, type Registry } from '../../resources/define.js';
+import { empty, ok } from '../../core/envelope.js';
+import { listRecords } from '../../resources/list.js';
+import { type Registry } from '../../resources/registry.js';
+import { renderRecord } from '../../resources/render.js';
+import { newId, write } from '../../resources/write.js';
 import type { Rec } from '../../store/store.js';
 import { signCsrs, VALIDITY, withChain } from '../../pki/sign-csr.js';
 import { fingerprintOf } from '../../pki/certs.js';
 import { pemBlocks } from '../../pki/der.js';
 import { jwsAlg, signJwt } from '../../pki/jwt.js';
 
-/** The caller's own certificate authenticator, checked in the order behaviors §8 lists. */
+/** The caller's own certificate authenticator, checked in upstream's order. */
 function ownCertAuthenticator(ctx: Ctx): Rec {
   const auth = ctx.app.store.get('authenticators', ctx.params.id);
   if (!auth) throw errors.notFound();
@@ -48,7 +51,7 @@ export function enrollCertEntries(reg: Registry): Entry[] {
     { api: 'both', operationId: 'extendCurrentIdentityAuthenticator', auth: 'session', permission: null, limit: 'heavy', body: 'spec',
       handler: async (ctx) => {
         const auth = ownCertAuthenticator(ctx);
-        // Made with the current certificate on the TLS connection (semantics §12).
+        // Made with the current certificate on the TLS connection.
         const leaf = ctx.req.peerLeaf ?? ctx.req.peerCertificates?.[0];
         if (!leaf || fingerprintOf(leaf) !== auth.fingerprint) throw errors.unauthorized();
         const [cert] = await signCsrs(ctx.app, [{ csr: ctx.body?.clientCertCsr, profile: 'client', validityMs: VALIDITY.client, field: 'clientCertCsr' }]);
@@ -88,7 +91,7 @@ export function enrollCertEntries(reg: Registry): Entry[] {
           delete next.extendRequestedAt;
           tx.put('authenticators', next);
         });
-        return { status: 200, body: { data: {}, meta: {} } };
+        return empty();
       } },
 
     { api: 'client', operationId: 'createCurrentApiSessionCertificate', auth: 'session', permission: null, limit: 'heavy', body: 'spec',
@@ -104,10 +107,7 @@ export function enrollCertEntries(reg: Registry): Entry[] {
           if (!tx.exists('apiSessions', ctx.session!.id)) throw errors.unauthorized();
           tx.put('apiSessionCertificates', rec);
         });
-        return {
-          status: 201,
-          body: { data: { id: rec.id, _links: { self: { href: `./current-api-session/certificates/${rec.id}` } }, certificate: withChain(ctx.app, cert.pem), cas: ctx.app.pki.caBundlePem }, meta: {} },
-        };
+        return ok({ id: rec.id, _links: { self: { href: `./current-api-session/certificates/${rec.id}` } }, certificate: withChain(ctx.app, cert.pem), cas: ctx.app.pki.caBundlePem }, 201);
       } },
     { api: 'client', operationId: 'listCurrentApiSessionCertificates', auth: 'session', permission: null, limit: null, body: 'spec',
       handler: (ctx) =>
@@ -121,7 +121,7 @@ export function enrollCertEntries(reg: Registry): Entry[] {
           if (!tx.exists('apiSessionCertificates', rec.id)) throw errors.notFound();
           tx.delete('apiSessionCertificates', rec.id);
         });
-        return { status: 200, body: { data: {}, meta: {} } };
+        return empty();
       } },
 
     { api: 'both', operationId: 'listNetworkJWTs', auth: 'none', permission: null, limit: null, body: 'spec',

@@ -1,5 +1,5 @@
 /**
- * The enroll endpoints of the Client API (no session; api-reference §9.2): one-time token with a
+ * The enroll endpoints of the Client API (no session): one-time token with a
  * CSR (`ott`), with a pre-exchanged certificate (`ottca`), username/password (`updb`), CA
  * auto-enrollment (`ca`), edge and transit routers (`erott`, `trott`), router certificate
  * extension, and the legacy `POST /enroll?method=…&token=…` that dispatches to them.
@@ -13,13 +13,13 @@ import type { Ctx, Entry, Handler } from '../../core/context.js';
 import type { Reply } from '../../core/operation.js';
 import { ApiError, errors } from '../../core/errors.js';
 import { empty, ok } from '../../core/envelope.js';
-import { newId, write } from '../../resources/define.js';
+import { newId, write } from '../../resources/write.js';
 import type { Rec, Tx } from '../../store/store.js';
 import { signCsrs, VALIDITY, withChain } from '../../pki/sign-csr.js';
 import { chainsTo, commonName, externalIdOf, isExpired, x509 } from '../../pki/chain.js';
 import { fingerprintOf } from '../../pki/certs.js';
 import { checkPassword, checkUsername, hashPassword } from '../../auth/passwords.js';
-import { DEFAULT_AUTH_POLICY_ID } from '../../resources/auth.js';
+import { DEFAULT_AUTH_POLICY_ID } from '../../resources/credentials.js';
 
 const nonEmpty = (v: unknown): v is string => typeof v === 'string' && v.trim() !== '';
 
@@ -74,7 +74,7 @@ async function enrollOtt(ctx: Ctx, e: Rec, csr: unknown): Promise<Reply> {
 function setRouterCert(tx: Tx, collection: 'edgeRouters' | 'routers', routerId: string, certPem: string, fingerprint: string, notAfter: number) {
   const cur = tx.get(collection, routerId);
   if (!cur) throw new ApiError('INVALID_ENROLLMENT_TOKEN');
-  // #7 contract: `fingerprint` = lower-case hex SHA-1 of the client certificate DER, `certPem` its PEM.
+  // The router protocol's contract: `fingerprint` = lower-case hex SHA-1 of the client certificate DER, `certPem` its PEM.
   tx.put(collection, { ...cur, fingerprint, certPem, isVerified: true, unverifiedFingerprint: undefined, unverifiedCertPem: undefined, updatedAt: Math.max(Date.now(), cur.updatedAt + 1) });
   if (collection !== 'edgeRouters') return;
   for (const iid of tx.idsByIndex('identities', 'edgeRouterId', routerId)) {
@@ -172,7 +172,7 @@ async function enrollOttCa(ctx: Ctx, e: Rec): Promise<Reply> {
   return empty();
 }
 
-/** `[caName]-[commonName]` style names (semantics §11). */
+/** `[caName]-[commonName]` style names. */
 function formatName(format: string, v: Record<string, string>): string {
   return format.replace(/\[(caName|caId|commonName|requestedName|identityId)\]/g, (_m, k: string) => v[k] ?? '');
 }
@@ -254,7 +254,7 @@ const genericEnroll: Handler = async (ctx) => {
     if (!jsonOk) throw new ApiError('UNSUPPORTED_MEDIA');
     return reply;
   } catch (err) {
-    // No JSON error body can be sent to a client that accepts none (behaviors §0).
+    // No JSON error body can be sent to a client that accepts none.
     if (!jsonOk && err instanceof ApiError) return { status: 406, body: '', contentType: 'text/plain' };
     throw err;
   }

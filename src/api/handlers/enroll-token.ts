@@ -1,5 +1,5 @@
 /**
- * `POST /enroll/token` (api-reference §9.2, §10.2): an identity enrolls itself with a JWT from an
+ * `POST /enroll/token`: an identity enrolls itself with a JWT from an
  * external JWT signer in `Authorization: Bearer …`. The signer is the one named by the
  * `mesh-token-issuer-id` header, else the one whose `kid` matches the token header, else the one
  * whose `issuer` matches `iss`; it must be enabled, and the token must verify against its
@@ -18,11 +18,11 @@ import type { Ctx, Entry } from '../../core/context.js';
 import type { Reply } from '../../core/operation.js';
 import { ApiError } from '../../core/errors.js';
 import { ok } from '../../core/envelope.js';
-import { newId, write } from '../../resources/define.js';
+import { newId, write } from '../../resources/write.js';
 import type { Rec } from '../../store/store.js';
 import { signCsrs, VALIDITY, withChain } from '../../pki/sign-csr.js';
 import { certAuthenticator } from './enroll-flows.js';
-import { DEFAULT_AUTH_POLICY_ID } from '../../resources/auth.js';
+import { DEFAULT_AUTH_POLICY_ID } from '../../resources/credentials.js';
 
 const invalid = (why: string) => new ApiError('INVALID_ENROLLMENT_TOKEN', undefined, { code: 'INVALID_ENROLLMENT_TOKEN', message: why });
 

@@ -29,7 +29,7 @@ export interface LoginResult {
 export type LoginMethod = (ctx: Ctx) => Promise<LoginResult>;
 
 /**
- * Certificate login over the mutual-TLS listener (api-reference §8.1, behaviors §2.2). The TLS
+ * Certificate login over the mutual-TLS listener. The TLS
  * handshake proved possession of the key; the leaf then identifies the caller:
  * - by fingerprint, pinned on a cert authenticator (controller-issued, ottca/CA-enrolled, or
  *   created by an admin); one from a third-party CA needs that CA still verified and auth-enabled;

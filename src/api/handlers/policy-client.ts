@@ -1,5 +1,5 @@
 /**
- * Client API operations of the policy engine (behaviors §10–§14, §17): the caller's services (with
+ * Client API operations of the policy engine: the caller's services (with
  * permissions, configs and posture queries), their edge routers and terminators, the caller's edge
  * routers, service sessions (create with the reference's check order, list/detail/delete), the
  * service-update timestamp and posture responses.
@@ -7,8 +7,12 @@
 import type { Ctx, Entry, Handler } from '../../core/context.js';
 import type { Reply } from '../../core/operation.js';
 import { ApiError, errors } from '../../core/errors.js';
-import { ok, empty } from '../../core/envelope.js';
-import { listRecords, listSource, renderRecord, standardHandlers, write, type Registry } from '../../resources/define.js';
+import { ok, empty, envelope } from '../../core/envelope.js';
+import { listRecords, listSource } from '../../resources/list.js';
+import { type Registry } from '../../resources/registry.js';
+import { renderRecord } from '../../resources/render.js';
+import { standardHandlers } from '../../resources/standard.js';
+import { write } from '../../resources/write.js';
 import { parseListParams, runList } from '../../core/query.js';
 import { SESSION_TOKEN, signSessionToken, tokenDigest, type SessionTokenFacts } from '../../auth/tokens.js';
 import type { Rec } from '../../store/store.js';
@@ -23,7 +27,7 @@ const MAX_SERVICE_ROUTERS = 25;
 
 const isAdmin = (ctx: Ctx) => ctx.identity?.isAdmin === true;
 
-/** A service the caller may see (admins: every service, decisions §5), else 404. */
+/** A service the caller may see (admins: every service), else 404. */
 function visibleService(ctx: Ctx, id: string): Rec {
   const svc = ctx.app.store.get('services', id);
   if (!svc) throw errors.notFound();
@@ -155,7 +159,7 @@ function isoTime(ms: number): string {
   return s;
 }
 
-/** Services whose MFA checks a wake/unlock affects, with the grace time left (semantics §5). */
+/** Services whose MFA checks a wake/unlock affects, with the grace time left. */
 function promptedServices(ctx: Ctx, r: PostureReport) {
   if (r.typeId !== 'ENDPOINT_STATE' || (r.woken !== true && r.unlocked !== true)) return [];
   const engine = ctx.app.policy;
@@ -235,7 +239,7 @@ export function policyClientEntries(reg: Registry): Entry[] {
         if (!ctx.req.query.has('limit') && p.filter.limit === undefined) p.limit = MAX_SERVICE_ROUTERS;
         const { page, pagination } = runList(ctx.app.store, src, p);
         const edgeRouters = page.map((r) => commonEdgeRouter(ctx.app, r as Rec));
-        return { status: 200, body: { data: { edgeRouters }, meta: { pagination, filterableFields: src.filterableFields } } };
+        return envelope({ edgeRouters }, { pagination, filterableFields: src.filterableFields });
       } },
     { api: 'client', operationId: 'listServiceTerminators', auth: 'session', permission: null, limit: null, body: 'spec',
       handler: (ctx) => {

@@ -1,5 +1,5 @@
 /**
- * Management API views derived from the role index (behaviors §9–§12): what each policy selects,
+ * Management API views derived from the role index: what each policy selects,
  * which policies select an entity, identity ↔ service ↔ edge router reachability, role attribute
  * lists, policy advice, service configs per identity, posture data, failed service requests and
  * the resource summary. Every list pages and filters like any other list (runList over the
@@ -10,7 +10,10 @@ import type { Reply } from '../../core/operation.js';
 import { errors } from '../../core/errors.js';
 import { ok, empty, list as listEnvelope } from '../../core/envelope.js';
 import { parseListParams, runList } from '../../core/query.js';
-import { listRecords, renderRecord, entityRef, write, type Registry } from '../../resources/define.js';
+import { listRecords } from '../../resources/list.js';
+import { type Registry } from '../../resources/registry.js';
+import { renderRecord, entityRef } from '../../resources/render.js';
+import { write } from '../../resources/write.js';
 import type { Rec, Store } from '../../store/store.js';
 import { IDENTITY_TYPES } from '../../resources/identities.js';
 import { POSTURE_CHECK_TYPES } from '../../resources/posture.js';
@@ -27,7 +30,7 @@ function must(ctx: Ctx, collection: string, id: string): Rec {
 }
 
 /** List the records of `collection` among `ids` (undefined: the whole collection). */
-function listAmong(reg: Registry, ctx: Ctx, collection: string, ids: Iterable<string> | undefined): Reply {
+function listAmong(reg: Registry, ctx: Ctx, collection: string, ids: Iterable<string> | undefined): Reply | Promise<Reply> {
   return listRecords(reg, reg.def(collection), ctx, ids === undefined ? {} : { candidates: ids });
 }
 
@@ -111,7 +114,7 @@ interface ServiceConfigPair {
   configId: string;
 }
 
-/** Validate `[{serviceId, configId}]`: both must exist (404 otherwise, behaviors §16). */
+/** Validate `[{serviceId, configId}]`: both must exist (404 otherwise). */
 function pairsOf(ctx: Ctx, body: unknown, requireAll: boolean): ServiceConfigPair[] {
   if (body === undefined || body === null) {
     if (requireAll) throw errors.field('(root)', 'an array of service config pairs is required', body);

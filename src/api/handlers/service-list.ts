@@ -11,7 +11,10 @@
  */
 import type { Ctx } from '../../core/context.js';
 import type { Reply } from '../../core/operation.js';
-import { listSource, renderRecord, type Registry } from '../../resources/define.js';
+import { listOfJson } from '../../core/envelope.js';
+import { listSource } from '../../resources/list.js';
+import { type Registry } from '../../resources/registry.js';
+import { renderRecord } from '../../resources/render.js';
 import type { ResourceDef } from '../../resources/types.js';
 import { callerOf } from '../../resources/services.js';
 import { serviceExtras } from '../../policy/service-view.js';
@@ -75,6 +78,5 @@ export function callerServiceList(reg: Registry, def: ResourceDef, ctx: Ctx, can
     const x = serviceExtras(ctx.app.policy, store, e.rec, caller);
     items.push(`${e.head},"permissions":${JSON.stringify(x.permissions)},"config":${JSON.stringify(x.config)},"postureQueries":${JSON.stringify(x.postureQueries)}}`);
   }
-  const meta = JSON.stringify({ pagination: { limit: p.limit, offset: p.offset, totalCount: candidates.length }, filterableFields: src.filterableFields });
-  return { status: 200, contentType: 'application/json', body: `{"data":[${items.join(',')}],"meta":${meta}}` };
+  return listOfJson(items, { limit: p.limit, offset: p.offset, totalCount: candidates.length }, src.filterableFields);
 }

@@ -1,6 +1,6 @@
 /**
- * Login and the caller's own session and identity: `POST /authenticate` (password here; cert in
- * issue #5, ext-jwt in login.ts), `GET/DELETE /current-api-session`, `GET /current-identity`.
+ * Login and the caller's own session and identity: `POST /authenticate` (password here; certificate and ext-jwt in
+ * login.ts), `GET/DELETE /current-api-session`, `GET /current-identity`.
  *
  * The common login path: the method identifies the caller (login.ts), then — for every method —
  * a disabled identity is refused, the auth policy must allow the primary method (and the signer,
@@ -11,9 +11,10 @@ import type { Ctx, Entry } from '../../core/context.js';
 import type { Reply } from '../../core/operation.js';
 import { errors } from '../../core/errors.js';
 import { ok, empty } from '../../core/envelope.js';
-import { renderRecord, write } from '../../resources/define.js';
-import type { Registry } from '../../resources/define.js';
-import { checkUsername } from '../../auth/passwords.js';
+import { renderRecord } from '../../resources/render.js';
+import { write } from '../../resources/write.js';
+import type { Registry } from '../../resources/registry.js';
+import { checkUsername, dummyPasswordHash } from '../../auth/passwords.js';
 import type { ApiSession } from '../../auth/api-sessions.js';
 import { checkPrimary, secondaryFactors, type PrimaryMethod } from '../../auth/login-policy.js';
 import { clearFailedPasswords, recordFailedPassword } from '../../auth/disable.js';
@@ -21,7 +22,6 @@ import { isDisabledAt } from '../../auth/login-policy.js';
 import { certLogin, extJwtLogin, type LoginMethod } from './login.js';
 
 /** A fixed argon2id hash verified when the username is unknown, so timing does not reveal users. */
-const DUMMY_HASH = '$argon2id$v=19$m=19456,t=2,p=1$po9sLlQvImQ7KY3cvEszbg$2+plzrBD7uKWdcIktUFYoH7R3KgUKPXWiI5Vw/07wI0';
 
 /** The outstanding secondary factors of a session, as upstream's `authQueries`. */
 export function authQueries(ctx: Ctx, s: ApiSession, extJwtSatisfied: boolean): Record<string, unknown>[] {
@@ -79,19 +79,24 @@ function resolveConfigTypes(ctx: Ctx, wanted: unknown): string[] {
 const passwordLogin: LoginMethod = async (ctx) => {
   const body = ctx.body ?? {};
   const { username, password } = body;
-  // Missing or out-of-range fields are a validation error (behaviors §2.1), not a failed login.
+  // Missing or out-of-range fields are a validation error, not a failed login.
   checkUsername(username);
   if (typeof password !== 'string' || password.length === 0) throw errors.field('password', 'password is required', password ?? null);
   if (password.length < 5 || password.length > 100) throw errors.field('password', 'password must be 5 to 100 characters long', undefined);
   const auth = ctx.app.store.findUnique('authenticators', 'username', username);
-  const hash = auth?.method === 'updb' ? (auth.passwordHash as string) : DUMMY_HASH;
+  const hash = auth?.method === 'updb' ? (auth.passwordHash as string) : await dummyPasswordHash(ctx.app);
   const good = await ctx.app.pool.run('verifyPassword', { hash, password });
-  if (!auth || auth.method !== 'updb') throw errors.invalidAuth();
-  const identity = ctx.app.store.get('identities', auth.identityId);
-  if (!identity) throw errors.invalidAuth();
+  const identity = auth?.method === 'updb' ? ctx.app.store.get('identities', auth.identityId) : undefined;
+  if (!auth || !identity) {
+    await ctx.app.store.commitMark();
+    throw errors.invalidAuth();
+  }
   if (!good) {
-    // Attempts against a disabled (e.g. already locked) identity are not counted again.
+    // Attempts against a disabled (e.g. already locked) identity are not counted again; they,
+    // like unknown usernames above, wait for a commit all the same: a wrong password's answer
+    // waits for its count to be durable, and a faster refusal would tell which usernames exist.
     if (!isDisabledAt(identity)) await recordFailedPassword(ctx.app.store, auth.id);
+    else await ctx.app.store.commitMark();
     throw errors.invalidAuth();
   }
   return { identity, authenticatorId: auth.id };

@@ -1,5 +1,5 @@
 /**
- * ZitiQL compiler (api-reference §5.3): AST + symbol table → a record predicate built from
+ * ZitiQL compiler: AST + symbol table → a record predicate built from
  * closures, type-checked once up front. Unknown symbols and type mismatches throw
  * `errors.invalidFilter`; bad sort fields throw `errors.invalidSort` (checkSort).
  *

@@ -1,5 +1,5 @@
 /**
- * The list filter language (ZitiQL, api-reference §5): parse → compile → (optionally) plan.
+ * The list filter language (ZitiQL): parse → compile → (optionally) plan.
  *
  * Example:
  *   const q = parseFilter('name contains "web" sort by name desc limit 5');

@@ -1,5 +1,5 @@
 /**
- * ZitiQL parser (api-reference §5.1–§5.2): text → FilterQuery { where AST, sort, skip, limit }.
+ * ZitiQL parser: text → FilterQuery { where AST, sort, skip, limit }.
  *
  * Hand-written lexer + recursive-descent parser. Whitespace is significant where the upstream
  * grammar requires it (`and`/`or` need whitespace on both sides, `in`/`between` too, ...), so each

@@ -21,6 +21,7 @@ import { createRequire } from 'node:module';
 import type { Server } from '../../helpers/server.js';
 import { writePatchedSpec, type Api, type LoadedSpec } from './upstream-spec.js';
 import { CertRelay, CLIENT_CERT_HEADER } from './cert-relay.js';
+import { freePort } from '../../helpers/ports.js';
 
 export { CLIENT_CERT_HEADER };
 
@@ -45,17 +46,6 @@ export interface Proxy {
 const WATCHDOG = `const parent = Number(process.env.MESH_COMPAT_PARENT);
 setInterval(() => { try { process.kill(parent, 0); } catch { process.exit(0); } }, 1000).unref();
 `;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 export async function startPrism(
   t: { teardown(fn: () => unknown): void },

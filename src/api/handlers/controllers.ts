@@ -1,5 +1,5 @@
 /**
- * Operations (issue #7): the controllers list, controller settings (global, per controller,
+ * Operations: the controllers list, controller settings (global, per controller,
  * effective) and identity tracing. The router control channel itself is not an operation: it is a
  * WebSocket (src/control/, served by src/http/uws.ts).
  * Keys are `<api>:<operationId>` for one API or a bare operationId for both; a handler here wins
@@ -14,7 +14,8 @@ import { created, empty, list, ok } from '../../core/envelope.js';
 import { BASE_PATHS } from '../router.js';
 import { parseListParams, sortRecords } from '../../core/query.js';
 import { compileFilter, type SymbolTable } from '../../core/filter/index.js';
-import { write, type Registry } from '../../resources/define.js';
+import { type Registry } from '../../resources/registry.js';
+import { write } from '../../resources/write.js';
 import type { Rec } from '../../store/store.js';
 import { CONTROL_PATH } from '../../control/protocol.js';
 import { GLOBAL_SETTINGS_ID, cleanOidc, effectiveSettings, isProblem, type OidcSettings } from '../../control/settings.js';
@@ -54,7 +55,7 @@ export function parseDuration(text: string): number | undefined {
   return at === text.length && Number.isFinite(total) ? total : undefined;
 }
 
-export function opsEntries(_reg: Registry): Entry[] {
+export function controllerEntries(_reg: Registry): Entry[] {
   /** This controller, as `GET /controllers` shows it (a standalone controller: always itself, online). */
   function controller(ctx: Ctx) {
     const { app } = ctx;

@@ -53,7 +53,7 @@ export interface SubjectAltName {
   value: string;
 }
 
-/** ECDSA parameters by curve; hash follows the curve size as usual (and as §9.1's alg mapping). */
+/** ECDSA parameters by curve; hash follows the curve size, as upstream's JWT alg mapping does. */
 const CURVES: Record<string, { namedCurve: string; hash: string }> = {
   prime256v1: { namedCurve: 'P-256', hash: 'SHA-256' },
   secp384r1: { namedCurve: 'P-384', hash: 'SHA-384' },

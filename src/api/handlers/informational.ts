@@ -1,4 +1,4 @@
-/** Unauthenticated documents: version, capabilities, specs, protocols, CA bundle, fixed type lists. (Controllers: handlers/ops.ts.) */
+/** Unauthenticated documents: version, capabilities, specs, protocols, CA bundle, fixed type lists. (Controllers: handlers/controllers.ts.) */
 import { dump } from 'js-yaml';
 import type { Ctx, Entry, Op } from '../../core/context.js';
 import type { Reply } from '../../core/operation.js';
@@ -71,7 +71,7 @@ const postureCheckTypeFields = (id: string) => {
   return { name: t.name, operatingSystems: t.operatingSystems, version: '1' };
 };
 
-export function metaEntries(ops: () => Op[]): Entry[] {
+export function informationalEntries(ops: () => Op[]): Entry[] {
   const specOps = (api: 'client' | 'management') => ops().filter((o) => o.api === api);
   return [
     { api: 'both', operationId: 'listRoot', auth: 'none', permission: null, limit: null, body: 'spec',

@@ -1,7 +1,7 @@
 /**
- * Authentication-related families: auth policies, external JWT signers, certificate authorities
- * and authenticators (api-reference §6, behaviors §5–§8). The login flows that use them are in
- * src/auth; the enrollment and verification flows are issue #5, MFA and signer logins issue #6.
+ * The families that decide how identities prove who they are: auth policies, external JWT
+ * signers, certificate authorities, authenticators and API-session certificates. The login flows
+ * that read them are in src/auth; enrollment and CA verification in src/api/handlers/enroll-*.ts.
  */
 import crypto from 'node:crypto';
 import { ApiError, errors } from '../core/errors.js';
@@ -37,7 +37,7 @@ export function defaultAuthPolicy(now = Date.now()): Rec {
   };
 }
 
-/** Unknown signer ids are a 404 (behaviors §2.5), not a field error. */
+/** Unknown signer ids are a 404, not a field error. */
 function checkSigners(tx: Tx, rec: Rec) {
   const allowed = rec.primary?.extJwt?.allowedSigners ?? [];
   for (const id of allowed) if (!tx.exists('externalJwtSigners', id)) throw errors.notFound('external-jwt-signer', String(id));
@@ -137,7 +137,7 @@ export const externalJwtSigners: ResourceDef = {
       rec.notBefore = info.notBefore;
       rec.notAfter = info.notAfter;
       rec.jwksEndpoint = undefined;
-      // The kid is how tokens pick this certificate (behaviors §21: required with a certificate).
+      // The kid is how tokens pick this certificate (required with a certificate).
       if (typeof rec.kid !== 'string' || rec.kid.trim() === '') throw errors.field('kid', 'kid is required when certPem is provided', rec.kid ?? null);
     } else {
       if (!/^https?:\/\/[^\s]+$/i.test(rec.jwksEndpoint)) throw errors.field('jwksEndpoint', 'must be an http(s) URL', rec.jwksEndpoint);
@@ -174,7 +174,7 @@ export const externalJwtSigners: ResourceDef = {
   },
 };
 
-/** `externalIdClaim` (behaviors §6): a location is required, and the SCHEME matcher only reads SAN URIs. */
+/** `externalIdClaim`: a location is required, and the SCHEME matcher only reads SAN URIs. */
 function checkExternalIdClaim(c: any) {
   if (c === null || c === undefined) return;
   const enums: Record<string, string[]> = {
@@ -273,7 +273,7 @@ export const authenticators: ResourceDef = {
     caId: { readOnly: true, hidden: true, ref: { collection: 'cas', onDelete: 'cascade' } },
     /** notAfter of `certPem` (epoch ms), so certificate login never parses the PEM. */
     certNotAfter: { readOnly: true, hidden: true },
-    /** Extension issued but not yet verified (semantics §12): the new certificate and its fingerprint. */
+    /** Extension issued but not yet verified: the new certificate and its fingerprint. */
     pendingCertPem: { readOnly: true, hidden: true },
     pendingFingerprint: { readOnly: true, hidden: true },
   },

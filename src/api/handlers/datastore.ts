@@ -1,5 +1,5 @@
 /**
- * Datastore integrity check/fix and snapshots (issue #7, behaviors §18):
+ * Datastore integrity check/fix and snapshots:
  * - `POST /database/check-data-integrity` and `POST /database/fix-data-integrity` start a run in the
  *   background and answer 202; while one runs (check or fix) both answer 429 RATE_LIMITED.
  * - `GET /database/data-integrity-results` reads the current (or last) run, also while it runs.
@@ -11,8 +11,8 @@
 import path from 'node:path';
 import type { Ctx, Entry } from '../../core/context.js';
 import type { Reply } from '../../core/operation.js';
-import type { Registry } from '../../resources/define.js';
-import { empty } from '../../core/envelope.js';
+import type { Registry } from '../../resources/registry.js';
+import { empty, envelope } from '../../core/envelope.js';
 import { errors } from '../../core/errors.js';
 import { emptyState, runIntegrity, type IntegrityState } from '../../store/integrity.js';
 import { Snapshots, SnapshotTooSoon } from '../../store/snapshot.js';
@@ -33,7 +33,7 @@ export function renderIntegrity(s: IntegrityState) {
   };
 }
 
-export function dataEntries(reg: Registry): Entry[] {
+export function datastoreEntries(reg: Registry): Entry[] {
   // One run at a time per controller: the handlers are built once per App.
   const state = emptyState();
   let running: Promise<void> | undefined;
@@ -61,7 +61,7 @@ export function dataEntries(reg: Registry): Entry[] {
     { api: 'management', operationId: 'dataIntegrityResults', auth: 'admin', permission: null, limit: null, body: 'spec',
       handler: () => {
         const data = renderIntegrity(state);
-        return { status: 200, body: { data, meta: { pagination: { limit: -1, offset: 0, totalCount: data.results.length } } } };
+        return envelope(data, { pagination: { limit: -1, offset: 0, totalCount: data.results.length } });
       } },
     { api: 'management', operationId: 'createDatabaseSnapshot', auth: 'admin', permission: null, limit: null, body: 'spec',
       handler: async (ctx) => {

@@ -1,0 +1,142 @@
+/**
+ * Does a large answer stall everyone else? Seeds identities, measures a small request on the idle
+ * controller, then measures it again while clients keep asking for the whole collection
+ * (`limit=-1`) and for an unindexed filter over it; reports the small request's latency under that
+ * load as a ratio to the idle one (same run, same machine), the large answers' latency, how many
+ * were refused (429 RATE_LIMITED, by design beyond a few at once) and the controller's peak RSS.
+ *
+ *   npm run build && node dist/bench/list-stall.js [--identities 5000] [--large 4] [--small 300]
+ *
+ * Small defaults finish in about a minute; the issue's case is `--identities 50000 --large 4`.
+ * Prints a summary and writes bench/results/list-stall-<time>.json.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { spawnController, login, MGMT, ROOT } from './lib/controller.js';
+import { createClient, requestJson, type HttpClient, type RequestSpec } from './lib/http.js';
+import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
+
+const arg = (name: string, def: number) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? Number(process.argv[i + 1]) : def;
+};
+const IDENTITIES = arg('identities', 5000);
+const LARGE = arg('large', 4);
+const SMALL = arg('small', 300);
+const PASSWORD = 'bench-admin-password';
+
+const q = (xs: number[], p: number) => {
+  if (xs.length === 0) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(p * s.length))];
+};
+const stats = (xs: number[]) => ({ n: xs.length, p50Ms: +q(xs, 0.5).toFixed(2), p99Ms: +q(xs, 0.99).toFixed(2), maxMs: +q(xs, 1).toFixed(2) });
+
+async function seed(client: HttpClient, h: Record<string, string>) {
+  let next = 0;
+  const worker = async () => {
+    while (next < IDENTITIES) {
+      const i = next++;
+      const r = await requestJson(client, 'POST', `${MGMT}/identities`, h, { name: `stall-${i}`, type: 'User', isAdmin: false, roleAttributes: [`group-${i % 50}`], defaultHostingCost: i % 7 });
+      if (r.status !== 201) throw new Error(`seed ${i}: ${r.status} ${JSON.stringify(r.body)}`);
+    }
+  };
+  await Promise.all(Array.from({ length: 16 }, worker));
+}
+
+async function smallLatencies(client: HttpClient, spec: RequestSpec, n: number): Promise<number[]> {
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const t0 = performance.now();
+    const r = await client.request(spec);
+    if (r.status !== 200) throw new Error(`small request: ${r.status}`);
+    out.push(performance.now() - t0);
+  }
+  return out;
+}
+
+async function main() {
+  const ctl = await spawnController({ password: PASSWORD });
+  const setup = await createClient({ origin: ctl.origin, ca: ctl.ca, connections: 16 });
+  const smallClient = await createClient({ origin: ctl.origin, ca: ctl.ca, connections: 1 });
+  try {
+    const token = await login(setup, 'admin', PASSWORD);
+    const h = { 'zt-session': token, 'content-type': 'application/json' };
+    const t0 = performance.now();
+    await seed(setup, h);
+    const seedS = (performance.now() - t0) / 1000;
+    // The small request: one identity by id order, what a console or an SDK poll costs.
+    const small: RequestSpec = { method: 'GET', path: `${MGMT}/identities?limit=1`, headers: { 'zt-session': token } };
+    await smallLatencies(smallClient, small, 30); // warm-up
+    const idle = await smallLatencies(smallClient, small, SMALL);
+
+    const largeSpecs: RequestSpec[] = [
+      { method: 'GET', path: `${MGMT}/identities?limit=-1`, headers: { 'zt-session': token } },
+      { method: 'GET', path: `${MGMT}/identities?limit=-1&filter=${encodeURIComponent('isAdmin = false and name contains "1"')}`, headers: { 'zt-session': token } },
+    ];
+    // The large lists come from a worker thread: reading and decrypting their answers must not
+    // delay this thread's small requests (that would be the client's stall, not the controller's).
+    const load = new Worker(new URL(import.meta.url), { workerData: { origin: ctl.origin, ca: ctl.ca, specs: largeSpecs, loops: LARGE } });
+    const loadDone = new Promise<{ large: number[]; largeBytes: number[]; refused: number }>((resolve, reject) => {
+      load.once('message', resolve);
+      load.once('error', reject);
+    });
+    await new Promise((r) => setTimeout(r, 300)); // let the large lists get going
+    const loaded = await smallLatencies(smallClient, small, SMALL);
+    load.postMessage('stop');
+    const { large, largeBytes, refused } = await loadDone;
+    await load.terminate();
+    const mem = ctl.memory();
+    const result = {
+      identities: IDENTITIES,
+      concurrentLargeLists: LARGE,
+      seedSeconds: +seedS.toFixed(1),
+      smallIdle: stats(idle),
+      smallDuringLargeLists: stats(loaded),
+      ratioP50: +(q(loaded, 0.5) / q(idle, 0.5)).toFixed(2),
+      ratioP99: +(q(loaded, 0.99) / q(idle, 0.99)).toFixed(2),
+      largeLists: { ...stats(large), refused429: refused, meanBytes: Math.round(largeBytes.reduce((a, b) => a + b, 0) / Math.max(1, largeBytes.length)) },
+      controllerPeakRssMiB: mem ? Math.round(mem.hwmKiB / 1024) : undefined,
+      at: new Date().toISOString(),
+    };
+    console.log(JSON.stringify(result, null, 2));
+    const dir = path.join(ROOT, 'bench', 'results');
+    fs.mkdirSync(dir, { recursive: true });
+    fs.writeFileSync(path.join(dir, `list-stall-${result.at.replace(/[:.]/g, '-')}.json`), JSON.stringify(result, null, 2) + '\n');
+  } finally {
+    await Promise.all([setup.close(), smallClient.close()]);
+    await ctl.stop();
+  }
+}
+
+/** The worker: `loops` clients asking for large lists until told to stop; posts what it saw. */
+async function loadWorker() {
+  const { origin, ca, specs, loops } = workerData as { origin: string; ca: Buffer; specs: RequestSpec[]; loops: number };
+  const client = await createClient({ origin, ca, connections: loops });
+  const large: number[] = [];
+  const largeBytes: number[] = [];
+  let refused = 0;
+  let stop = false;
+  parentPort!.once('message', () => (stop = true));
+  await Promise.all(
+    Array.from({ length: loops }, async (_, k) => {
+      while (!stop) {
+        const t = performance.now();
+        const r = await client.request(specs[k % specs.length]);
+        if (r.status === 429) refused++;
+        else if (r.status !== 200) throw new Error(`large list: ${r.status}`);
+        else {
+          large.push(performance.now() - t);
+          largeBytes.push(r.bytes);
+        }
+      }
+    }),
+  );
+  await client.close();
+  parentPort!.postMessage({ large, largeBytes, refused });
+}
+
+(isMainThread ? main() : loadWorker()).catch((e) => {
+  console.error(e);
+  process.exit(1);
+});

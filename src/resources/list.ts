@@ -1,0 +1,111 @@
+/** Listing a family: the list engine over its collection, role filters, and pages spliced from kept renders. */
+import { errors } from '../core/errors.js';
+import { list as listEnvelope, listOfJson } from '../core/envelope.js';
+import { parseListParams, listSteps, type ListSource } from '../core/query.js';
+import { continueSliced, firstSlice } from '../core/slices.js';
+import type { Ctx } from '../core/context.js';
+import type { Reply } from '../core/operation.js';
+import type { Rec } from '../store/store.js';
+import type { ResourceDef, View } from './types.js';
+import type { Registry } from './registry.js';
+import { hasSecrets, readsSecrets, renderRecord } from './render.js';
+
+export function listSource(reg: Registry, def: ResourceDef, extra?: Partial<ListSource>): ListSource {
+  const symbols = reg.symbols.get(def.collection)!;
+  return {
+    collection: def.collection,
+    symbols,
+    filterableFields: Object.keys(symbols),
+    ...extra,
+  };
+}
+
+/**
+ * List a collection (optionally restricted) and render each record. A small list answers at once;
+ * one that takes longer than a slice (an unbounded `limit=-1` over a large collection, a filter
+ * on an unindexed field) continues in slices with the event loop free in between, and only a few
+ * such lists run at once (`app.auth.largeAnswers`; beyond its queue, 429 RATE_LIMITED).
+ */
+export function listRecords(reg: Registry, def: ResourceDef, ctx: Ctx, extra?: Partial<ListSource>, render?: (r: Rec) => unknown): Reply | Promise<Reply> {
+  const steps = listReplySteps(reg, def, ctx, extra, render);
+  const first = firstSlice(steps);
+  if (first.done) return first.value;
+  return ctx.app.auth.largeAnswers.run(() => continueSliced(steps));
+}
+
+/** Records rendered between two points where a sliced list may pause. */
+const RENDER_STEP = 128;
+
+function* listReplySteps(reg: Registry, def: ResourceDef, ctx: Ctx, extra?: Partial<ListSource>, render?: (r: Rec) => unknown): Generator<void, Reply> {
+  const src = listSource(reg, def, extra);
+  const view: View = { store: ctx.app.store, ctx, refs: new Map() };
+  // Callers who may not read every record's credentials neither filter nor sort by them.
+  const allSecrets = readsSecrets(view) || !hasSecrets(def);
+  if (!allSecrets) src.symbols = reg.publicSymbols.get(def.collection)!;
+  const selected = roleFilter(ctx, def);
+  if (selected) {
+    const prev = src.candidates ? new Set(src.candidates) : undefined;
+    src.candidates = prev ? [...selected].filter((id) => prev.has(id)) : selected;
+  }
+  const p = parseListParams(ctx.req.query, src.symbols);
+  const { page, pagination } = yield* listSteps(ctx.app.store, src, p);
+  const store = ctx.app.store;
+  // A page of ids: records are read here, and only those not kept as JSON (below).
+  const load = (e: Rec | string) => (typeof e === 'string' ? store.get(def.collection, e) : e);
+  let n = 0;
+  if (!render && def.renderCache && allSecrets) {
+    // Entries kept as JSON: the page is spliced from them.
+    const entries: string[] = [];
+    for (const e of page) {
+      if (++n % RENDER_STEP === 0) yield;
+      let json = reg.renders.get(def, typeof e === 'string' ? e : e.id);
+      if (json === undefined) {
+        const rec = load(e);
+        if (!rec) continue;
+        json = reg.renders.json(def, rec, () => renderRecord(reg, def, rec, view));
+      }
+      entries.push(json);
+    }
+    return listOfJson(entries, pagination, src.filterableFields);
+  }
+  const r = render ?? ((rec: Rec) => renderRecord(reg, def, rec, view));
+  const rendered: unknown[] = [];
+  for (const e of page) {
+    if (++n % RENDER_STEP === 0) yield;
+    const rec = load(e);
+    if (rec) rendered.push(r(rec));
+  }
+  return listEnvelope(rendered, pagination, src.filterableFields);
+}
+
+/**
+ * `roleFilter=#a&roleFilter=@id&roleSemantic=AnyOf` on entities that carry role attributes: the ids
+ * selected, read from the role-attribute index (AllOf intersects, AnyOf unites) plus existing `@id`s.
+ */
+function roleFilter(ctx: Ctx, def: ResourceDef): Set<string> | undefined {
+  const roles = ctx.req.query.getAll('roleFilter').filter((r) => r !== '');
+  if (roles.length === 0) return undefined;
+  const attrField = Object.entries(def.fields).find(([, f]) => f.attributes)?.[0];
+  if (!attrField) return undefined;
+  const semantic = (ctx.req.query.get('roleSemantic') ?? 'AllOf').toLowerCase();
+  if (semantic !== 'allof' && semantic !== 'anyof') throw errors.field('roleSemantic', 'must be one of AllOf, AnyOf', ctx.req.query.get('roleSemantic'));
+  const store = ctx.app.store;
+  const attrs = roles.filter((r) => r.startsWith('#')).map((r) => r.slice(1));
+  const out = new Set<string>();
+  if (attrs.includes('all')) {
+    for (const rec of store.scan(def.collection)) out.add(rec.id);
+    return out;
+  }
+  if (attrs.length > 0) {
+    const sets = attrs.map((a) => store.idsByIndex(def.collection, attrField, a));
+    if (semantic === 'anyof') for (const s of sets) for (const id of s) out.add(id);
+    else {
+      sets.sort((a, b) => a.length - b.length);
+      const rest = sets.slice(1).map((s) => new Set(s));
+      for (const id of sets[0]) if (rest.every((s) => s.has(id))) out.add(id);
+    }
+  }
+  for (const r of roles) if (r.startsWith('@') && store.get(def.collection, r.slice(1))) out.add(r.slice(1));
+  return out;
+}
+

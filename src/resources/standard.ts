@@ -1,0 +1,59 @@
+/** The standard operations of a family (list, create, detail, update, patch, delete) and their table entries. */
+import { errors } from '../core/errors.js';
+import { created, empty, ok } from '../core/envelope.js';
+import type { Entry, Handler } from '../core/context.js';
+import type { PermissionAction } from '../core/operation.js';
+import type { ResourceDef, StandardOp } from './types.js';
+import { mustGet, type Registry } from './registry.js';
+import { renderRecord } from './render.js';
+import { createRecord, updateRecord, write } from './write.js';
+import { listRecords } from './list.js';
+
+/** The six standard handlers of a family, whichever of them it offers. */
+export function standardHandlers(reg: Registry, def: ResourceDef): Record<StandardOp, Handler> {
+  return {
+    list: (ctx) => listRecords(reg, def, ctx),
+    detail: (ctx) => ok(renderRecord(reg, def, mustGet(ctx.app.store, def, ctx.params.id), { store: ctx.app.store, ctx })),
+    create: async (ctx) => {
+      const rec = await createRecord(reg, def, ctx, ctx.body);
+      return created(rec.id, `./${def.path}/${rec.id}`);
+    },
+    update: async (ctx) => {
+      await updateRecord(reg, def, ctx, ctx.params.id, ctx.body, 'put');
+      return empty();
+    },
+    patch: async (ctx) => {
+      await updateRecord(reg, def, ctx, ctx.params.id, ctx.body, 'patch');
+      return empty();
+    },
+    delete: async (ctx) => {
+      await write(ctx.app.store, (tx) => {
+        const rec = tx.get(def.collection, ctx.params.id);
+        if (!rec) throw errors.notFound();
+        reg.deleteInTx(tx, def, rec, ctx);
+      });
+      return empty();
+    },
+  };
+}
+
+const STANDARD_ACTION: Record<StandardOp, PermissionAction> = {
+  list: 'read', detail: 'read', create: 'create', update: 'update', patch: 'update', delete: 'delete',
+};
+
+/**
+ * A family's operation table entries, from its declaration: Management API, admin level, the
+ * permission `<family>.<action>` unless the declaration says otherwise, no rate limit, the body
+ * as the spec says.
+ */
+export function standardEntries(reg: Registry, def: ResourceDef): Entry[] {
+  const handlers = standardHandlers(reg, def);
+  const entries: Entry[] = [];
+  for (const op of Object.keys(STANDARD_ACTION) as StandardOp[]) {
+    const operationId = def.operations[op];
+    if (!operationId) continue;
+    const permission = def.permissions && op in def.permissions ? def.permissions[op] ?? null : { family: def.family, action: STANDARD_ACTION[op] };
+    entries.push({ api: 'management', operationId, auth: 'admin', permission, limit: null, body: 'spec', handler: handlers[op] });
+  }
+  return entries;
+}
