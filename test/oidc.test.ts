@@ -90,6 +90,11 @@ t.test('code flow with PKCE, Bearer access tokens, rotation, reuse, revoke, end 
   t.equal(bad.status, 400, 'unregistered redirect URI: 400');
   t.equal(bad.body.error, 'invalid_request', 'OAuth error JSON');
   t.notOk(bad.headers.location, 'nothing sent to the unregistered URI');
+  // A redirect URI registered in the controller settings is allowed from then on.
+  const appQ = () => `/oidc/authorize?${new URLSearchParams({ client_id: 'openziti', response_type: 'code', scope: 'openid', redirect_uri: 'https://app.example/cb', code_challenge: challenge, code_challenge_method: 'S256' })}`;
+  t.equal((await srv.raw('GET', appQ())).status, 400, 'https://app.example/cb not registered yet');
+  t.equal((await admin.patch('/controller-settings/global/effective', { oidc: { redirectUris: ['https://app.example/cb'] } })).status, 200, 'registered in the controller settings');
+  t.equal((await srv.raw('GET', appQ())).status, 302, 'now accepted');
   const badClient = await srv.raw('GET', `/oidc/authorize?${new URLSearchParams({ client_id: 'nobody', redirect_uri: REDIRECT })}`);
   t.equal(badClient.status, 400, 'unknown client: 400');
   t.equal(badClient.body.error, 'invalid_client', 'invalid_client');

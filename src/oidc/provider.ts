@@ -26,6 +26,7 @@ import { primaryLogin, resolveConfigTypes } from '../api/handlers/session.js';
 import { secondaryFactors } from '../auth/login-policy.js';
 import { isValidTotp, type MfaRecord } from '../auth/mfa.js';
 import { ACCESS_TOKEN, REFRESH_TOKEN, type ApiSession } from '../auth/api-sessions.js';
+import { effectiveSettings } from '../control/settings.js';
 
 export const CLIENT_IDS = new Set(['openziti', 'native']);
 export const ID_TOKEN = 'id';
@@ -166,8 +167,15 @@ export class OidcProvider {
     };
   }
 
+  /** The configured URIs plus those of the controller settings (`/controller-settings`, global and this controller's). */
+  private allowed(key: 'redirectUris' | 'postLogoutUris', uri: string): boolean {
+    const configured = key === 'redirectUris' ? this.settings.redirectUris : this.settings.postLogoutUris;
+    const fromSettings = effectiveSettings(this.app.store, this.app.controllerId).effective.oidc[key] ?? [];
+    return configured.some((p) => globMatch(p, uri)) || fromSettings.some((p) => globMatch(p, uri));
+  }
+
   redirectAllowed(uri: string): boolean {
-    return this.settings.redirectUris.some((p) => globMatch(p, uri));
+    return this.allowed('redirectUris', uri);
   }
 
   /**
@@ -460,7 +468,7 @@ export class OidcProvider {
     const f = req.method === 'post' ? parseFields(req) : Object.fromEntries(req.query);
     const s = this.sessionOfToken(str(f.id_token_hint), [ID_TOKEN, ACCESS_TOKEN]);
     const post = str(f.post_logout_redirect_uri);
-    if (post && !this.settings.postLogoutUris.some((p) => globMatch(p, post)))
+    if (post && !this.allowed('postLogoutUris', post))
       throw new OAuthError('invalid_request', 'post_logout_redirect_uri is not registered in the controller settings');
     if (s) await this.app.sessions.delete(s.id);
     if (post) return this.redirect(post, { state: str(f.state) });
