@@ -224,7 +224,12 @@ export class OidcProvider {
    * With TOTP still to pass the answer lists the auth queries (header `totp-required: true`);
    * otherwise it is the 302 to the callback that hands out the code.
    */
-  async login(method: string, req: Req, requestId: string): Promise<Reply> {
+  login(method: string, req: Req, requestId: string): Promise<Reply> {
+    // The same queue as `POST /authenticate`: logins are the expensive, attackable requests.
+    return this.app.auth.limits.auth.run(() => this.loginStep(method, req, requestId));
+  }
+
+  private async loginStep(method: string, req: Req, requestId: string): Promise<Reply> {
     const body = parseFields(req);
     const r = this.pending(body.id ?? body.authRequestID ?? req.query.get('authRequestID') ?? req.query.get('id'));
     const ctx: Ctx = { app: this.app, req, op: undefined as unknown as Op, params: {}, body, requestId };
@@ -274,7 +279,14 @@ export class OidcProvider {
     const identity = this.app.store.get('identities', s.identityId);
     const mfa = identity?.mfa as MfaRecord | undefined;
     if (!mfa?.isVerified) throw new OAuthError('invalid_request', 'TOTP supplied but not enabled on the identity');
-    if (!isValidTotp(mfa.secret, body.code)) throw new ApiError('INVALID_AUTH');
+    // The brake of every MFA code check: too many wrong codes for the identity → 429.
+    const throttle = this.app.auth.mfaThrottle;
+    throttle.check(s.identityId);
+    if (!isValidTotp(mfa.secret, body.code)) {
+      throttle.fail(s.identityId);
+      throw new ApiError('INVALID_AUTH');
+    }
+    throttle.succeed(s.identityId);
     const now = Date.now();
     await this.app.store.write((tx) => {
       const cur = tx.get('apiSessions', s.id);
