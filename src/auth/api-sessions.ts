@@ -62,6 +62,18 @@ export interface ApiSession extends Rec {
   oidc?: { clientId: string; refreshJti: string; scopes: string[] };
 }
 
+/** The unverified `z_t` of a compact JWS; undefined when it has none or is not one. */
+function claimedType(token: string): unknown {
+  const first = token.indexOf('.');
+  const second = token.indexOf('.', first + 1);
+  if (first <= 0 || second <= first || token.length > 4096) return undefined;
+  try {
+    return JSON.parse(Buffer.from(token.slice(first + 1, second), 'base64url').toString('utf8'))?.z_t;
+  } catch {
+    return undefined;
+  }
+}
+
 export class ApiSessions {
   /** Tokens whose signature was checked → API-session id; bounded (cleared when full). */
   private readonly verified = new Map<string, string>();
@@ -197,6 +209,9 @@ export class ApiSessions {
       this.verifiedAccess.delete(token);
       return undefined;
     }
+    // Only a token that says it is an access token pays for a signature check here (a legacy
+    // API-session token is verified once, below, not twice).
+    if (claimedType(token) !== ACCESS_TOKEN) return undefined;
     const claims = this.keys?.verify(token, ACCESS_TOKEN, now);
     if (!claims || typeof claims.exp !== 'number' || typeof claims.z_asid !== 'string') return undefined;
     const rec = this.byId.get(claims.z_asid);
