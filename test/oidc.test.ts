@@ -197,6 +197,10 @@ t.test('code flow with PKCE, Bearer access tokens, rotation, reuse, revoke, end 
   const f4 = await codeFlow(t, srv, 'oidc-user', 'oidc-password-1', p4.challenge);
   const t4 = await exchange(srv, { grant_type: 'authorization_code', code: await finish(t, srv, f4.login), redirect_uri: REDIRECT, code_verifier: p4.verifier });
   const asid = (await jwtVerify(t4.body.access_token, jwks)).payload.z_asid as string;
+  const listed = await admin.get(`/api-sessions/${asid}`);
+  t.equal(listed.status, 200, 'the OIDC login is listed in /api-sessions');
+  t.equal(listed.body.data.identityId, identityId, 'as the identity');
+  t.notOk(listed.text.includes('refreshJti'), 'the refresh-token state is not shown');
   t.equal((await admin.delete(`/api-sessions/${asid}`)).status, 200, 'admin deletes the API session');
   t.equal((await client.get('/current-identity', bearer(t4.body.access_token))).status, 401, 'access token refused');
   t.equal((await exchange(srv, { grant_type: 'refresh_token', refresh_token: t4.body.refresh_token })).status, 400, 'refresh refused');
