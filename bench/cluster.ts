@@ -73,8 +73,11 @@ async function creates(nodes: Node[], tag: string) {
   let seq = 0;
   const results = await Promise.all(
     nodes.map((n, i) => {
-      const requests: RequestSpec[] = Array.from({ length: 4096 }, () => ({ method: 'POST', path: `${MGMT}/identities`, headers: hdr(n), body: Buffer.from(JSON.stringify({ name: `${tag}-${i}-${seq++}-${Math.random().toString(36).slice(2)}`, type: 'User', isAdmin: false })) }));
-      return runLoad({ client: n.http, concurrency: per, requests, durationMs, label: `${tag} creates on ${i}` });
+      // Every create needs a name of its own (a repeated one is a fast 400 that would count as a
+      // failure and crowd out real writes): more requests than the run can send, none reused.
+      const total = Math.ceil((durationMs / 1000) * 10_000);
+      const requests: RequestSpec[] = Array.from({ length: total }, () => ({ method: 'POST', path: `${MGMT}/identities`, headers: hdr(n), body: Buffer.from(JSON.stringify({ name: `${tag}-${i}-${seq++}-${Math.random().toString(36).slice(2)}`, type: 'User', isAdmin: false })) }));
+      return runLoad({ client: n.http, concurrency: per, requests, count: requests.length, durationMs, label: `${tag} creates on ${i}` });
     }),
   );
   const ok = results.reduce((a, r) => a + r.ok, 0);

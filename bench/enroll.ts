@@ -8,7 +8,6 @@ import * as x509 from '@peculiar/x509';
 import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import tls from 'node:tls';
 import { performance } from 'node:perf_hooks';
@@ -26,6 +25,7 @@ import type { TimelineBucket } from './lib/load.js';
 import { CertIssuer } from '../src/pki/cert-issuer.js';
 import { parseCsr } from '../src/pki/csr.js';
 import { derTlv, oid, seq, bitString, toPem } from '../src/pki/der.js';
+import { freePort } from './lib/ports.js';
 
 const argv = parseCli({
   name: 'bench:enroll',
@@ -77,17 +77,6 @@ function makeCsr(cn: string): { csr: string; key: string } {
   const sig = crypto.sign('sha256', cri, privateKey);
   const der = seq(cri, seq(oid('1.2.840.10045.4.3.2')), bitString(sig));
   return { csr: toPem(der, 'CERTIFICATE REQUEST'), key: privateKey.export({ type: 'pkcs8', format: 'pem' }) as string };
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const p = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(p));
-    });
-    s.on('error', reject);
-  });
 }
 
 /** Phase 0: certificates per second, single-threaded, for each issuing path. */

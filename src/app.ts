@@ -11,6 +11,8 @@ import { splitHostPort } from './config.js';
 import { Store } from './store/store.js';
 import { checkDataFormat, migrate } from './store/data-format.js';
 import { loadOrCreatePki } from './pki/bootstrap.js';
+import { Sealer, SEALED_KEY_FILE } from './store/sealed.js';
+import { checkSealingKey } from './resources/seal-secrets-migration.js';
 import { ApiSessions } from './auth/api-sessions.js';
 import { SigningKeys } from './auth/tokens.js';
 import { jwksRoute, oidcRoute } from './oidc/routes.js';
@@ -96,7 +98,9 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   const store = new Store(path.join(dataDir, 'db'), reg.collectionSpecs());
   reg.renders.attach(store);
   try {
+    store.sealer = Sealer.forPkiDir(path.join(dataDir, 'pki'));
     await migrate({ dataDir, store, log }, format, MIGRATIONS);
+    if (!settings.clusterEtcd) checkSealingKey(store, path.join(dataDir, 'pki', SEALED_KEY_FILE));
   } catch (e) {
     await store.close();
     throw e;

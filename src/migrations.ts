@@ -4,6 +4,7 @@
  */
 import { CURRENT_FORMAT, type Migration } from './store/data-format.js';
 import { migrateBuiltinConfigTypeIds } from './resources/config-type-ids-migration.js';
+import { sealSecretsAtRest } from './resources/seal-secrets-migration.js';
 
 export const MIGRATIONS: Migration[] = [
   // Format 1 had no version file; format 2 is the same data with `format.json` written.
@@ -14,6 +15,14 @@ export const MIGRATIONS: Migration[] = [
     run: async ({ store, log }) => {
       const moved = await migrateBuiltinConfigTypeIds(store);
       log.info({ moved }, 'built-in config types moved to their upstream ids');
+    },
+  },
+  {
+    to: 4,
+    description: 'enrollment tokens stored as digests; enrollment JWTs, TOTP secrets and recovery codes sealed under pki/secrets.key',
+    run: async ({ store, log }) => {
+      const rewritten = await sealSecretsAtRest(store);
+      log.info(rewritten, 'secrets sealed at rest');
     },
   },
 ];

@@ -1,15 +1,15 @@
 /**
  * The alert checks at scale (src/events/alert-structural.ts, alerts.ts): `no-shared-edge-router`
- * is complete however many identity/service pairs there are (it used to stop after 200,000 pairs,
- * so on the "large" model it never saw most of them), and one scan writes at most
- * MAX_NEW_ALERTS documents, the rest following with later scans. Expired enrollments come from
- * the expiresAt index.
+ * is complete however many identity/service pairs there are, and bounded: one condition per
+ * service, however many identities it leaves out (per identity/service pair, 3,000 identities ×
+ * 1,800 services once made 1.5 million). One scan writes at most MAX_NEW_ALERTS documents, the
+ * rest following with later scans. Expired enrollments come from the expiresAt index.
  *
  * The model, written straight into the store (as scripts/lib/model.ts does) to stay fast:
- * 2,100 identities that may Dial 101 services (212,100 pairs). Identities with `ok` reach routers
- * r1 and r2 (four more policies give four of them r1 again); 100 `web` services are served by every router, the `island` service only by r3. So
- * every identity lacks a router for `island`, and the last identity (no `ok`) for every service:
- * 2,200 bad pairs, the last of them far beyond the old 200,000-pair cut.
+ * 3,000 identities that may Dial 1,101 services (3.3 million pairs). Identities with `ok` reach
+ * routers r1 and r2 (four more policies give four of them r1 again); 1,100 `web` services are
+ * served by every router, the `island` service only by r3. So every identity lacks a router for
+ * `island`, and the last identity (no `ok`) for every service: 4,100 bad pairs, 1,101 conditions.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -24,10 +24,9 @@ import { MAX_NEW_ALERTS } from '../src/events/alerts.js';
 import { startServer, ADMIN_USER, ADMIN_PASSWORD, type Server } from './helpers/server.js';
 import { sleep } from './helpers/assert.js';
 
-const IDENTITIES = 2100;
-const WEB = 100;
+const IDENTITIES = 3000;
+const WEB = 1100;
 const LAST = `i${IDENTITIES - 1}`;
-const BAD = IDENTITIES + WEB;
 
 const base = (id: string, name: string, extra: Record<string, unknown>): Rec => ({ id, createdAt: 1, updatedAt: 1, name, tags: {}, ...extra });
 
@@ -39,7 +38,7 @@ async function seed(store: Store, opts: { expiredEnrollment?: boolean } = {}) {
     }
   });
   await store.write((tx) => {
-    for (let i = 0; i < WEB; i++) tx.put('services', base(`s${String(i).padStart(3, '0')}`, `web-${i}`, { roleAttributes: ['web'], encryptionRequired: true, configs: [] }));
+    for (let i = 0; i < WEB; i++) tx.put('services', base(`s${String(i).padStart(4, '0')}`, `web-${i}`, { roleAttributes: ['web'], encryptionRequired: true, configs: [] }));
     tx.put('services', base('s-island', 'island', { roleAttributes: ['island'], encryptionRequired: true, configs: [] }));
     for (const r of ['r1', 'r2', 'r3']) tx.put('edgeRouters', base(r, `router-${r}`, { roleAttributes: [], isTunnelerEnabled: false, cost: 0 }));
     tx.put('edgeRouterPolicies', base('erp-ok', 'ok-routers', { semantic: 'AnyOf', identityRoles: ['#ok'], edgeRouterRoles: ['@r1', '@r2'], isSystem: false }));
@@ -52,7 +51,10 @@ async function seed(store: Store, opts: { expiredEnrollment?: boolean } = {}) {
   });
 }
 
-t.test('no-shared-edge-router is complete: every bad pair, well past 200,000 pairs', async (t) => {
+/** The count an alert document reports (its first log line). */
+const leftOut = (logs: string[]) => Number(/^identities left out: (\d+)$/.exec(logs[0])?.[1]);
+
+t.test('no-shared-edge-router: one condition per service, complete past millions of pairs', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-alerts-'));
   const store = new Store(dir, createRegistry().collectionSpecs());
   await seed(store);
@@ -64,29 +66,38 @@ t.test('no-shared-edge-router is complete: every bad pair, well past 200,000 pai
   });
 
   const found = await structuralFindings(engine.index, store, new Pacer());
-  const pairs = found.find((f) => f.prefix === NO_SHARED_ROUTER)!;
-  const keys = [...pairs.conditions].map((c) => c.key);
-  t.equal(keys.length, BAD, `${BAD} bad pairs`);
-  t.equal(new Set(keys).size, keys.length, 'each pair once');
-  t.equal(keys.filter((k) => k.endsWith(':s-island')).length, IDENTITIES, 'every identity lacks a router for the island service');
-  t.equal(keys.filter((k) => k.startsWith(`${NO_SHARED_ROUTER}${LAST}:`)).length, WEB + 1, 'the last identity lacks one for every service');
-  t.ok(pairs.holds(`${NO_SHARED_ROUTER}${LAST}:s099`), 'holds: the last pair examined');
-  t.notOk(pairs.holds(`${NO_SHARED_ROUTER}i0000:s000`), 'holds: a pair that shares r1 and r2');
-  t.notOk(pairs.holds(`${NO_SHARED_ROUTER}nobody:s000`), 'holds: an identity that does not exist');
-  const doc = [...pairs.conditions].find((c) => c.key === `${NO_SHARED_ROUTER}${LAST}:s099`)!.alert()!;
-  t.match(doc.message, /identity identity-i2099 may dial service web-99 but shares no edge router with it/);
-  t.same(doc.logs, ['service policy: dial-everything (sp-dial)', 'service: web-99 (s099)', 'edge routers the identity may use: 0', 'edge routers the service may use: 3']);
+  const shared = found.find((f) => f.prefix === NO_SHARED_ROUTER)!;
+  const conditions = [...shared.conditions];
+  t.equal(conditions.length, WEB + 1, `${WEB + 1} conditions for ${IDENTITIES * (WEB + 1)} identity/service pairs`);
+  t.equal(shared.count, WEB + 1, 'count');
+  t.equal(new Set(conditions.map((c) => c.key)).size, conditions.length, 'each service once');
+  const island = conditions.find((c) => c.key === `${NO_SHARED_ROUTER}s-island`)!.alert()!;
+  t.equal(island.alert_type, 'service.no-shared-edge-router');
+  t.equal(island.event_source_type, 'service');
+  t.equal(island.event_source_id, 's-island');
+  t.equal(island.event_source_name, 'island');
+  t.equal(island.message, `${IDENTITIES} identities may dial service island but share no edge router with it`);
+  t.equal(leftOut(island.logs), IDENTITIES, 'every identity lacks a router for the island service');
+  t.equal(island.logs[1], `some of them: ${Array.from({ length: 10 }, (_, i) => `identity-i000${i} (i000${i})`).join(', ')}, and ${IDENTITIES - 10} more`, 'ten named, the rest counted');
+  t.same(island.logs.slice(2), ['service policies letting them dial: dial-everything (sp-dial)', 'edge routers the service may use: 1']);
+  const web = conditions.find((c) => c.key === `${NO_SHARED_ROUTER}s1099`)!.alert()!;
+  t.equal(web.message, '1 identity may dial service web-1099 but shares no edge router with it');
+  t.same(web.logs, ['identities left out: 1', `some of them: identity-${LAST} (${LAST})`, 'service policies letting them dial: dial-everything (sp-dial)', 'edge routers the service may use: 3']);
+  t.ok(shared.holds(`${NO_SHARED_ROUTER}s1099`), 'holds: the last service examined');
+  t.notOk(shared.holds(`${NO_SHARED_ROUTER}nothing`), 'holds: a service that does not exist');
+  t.notOk(shared.holds(`${NO_SHARED_ROUTER}${LAST}:s1099`), 'holds: a key of the former per-pair form is cleared');
 
-  // The identity gains a router: its pairs clear, the island ones stay.
+  // The last identity gains a router: the web services clear, the island stays.
   await store.write((tx) => tx.put('edgeRouterPolicies', base('erp-late', 'late-r1', { semantic: 'AnyOf', identityRoles: ['#late'], edgeRouterRoles: ['@r1'], isSystem: false })));
   const again = (await structuralFindings(engine.index, store, new Pacer())).find((f) => f.prefix === NO_SHARED_ROUTER)!;
-  t.equal([...again.conditions].length, IDENTITIES, 'only the island pairs are left');
-  t.notOk(again.holds(`${NO_SHARED_ROUTER}${LAST}:s099`), 'the last identity now shares r1 with web services');
+  t.same([...again.conditions].map((c) => c.key), [`${NO_SHARED_ROUTER}s-island`], 'only the island service is left');
+  t.notOk(again.holds(`${NO_SHARED_ROUTER}s1099`), 'the web services now share r1 with everyone');
 });
 
 t.test('no-shared-edge-router agrees with the per-pair definition on random models', async (t) => {
-  // Random small models (attributes, AllOf/AnyOf, #all, @id, empty lists): the grouped check must
-  // find exactly the pairs the engine's own per-identity views call bad (Dial access, no common router).
+  // Random small models (attributes, AllOf/AnyOf, #all, @id, empty lists): each service's
+  // condition must count exactly the identities the engine's own per-identity views call bad
+  // (Dial access, no common router), and a service without any has no condition.
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-alerts-'));
   const store = new Store(dir, createRegistry().collectionSpecs());
   const engine = new PolicyEngine(store);
@@ -130,15 +141,18 @@ t.test('no-shared-edge-router agrees with the per-pair definition on random mode
       for (let i = 0; i < 1 + rnd(8); i++) tx.put('edgeRouterPolicies', base(`erp${i}`, `erp-${i}`, { semantic: semantic(), identityRoles: roles('id', ni), edgeRouterRoles: roles('er', nr), isSystem: false }));
       for (let i = 0; i < 1 + rnd(4); i++) tx.put('serviceEdgeRouterPolicies', base(`serp${i}`, `serp-${i}`, { semantic: semantic(), serviceRoles: roles('svc', ns), edgeRouterRoles: roles('er', nr) }));
     });
-    const expected: string[] = [];
-    for (let i = 0; i < ni; i++) for (let s = 0; s < ns; s++) if (engine.hasAccess(`id${i}`, `svc${s}`, 'Dial') && !engine.hasCommonRouter(`id${i}`, `svc${s}`)) expected.push(`${NO_SHARED_ROUTER}id${i}:svc${s}`);
+    const expected = new Map<string, number>();
+    for (let s = 0; s < ns; s++) {
+      let n = 0;
+      for (let i = 0; i < ni; i++) if (engine.hasAccess(`id${i}`, `svc${s}`, 'Dial') && !engine.hasCommonRouter(`id${i}`, `svc${s}`)) n++;
+      if (n) expected.set(`${NO_SHARED_ROUTER}svc${s}`, n);
+      bad += n;
+    }
     const found = (await structuralFindings(engine.index, store, new Pacer())).find((f) => f.prefix === NO_SHARED_ROUTER)!;
-    const keys = [...found.conditions].map((c) => c.key);
-    t.same(keys.sort(), expected.sort(), `round ${round}: ${expected.length} bad pairs`);
-    bad += expected.length;
-    const all: string[] = [];
-    for (let i = 0; i < ni; i++) for (let s = 0; s < ns; s++) all.push(`${NO_SHARED_ROUTER}id${i}:svc${s}`);
-    t.same(all.filter((k) => found.holds(k)).sort(), expected.sort(), `round ${round}: holds() agrees`);
+    const got = new Map([...found.conditions].map((c) => [c.key, leftOut(c.alert()!.logs)]));
+    t.same([...got].sort(), [...expected].sort(), `round ${round}: ${expected.size} services, ${[...expected.values()].reduce((a, b) => a + b, 0)} bad pairs`);
+    const all = Array.from({ length: ns }, (_, s) => `${NO_SHARED_ROUTER}svc${s}`);
+    t.same(all.filter((k) => found.holds(k)).sort(), [...expected.keys()].sort(), `round ${round}: holds() agrees`);
   }
   t.ok(bad > 50, `the models have bad pairs to find (${bad})`);
 });
@@ -174,22 +188,25 @@ t.test('a scan writes at most MAX_NEW_ALERTS documents; later scans write the re
   const first = await settle(0);
   t.equal(first, MAX_NEW_ALERTS, `the first scan writes ${MAX_NEW_ALERTS} documents`);
   t.match(srv.output, `more than ${MAX_NEW_ALERTS} new conditions`, 'the cap is logged');
-  t.equal(await count('service.no-terminators'), WEB + 1, 'the small families first: services without terminators');
-  t.equal(await count('enrollment.expired'), 1, 'and the enrollment that expired before the start (read from the expiresAt index)');
+  t.equal(await count('service.no-terminators'), MAX_NEW_ALERTS, 'the families with one condition per entity first: services without terminators');
   // The expiresAt index (epoch ms) never answers list filters (the planner keys datetimes as ISO strings).
   const listed = async (filter: string) => (await admin.get(`/enrollments?filter=${encodeURIComponent(filter)}`)).body.data.map((e: { id: string }) => e.id);
   t.same(await listed(`expiresAt > datetime(2000-01-01T00:00:00Z)`), ['enr-old'], 'enrollments filtered on expiresAt >');
   t.same(await listed(`expiresAt < datetime(${new Date().toISOString()})`), ['enr-old'], 'enrollments filtered on expiresAt <');
-  // Each structural change starts a scan, which writes up to MAX_NEW_ALERTS of the rest.
-  // Every identity (the seeded ones, the default admin, the triggers) lacks a router for the
-  // island service; the two without `ok` (the last seeded one, the admin) for the web services too.
-  const expected = async () => ((await admin.get('/identities?limit=1')).body.meta.pagination.totalCount as number) + 2 * WEB;
+  // Each structural change starts a scan, which writes up to MAX_NEW_ALERTS of the rest: the other
+  // services without terminators, the enrollment that expired before the start (read from the
+  // expiresAt index), then one no-shared-edge-router alert per service (the admin and the last
+  // seeded identity lack `ok`; everyone lacks a router for the island service).
+  const all = 2 * (WEB + 1) + 1;
   let total = first;
-  for (let i = 0; i < 6 && (await count('identity.no-shared-edge-router')) < (await expected()); i++) {
+  for (let i = 0; i < 6 && total < all; i++) {
     t.equal((await admin.post('/identities', { name: `trigger-${i}`, type: 'User', isAdmin: false, roleAttributes: ['ok'] })).status, 201);
     const next = await settle(total);
     t.ok(next - total <= MAX_NEW_ALERTS, `scan ${i + 2} writes at most ${MAX_NEW_ALERTS} (${next - total})`);
     total = next;
   }
-  t.equal(await count('identity.no-shared-edge-router'), await expected(), 'every bad pair alerted, each once');
+  t.equal(await count('service.no-terminators'), WEB + 1, 'every service without terminators, once');
+  t.equal(await count('enrollment.expired'), 1, 'the expired enrollment, once');
+  t.equal(await count('service.no-shared-edge-router'), WEB + 1, 'one no-shared-edge-router alert per service, however many identities it leaves out');
+  t.equal(await count(), all, 'nothing else');
 });

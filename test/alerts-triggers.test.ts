@@ -59,21 +59,23 @@ t.test('through the API: a role attribute change of an existing identity still r
   const admin = await srv.login();
   const auth = 'Basic ' + Buffer.from('admin:admin-test-password').toString('base64');
   const search = (body: unknown): Promise<Res> => srv.raw('GET', '/search/mesh.alert*/_search', Buffer.from(JSON.stringify(body)), { authorization: auth, 'content-type': 'application/json' });
-  const pairAlerts = async (identityId: string) =>
-    (await search({ query: { bool: { filter: [{ term: { 'alert_type.keyword': 'identity.no-shared-edge-router' } }, { term: { 'event_source_id.keyword': identityId } }] } }, size: 10 })).body?.hits?.total?.value;
+  const pairAlerts = async (serviceId: string) =>
+    (await search({ query: { bool: { filter: [{ term: { 'alert_type.keyword': 'service.no-shared-edge-router' } }, { term: { 'event_source_id.keyword': serviceId } }] } }, size: 10 })).body?.hits?.total?.value;
 
-  t.equal((await admin.post('/services', { name: 'web-svc', encryptionRequired: true, roleAttributes: ['web'] })).status, 201);
+  const svc = (await admin.post('/services', { name: 'web-svc', encryptionRequired: true, roleAttributes: ['web'] })).body.data.id;
   t.equal((await admin.post('/service-policies', { name: 'dial-web', type: 'Dial', semantic: 'AnyOf', identityRoles: ['#dialers'], serviceRoles: ['#web'] })).status, 201);
   const later = (await admin.post('/identities', { name: 'later-dialer', type: 'User', isAdmin: false, roleAttributes: [] })).body.data.id;
   await sleep(400);
-  t.equal(await pairAlerts(later), 0, 'not a dialer yet: no alert');
+  t.equal(await pairAlerts(svc), 0, 'no dialer yet: no alert');
 
   // Only the role attributes change (an update event of an existing identity).
   t.equal((await admin.patch(`/identities/${later}`, { roleAttributes: ['dialers'] })).status, 200);
   let n = 0;
   for (let i = 0; i < 200 && n === 0; i++) {
     await sleep(50);
-    n = await pairAlerts(later);
+    n = await pairAlerts(svc);
   }
-  t.equal(n, 1, 'the new dialer sharing no edge router with the service is alerted');
+  t.equal(n, 1, 'the new dialer sharing no edge router with the service is alerted (on the service)');
+  const doc = (await search({ query: { term: { 'event_source_id.keyword': svc } }, size: 10 })).body.hits.hits.find((h: { _source: { alert_type: string } }) => h._source.alert_type === 'service.no-shared-edge-router')._source;
+  t.match(doc.logs[1], /later-dialer/, 'the dialer is named');
 });

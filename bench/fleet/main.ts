@@ -22,6 +22,7 @@ import { Device, type FleetContext } from './device.js';
 import { AdminActor } from './admin.js';
 import { RouterFleet, type RouterFleetStatus } from './routers.js';
 import { fleetChart, terminalSummary, type FleetResult, type PhaseResult, type Ratio } from './report.js';
+import { freePort } from '../lib/ports.js';
 
 const ADMIN_PASSWORD = 'bench-admin-password';
 
@@ -114,17 +115,6 @@ try {
 const { argv, short, shape, seed, via, devicesN, concurrency, durationS, mixSpec, adminIntervalMs, routersN, ceilingS, timeoutMs, maxMinutes, mix, mixTotal } = options;
 
 const log = (s: string) => process.stderr.write(s + '\n');
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** Progress of a counted step: a bar on a terminal, a line every 2 s in a log. */
 function progress(label: string) {

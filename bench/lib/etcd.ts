@@ -11,9 +11,9 @@
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { freePort } from './ports.js';
 
 export const ETCD_BIN = process.env.MESH_ETCD_BIN ?? 'etcd';
 export const ETCDCTL_BIN = process.env.MESH_ETCDCTL_BIN ?? 'etcdctl';
@@ -22,18 +22,6 @@ const running = new Set<ChildProcess>();
 process.once('exit', () => {
   for (const p of running) if (p.exitCode === null) p.kill('SIGKILL');
 });
-
-/** A port the kernel just handed out on 127.0.0.1 (free at the time of the call). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 export interface Member {
   name: string;

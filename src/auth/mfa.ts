@@ -3,6 +3,8 @@
  *
  * The record lives in the identity's hidden `mfa` field:
  *   { id, createdAt, updatedAt, secret, isVerified, recoveryCodes: string[] }
+ * with `secret` and each recovery code sealed at rest (src/store/sealed.ts): the secret must be
+ * read to check codes, and the codes are shown again on request, so neither can be a hash.
  * One record per identity; `isVerified` flips on the first good code; the identity's
  * `isMfaEnabled` is `mfa.isVerified`.
  *
@@ -16,6 +18,7 @@ import QRCode from 'qrcode';
 import { ApiError } from '../core/errors.js';
 import { shortId } from '../store/ids.js';
 import type { Rec, Tx } from '../store/store.js';
+import type { Sealer } from '../store/sealed.js';
 
 export const RECOVERY_CODE_COUNT = 20;
 const RECOVERY_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
@@ -31,6 +34,21 @@ export interface MfaRecord {
   recoveryCodes: string[];
 }
 
+/** New recovery codes, sealed for the record. */
+export function newSealedRecoveryCodes(sealer: Sealer): string[] {
+  return newRecoveryCodes().map((c) => sealer.seal(c));
+}
+
+/** The record's TOTP secret, opened. */
+export function mfaSecret(sealer: Sealer, mfa: MfaRecord): string {
+  return sealer.open(mfa.secret);
+}
+
+/** The record's unused recovery codes, opened. */
+export function mfaRecoveryCodes(sealer: Sealer, mfa: MfaRecord): string[] {
+  return mfa.recoveryCodes.map((c) => sealer.open(c));
+}
+
 export function newRecoveryCodes(): string[] {
   const out = new Set<string>();
   while (out.size < RECOVERY_CODE_COUNT) {
@@ -42,8 +60,9 @@ export function newRecoveryCodes(): string[] {
   return [...out];
 }
 
-export function newMfaRecord(now = Date.now()): MfaRecord {
-  return { id: shortId(10), createdAt: now, updatedAt: now, secret: generateSecret({ length: 20 }), isVerified: false, recoveryCodes: newRecoveryCodes() };
+/** A new record, sealed for storage. */
+export function newMfaRecord(sealer: Sealer, now = Date.now()): MfaRecord {
+  return { id: shortId(10), createdAt: now, updatedAt: now, secret: sealer.seal(generateSecret({ length: 20 })), isVerified: false, recoveryCodes: newSealedRecoveryCodes(sealer) };
 }
 
 /** A current TOTP code (tests and tools; the server only verifies). */
@@ -62,11 +81,11 @@ export function isValidTotp(secret: string, code: unknown): boolean {
 }
 
 /** Index of a matching unused recovery code, compared in constant time per code; -1 if none. */
-export function recoveryCodeIndex(mfa: MfaRecord, code: unknown): number {
+export function recoveryCodeIndex(sealer: Sealer, mfa: MfaRecord, code: unknown): number {
   if (typeof code !== 'string' || code.length === 0) return -1;
   const wanted = Buffer.from(code.trim().toUpperCase());
   let found = -1;
-  mfa.recoveryCodes.forEach((c, i) => {
+  mfaRecoveryCodes(sealer, mfa).forEach((c, i) => {
     const have = Buffer.from(c);
     if (have.length === wanted.length && crypto.timingSafeEqual(have, wanted)) found = i;
   });
@@ -94,11 +113,11 @@ export const mfaErrors = {
  * Check a "code or recovery code" for a verified record inside a write; a recovery code is
  * consumed (the identity record is rewritten without it). Throws MFA_INVALID_TOKEN.
  */
-export function checkCodeInTx(tx: Tx, identity: Rec, code: unknown, opts: { allowRecovery: boolean }): void {
+export function checkCodeInTx(sealer: Sealer, tx: Tx, identity: Rec, code: unknown, opts: { allowRecovery: boolean }): void {
   const mfa = identity.mfa as MfaRecord;
-  if (isValidTotp(mfa.secret, code)) return;
+  if (isValidTotp(mfaSecret(sealer, mfa), code)) return;
   if (opts.allowRecovery) {
-    const i = recoveryCodeIndex(mfa, code);
+    const i = recoveryCodeIndex(sealer, mfa, code);
     if (i >= 0) {
       const recoveryCodes = mfa.recoveryCodes.filter((_, j) => j !== i);
       tx.put('identities', { ...identity, mfa: { ...mfa, recoveryCodes, updatedAt: Date.now() } });

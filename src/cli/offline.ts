@@ -61,7 +61,7 @@ export async function backup(opts: { dataDir?: string; out?: string }): Promise<
   if (fs.existsSync(out)) throw usage(`${out} exists already`);
   const env = open({ path: path.join(dataDir, 'db'), readOnly: true, maxDbs: 256 });
   try {
-    const m = await writeBackup(env, dataDir, out, controllerVersion());
+    const m = await writeBackup(env, dataDir, out, controllerVersion(), { sealingKey: true });
     const bytes = fs.statSync(out).size;
     process.stdout.write(`backup of ${dataDir} written to ${out} (${m.files.length} files, ${bytes} bytes, data format ${m.dataFormat})\n`);
   } finally {

@@ -8,7 +8,7 @@ import type { ConfigSchema } from '../config.js';
 import type { Store } from '../store/store.js';
 import type { Pki } from '../pki/bootstrap.js';
 import { Cluster, type ClusterSettings } from './replica.js';
-import { sharedPki } from './pki.js';
+import { sharedPki, sharedSealKey } from './pki.js';
 import { Members, type Member } from './members.js';
 import { SharedPresence } from './routers.js';
 import type { Presence } from '../control/presence.js';
@@ -56,7 +56,9 @@ export async function joinCluster(
   try {
     await cluster.start();
     store.cluster = cluster;
-    return { pki: await sharedPki(cluster.client, cluster.keys.prefix, pkiDir, loadPki), cluster };
+    const pki = await sharedPki(cluster.client, cluster.keys.prefix, pkiDir, loadPki);
+    store.sealer = await sharedSealKey(cluster.client, cluster.keys.prefix, pkiDir);
+    return { pki, cluster };
   } catch (e) {
     await cluster.close();
     throw e;

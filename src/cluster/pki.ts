@@ -10,6 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Etcd3 } from 'etcd3';
 import { PKI_FILES, type Pki } from '../pki/bootstrap.js';
+import { Sealer, SEALED_KEY_FILE } from '../store/sealed.js';
 
 const SHARED = ['rootCert', 'rootKey', 'intermediateCert', 'intermediateKey'] as const;
 /** Issued per controller from the shared CA: removed when the CA changes, so they are issued again. */
@@ -43,4 +44,24 @@ export async function sharedPki(client: Etcd3, prefix: string, dir: string, load
     // Another controller stored its CA first: take that one.
   }
   throw new Error('cluster: could not agree on the shared PKI in etcd');
+}
+
+/**
+ * The key secrets are sealed with (src/store/sealed.ts) is the cluster's, since records replicate
+ * sealed: the first controller stores its own in etcd, the others take that one into their PKI
+ * directory. Upgrading a cluster from a data format before sealing: the data-format migration
+ * runs before a member joins, with the key in its own `pki/`, so every member must start with the
+ * same `pki/secrets.key` (docs/auth.md).
+ */
+export async function sharedSealKey(client: Etcd3, prefix: string, dir: string): Promise<Sealer> {
+  const name = Buffer.from(`${prefix}/pki/${SEALED_KEY_FILE}`);
+  const file = path.join(dir, SEALED_KEY_FILE);
+  Sealer.forPkiDir(dir);
+  await client.kv.txn({ compare: [{ key: name, target: 'Version', result: 'Equal', version: 0 }], success: [{ request_put: { key: name, value: fs.readFileSync(file) } }], failure: [] });
+  const shared = await client.get(name.toString()).string();
+  if (shared !== null && shared !== fs.readFileSync(file, 'utf8')) {
+    fs.writeFileSync(`${file}.tmp`, shared, { mode: 0o600 });
+    fs.renameSync(`${file}.tmp`, file);
+  }
+  return Sealer.forPkiDir(dir);
 }

@@ -6,7 +6,7 @@
  *
  * - `edge-router-policy.selects-nothing`: a policy side with no members.
  * - `service.no-terminators`: services absent from the terminators' `serviceId` index keys.
- * - `identity.no-shared-edge-router`, complete at any size. An identity i may use the edge routers
+ * - `service.no-shared-edge-router`, one per service, complete at any size. An identity i may use the edge routers
  *   of the edge router policies (ERPs) selecting it; a service s those of the service edge router
  *   policies selecting it, R(s). Identity i shares a router with s iff some ERP that selects i has
  *   a router in R(s). So each service's "cover" is the list of ERPs whose routers meet R(s)
@@ -14,7 +14,7 @@
  *   holding an ERP that selects every identity (`#all`) covers everybody: nothing more to examine,
  *   which is the case for every service of the "large" model. Otherwise each (Dial policy, cover)
  *   is decided once over the policy's identities — each checked against the cover's ERPs, largest
- *   first — and the identities left uncovered are the bad pairs, listed per service. Identities
+ *   first — and the identities left uncovered are counted per service (a few named). Identities
  *   selected by the same ERPs and Dial policies (the same signature) are decided alike; grouping by
  *   policy rather than by signature saves computing 100,000 signatures (measured: ~0.3–0.8 s of
  *   Map work at "large", far more than this whole check).
@@ -87,6 +87,17 @@ function popcount(b: Uint32Array): number {
   }
   return n;
 }
+
+/** What one service's alert reports: the identities left out (counted, a few named) and why. */
+interface Stranded {
+  count: number;
+  sample: string[];
+  policies: string[];
+  routers: number;
+}
+
+/** How many identities and policies an alert names (the rest are counted). */
+const SAMPLE = 10;
 
 const byId = (a: { id: string }, b: { id: string }) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 
@@ -196,94 +207,92 @@ export async function structuralFindings(index: RoleIndex, store: Store, pace: P
   }
   // Each (Dial policy, cover) decided once, over every identity of the policy: no cap.
   const bad = new Map<string, string[]>();
-  let pairs = 0;
   for (const sid of exposed.keys()) {
     if (coverOf(sid).reach.length > 4) {
       await fillErpsOf();
       break;
     }
   }
+  const badOf = async (p: PolicyState, c: Cover): Promise<string[]> => {
+    const k = `${p.id}\u0000${c.key}`;
+    let list = bad.get(k);
+    if (!list) {
+      list = [];
+      for (const iid of index.members(p.sides.get('identities')!)) {
+        if (pace.due(c.reach.length <= 4 ? 1 + c.reach.length / 4 : 2)) await pace.yield();
+        if (!covered(iid, c)) list.push(iid);
+      }
+      bad.set(k, list);
+    }
+    return list;
+  };
+  // One condition per service, not per identity/service pair (a model of 3,000 identities and 1,800
+  // services once had 1.5 million): how many identities are left out, a few of them by name, and
+  // the Dial policies that let them in. Services with the same cover and Dial policies share one
+  // summary; an identity in several of those policies is counted once, with one Set at a time.
+  const summaries = new Map<string, Stranded>();
+  const strandedOf = new Map<string, Stranded>();
   for (const [sid, ps] of exposed) {
     const c = coverOf(sid);
-    for (const p of ps) {
-      const k = `${p.id}\u0000${c.key}`;
-      let list = bad.get(k);
-      if (!list) {
-        list = [];
-        for (const iid of index.members(p.sides.get('identities')!)) {
-          if (pace.due(c.reach.length <= 4 ? 1 + c.reach.length / 4 : 2)) await pace.yield();
-          if (!covered(iid, c)) list.push(iid);
+    const key = `${c.key}\u0000${ps.map((p) => p.id).join('\u0000')}`;
+    let s = summaries.get(key);
+    if (!s) {
+      s = { count: 0, sample: [], policies: [], routers: c.routers };
+      const seen = ps.length > 1 ? new Set<string>() : undefined;
+      for (const p of ps) {
+        const list = await badOf(p, c);
+        if (list.length) s.policies.push(p.id);
+        for (const iid of list) {
+          if (seen) {
+            if (pace.due()) await pace.yield();
+            if (seen.has(iid)) continue;
+            seen.add(iid);
+          }
+          s.count++;
+          if (s.sample.length < SAMPLE) s.sample.push(iid);
         }
-        bad.set(k, list);
       }
-      pairs += list.length;
+      summaries.set(key, s);
     }
+    if (s.count > 0) strandedOf.set(sid, s);
   }
 
-  const policyNames = new Map<string, string>();
-  const policyName = (id: string) => {
-    let n = policyNames.get(id);
-    if (n === undefined) policyNames.set(id, (n = nameOf(store.get('servicePolicies', id))));
-    return n;
-  };
-  /** Routers an identity may use (the ERPs selecting it), counted for the alert's log. */
-  const identityRouters = (iid: string) => {
-    const u = new Uint32Array(bits.words);
-    for (const r of reach) if (index.isMember(r.ids, iid)) for (let i = 0; i < u.length; i++) u[i] |= r.routers[i];
-    return popcount(u);
-  };
-  function* pairConditions(): Generator<Condition> {
-    for (const [sid, ps] of exposed) {
-      const c = coverOf(sid);
-      const seen = new Set<string>();
-      for (const p of ps) {
-        for (const iid of bad.get(`${p.id}\u0000${c.key}`)!) {
-          if (seen.has(iid)) continue;
-          seen.add(iid);
-          yield {
-            key: `${NO_SHARED_ROUTER}${iid}:${sid}`,
-            alert: () => {
-              const ident = store.get('identities', iid);
-              const svc = store.get('services', sid);
-              if (!ident || !svc) return undefined;
-              return {
-                key: `${NO_SHARED_ROUTER}${iid}:${sid}`,
-                alert_type: 'identity.no-shared-edge-router',
-                event_source_type: 'identity',
-                event_source_id: iid,
-                event_source_name: nameOf(ident),
-                severity: 'warning',
-                message: `identity ${nameOf(ident)} may dial service ${nameOf(svc)} but shares no edge router with it`,
-                logs: [
-                  `service policy: ${policyName(p.id)} (${p.id})`,
-                  `service: ${nameOf(svc)} (${sid})`,
-                  `edge routers the identity may use: ${identityRouters(iid)}`,
-                  `edge routers the service may use: ${c.routers}`,
-                ],
-              };
-            },
+  const named = (collection: string, ids: readonly string[], total: number) =>
+    ids.map((id) => `${nameOf(store.get(collection, id))} (${id})`).join(', ') + (total > ids.length ? `, and ${total - ids.length} more` : '');
+  function* serviceConditions(): Generator<Condition> {
+    for (const [sid, s] of strandedOf) {
+      const key = `${NO_SHARED_ROUTER}${sid}`;
+      yield {
+        key,
+        alert: () => {
+          const svc = store.get('services', sid);
+          if (!svc) return undefined;
+          return {
+            key,
+            alert_type: 'service.no-shared-edge-router',
+            event_source_type: 'service',
+            event_source_id: sid,
+            event_source_name: nameOf(svc),
+            severity: 'warning',
+            message: `${s.count} ${s.count === 1 ? 'identity' : 'identities'} may dial service ${nameOf(svc)} but ${s.count === 1 ? 'shares' : 'share'} no edge router with it`,
+            logs: [
+              `identities left out: ${s.count}`,
+              `some of them: ${named('identities', s.sample, s.count)}`,
+              `service policies letting them dial: ${named('servicePolicies', s.policies.slice(0, SAMPLE), s.policies.length)}`,
+              `edge routers the service may use: ${s.routers}`,
+            ],
           };
-        }
-      }
+        },
+      };
     }
   }
   const sharedRouter: Findings = {
     prefix: NO_SHARED_ROUTER,
-    conditions: { [Symbol.iterator]: pairConditions },
-    count: pairs,
-    holds(key) {
-      // `<identity>:<service>`: try each colon, in case an id holds one.
-      const rest = key.slice(NO_SHARED_ROUTER.length);
-      for (let i = rest.indexOf(':'); i >= 0; i = rest.indexOf(':', i + 1)) {
-        const iid = rest.slice(0, i);
-        const sid = rest.slice(i + 1);
-        if (!index.hasEntity('identities', iid) || !index.hasEntity('services', sid)) continue;
-        if (covered(iid, coverOf(sid))) return false;
-        for (const p of index.policiesOf('identities', iid, 'servicePolicies')) if (p.type === 'Dial' && index.isMember(p.sides.get('services')!, sid)) return true;
-        return false;
-      }
-      return false;
-    },
+    conditions: { [Symbol.iterator]: serviceConditions },
+    count: strandedOf.size,
+    // `<service>`; keys of the former per-pair form (`<identity>:<service>`) no longer hold, so
+    // they are cleared once.
+    holds: (key) => strandedOf.has(key.slice(NO_SHARED_ROUTER.length)),
   };
 
   // Services without terminators: the terminators' serviceId index keys are the services with one.

@@ -3,9 +3,9 @@
  * configuration problem. Checks run a short while (`alertDebounceMs`) after a change to anything
  * they read (store change events), and every minute for the time-based ones:
  *
- * - `identity.no-shared-edge-router`: an identity may dial a service (Dial policy) but no edge
- *   router is both reachable by the identity (edge router policies) and usable for the service
- *   (service edge router policies);
+ * - `service.no-shared-edge-router`: identities may dial a service (Dial policy) but no edge
+ *   router is both reachable by them (edge router policies) and usable for the service (service
+ *   edge router policies); one alert per service, counting and naming a few of those identities;
  * - `service.no-terminators`: a service has no terminators;
  * - `edge-router-policy.selects-nothing`: a (non-system) edge router policy selects no identity
  *   or no edge router;
@@ -69,9 +69,9 @@ export function nextScanDelay(debounceMs: number, lastScanMs: number): number {
 }
 
 /**
- * Most new alert documents one scan writes. Detection is complete, but a misconfiguration can
- * leave millions of identity/service pairs without a shared edge router; the rest are written by
- * later scans (each scan writes up to this many of the conditions not yet alerted).
+ * Most new alert documents one scan writes. Every family has at most one condition per entity,
+ * but a large model can still have thousands of services without terminators or a shared edge
+ * router at once; the rest are written by later scans (each scan writes up to this many of the conditions not yet alerted).
  */
 export const MAX_NEW_ALERTS = 1000;
 /** Documents per search-store write (each is one commit; the scan yields between them). */

@@ -7,7 +7,9 @@
  */
 import crypto from 'node:crypto';
 import type { App } from '../core/context.js';
-import type { Rec, Tx } from '../store/store.js';
+import type { Rec, Store, Tx } from '../store/store.js';
+import { digestOf } from '../store/sealed.js';
+import { REDACTED } from './render.js';
 import { signJwt } from '../pki/jwt.js';
 import { newId } from './write.js';
 import type { ResourceDef } from './types.js';
@@ -36,12 +38,37 @@ export function enrollmentJwt(app: App, e: { method: string; token: string; expi
   });
 }
 
+/**
+ * At rest an enrollment holds its token's digest (what `enrollmentByToken` looks up) and its JWT
+ * sealed; the token itself is the JWT's `jti`, so it is read back from the opened JWT.
+ */
+function atRest(app: App, token: string, jwt: string): { token: string; jwt: string } {
+  return { token: digestOf(token), jwt: app.store.sealer.seal(jwt) };
+}
+
+/** The enrollment whose token is `token`, if any. */
+export function enrollmentByToken(store: Store, token: string): Rec | undefined {
+  return store.findUnique('enrollments', 'token', digestOf(token));
+}
+
+/** An enrollment's token and JWT as handed out (opened; REDACTED for a caller who may not hold them). */
+export function enrollmentSecrets(store: Store, e: Rec, secrets: boolean): { token: string; jwt: string } {
+  if (!secrets) return { token: REDACTED, jwt: REDACTED };
+  const jwt = store.sealer.open(e.jwt);
+  let token: unknown;
+  try {
+    token = JSON.parse(Buffer.from(jwt.split('.')[1] ?? '', 'base64url').toString('utf8')).jti;
+  } catch {
+    token = undefined;
+  }
+  return { token: typeof token === 'string' ? token : REDACTED, jwt };
+}
+
 /** Give an enrollment a new token, JWT and expiry inside a write (refresh: the old token dies). */
 export function refreshEnrollmentInTx(app: App, tx: Tx, e: Rec, expiresAt: number): Rec {
   const token = crypto.randomUUID();
   const subject = e.identityId ?? e.edgeRouterId ?? e.transitRouterId;
-  const rec: Rec = { ...e, token, expiresAt, updatedAt: Math.max(Date.now(), e.updatedAt + 1) };
-  rec.jwt = enrollmentJwt(app, { method: e.method, token, expiresAt }, subject);
+  const rec: Rec = { ...e, expiresAt, updatedAt: Math.max(Date.now(), e.updatedAt + 1), ...atRest(app, token, enrollmentJwt(app, { method: e.method, token, expiresAt }, subject)) };
   tx.put('enrollments', rec);
   return rec;
 }
@@ -60,8 +87,7 @@ export function createEnrollmentInTx(app: App, tx: Tx, spec: EnrollmentSpec): Re
   const expiresAt = spec.expiresAt ?? now + app.config.enrollmentMinutes * 60_000;
   const token = crypto.randomUUID();
   const subject = spec.identityId ?? spec.edgeRouterId ?? spec.transitRouterId!;
-  const rec: Rec = { id: newId(), createdAt: now, updatedAt: now, tags: {}, ...spec, token, expiresAt };
-  rec.jwt = enrollmentJwt(app, { method: spec.method, token, expiresAt }, subject);
+  const rec: Rec = { id: newId(), createdAt: now, updatedAt: now, tags: {}, ...spec, expiresAt, ...atRest(app, token, enrollmentJwt(app, { method: spec.method, token, expiresAt }, subject)) };
   for (const k of Object.keys(rec)) if (rec[k] === undefined) delete rec[k];
   tx.put('enrollments', rec);
   return rec;
@@ -75,8 +101,9 @@ export const enrollments: ResourceDef = {
   owner: 'identityId',
   fields: {
     method: { readOnly: true, filter: 'string' },
-    token: { readOnly: true, unique: true, filter: 'string', secret: true },
-    jwt: { readOnly: true, secret: true },
+    // Stored as the token's digest and the sealed JWT; rendered opened by `render` below.
+    token: { readOnly: true, unique: true, hidden: true },
+    jwt: { readOnly: true, hidden: true },
     // Indexed for the expired-enrollment alert (src/events/alert-expiry.ts): a range read up to now
     // instead of decoding every enrollment each minute. Built at open in older data dirs (store.ts).
     expiresAt: { readOnly: true, datetime: true, filter: 'datetime', index: true },
@@ -86,6 +113,8 @@ export const enrollments: ResourceDef = {
     caId: { readOnly: true, filter: 'string', ref: { collection: 'cas', onDelete: 'cascade' } },
     username: { readOnly: true, optional: true },
   },
+  rendersSecrets: true,
+  render: (rec, { store }, secrets) => enrollmentSecrets(store, rec, secrets),
   symbols: {
     identity: { type: 'string', get: (r: Rec) => r.identityId },
     edgeRouter: { type: 'string', get: (r: Rec) => r.edgeRouterId },

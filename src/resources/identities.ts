@@ -4,7 +4,7 @@ import { ALL_PERMISSIONS } from '../auth/permissions.js';
 import { isDisabledAt } from '../auth/login-policy.js';
 import type { Rec } from '../store/store.js';
 import { crud, type ResourceDef, type View } from './types.js';
-import { createEnrollmentInTx } from './enrollments.js';
+import { createEnrollmentInTx, enrollmentSecrets } from './enrollments.js';
 import { REDACTED } from './render.js';
 
 export const IDENTITY_TYPES = ['Default', 'Router'] as const;
@@ -132,7 +132,7 @@ export function renderIdentityExtras(rec: Rec, { store }: View, secrets: boolean
   for (const id of store.idsByIndex('enrollments', 'identityId', rec.id)) {
     const e = store.get('enrollments', id);
     if (!e) continue;
-    const base = { id: e.id, jwt: secrets ? e.jwt : REDACTED, token: secrets ? e.token : REDACTED, expiresAt: new Date(e.expiresAt).toISOString() };
+    const base = { id: e.id, ...enrollmentSecrets(store, e, secrets), expiresAt: new Date(e.expiresAt).toISOString() };
     if (e.method === 'ottca') {
       const ca = e.caId ? store.get('cas', e.caId) : undefined;
       enrollment.ottca = { ...base, caId: e.caId, ca: ca ? { _links: { self: { href: `./cas/${ca.id}` } }, entity: 'cas', id: ca.id, name: ca.name } : null };

@@ -4,9 +4,8 @@
  * router policy `edge-router-<id>-system` joining the two.
  */
 import { errors } from '../core/errors.js';
-import type { Rec, Tx } from '../store/store.js';
-import { createEnrollmentInTx } from './enrollments.js';
-import { REDACTED } from './render.js';
+import type { Rec, Store, Tx } from '../store/store.js';
+import { createEnrollmentInTx, enrollmentSecrets } from './enrollments.js';
 import { newId } from './write.js';
 import { deleteRouterTerminators } from './services.js';
 import { crud, type FieldDef, type ResourceDef, type View, type WriteCtx } from './types.js';
@@ -32,12 +31,13 @@ function checkCost(rec: Rec) {
 }
 
 /** Enrollment fields shown on a router while its enrollment is outstanding. */
-function enrollmentView(tx: { idsByIndex(c: string, f: string, v: unknown): string[]; get(c: string, id: string): Rec | undefined }, field: string, id: string, secrets: boolean) {
-  const eid = tx.idsByIndex('enrollments', field, id)[0];
-  const e = eid ? tx.get('enrollments', eid) : undefined;
+function enrollmentView(store: Store, field: string, id: string, secrets: boolean) {
+  const eid = store.idsByIndex('enrollments', field, id)[0];
+  const e = eid ? store.get('enrollments', eid) : undefined;
+  const open = e ? enrollmentSecrets(store, e, secrets) : undefined;
   return {
-    enrollmentToken: e ? (secrets ? e.token : REDACTED) : null,
-    enrollmentJwt: e ? (secrets ? e.jwt : REDACTED) : null,
+    enrollmentToken: open ? open.token : null,
+    enrollmentJwt: open ? open.jwt : null,
     enrollmentCreatedAt: e ? new Date(e.createdAt).toISOString() : null,
     enrollmentExpiresAt: e ? new Date(e.expiresAt).toISOString() : null,
   };

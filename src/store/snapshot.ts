@@ -7,7 +7,11 @@
  *   with compaction, through lmdb-js `backup`) from one read transaction on a background thread,
  *   so writes go on while it is taken;
  * - `pki/…`: every file of the PKI directory (CAs, their keys, the server certificate), so devices
- *   enrolled before the backup still log in after a restore;
+ *   enrolled before the backup still log in after a restore. `pki/secrets.key`, the key the
+ *   records' secrets are sealed with (sealed.ts), only in an operator's full backup (`mesh
+ *   backup`): online snapshots, kept in `<dataDir>/snapshots`, leave it out so that a copy of that
+ *   directory opens none of the secrets. A restore keeps the key of the directory it restores into
+ *   when the backup has none;
  * - `controller.id` and `format.json` when present;
  * - `manifest.json`: what the backup is (kind, backup format, data format, controller version and
  *   id, time) and the size and SHA-256 of every other file, checked on restore.
@@ -24,6 +28,7 @@ import * as tar from 'tar';
 import type { RootDatabase } from 'lmdb';
 import type { Store } from './store.js';
 import { CURRENT_FORMAT, FORMAT_FILE, readDataFormat } from './data-format.js';
+import { SEALED_KEY_FILE } from './sealed.js';
 
 export const BACKUP_KIND = 'mesh-controller-backup';
 /** Version of the backup file layout itself (not of the data inside, which is `dataFormat`). */
@@ -68,7 +73,7 @@ export function backupName(now = Date.now()): string {
  * Write a backup of `dataDir` to `outFile`. `env` is the open LMDB environment of `<dataDir>/db`
  * (the controller's own, or one opened by `mesh backup`). The file appears only when complete.
  */
-export async function writeBackup(env: RootDatabase, dataDir: string, outFile: string, controllerVersion: string): Promise<BackupManifest> {
+export async function writeBackup(env: RootDatabase, dataDir: string, outFile: string, controllerVersion: string, opts: { sealingKey: boolean }): Promise<BackupManifest> {
   const staging = fs.mkdtempSync(path.join(path.dirname(path.resolve(outFile)), '.mesh-backup-'));
   const partial = outFile + '.partial';
   try {
@@ -76,7 +81,7 @@ export async function writeBackup(env: RootDatabase, dataDir: string, outFile: s
     await env.backup(path.join(staging, 'db'), true);
     for (const name of CARRIED) {
       const from = path.join(dataDir, name);
-      if (fs.existsSync(from)) fs.cpSync(from, path.join(staging, name), { recursive: true });
+      if (fs.existsSync(from)) fs.cpSync(from, path.join(staging, name), { recursive: true, filter: (src) => opts.sealingKey || path.basename(src) !== SEALED_KEY_FILE });
     }
     const idFile = path.join(dataDir, 'controller.id');
     const manifest: BackupManifest = {
@@ -163,12 +168,16 @@ export async function restoreBackup(file: string, dataDir: string, opts: { repla
   try {
     const m = await unpackBackup(file, staging);
     fs.rmSync(path.join(staging, MANIFEST));
+    let aside: string | undefined;
     if (existing.length) {
-      const aside = path.join(dataDir, `replaced-${new Date().toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z')}`);
+      aside = path.join(dataDir, `replaced-${new Date().toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z')}`);
       fs.mkdirSync(aside);
       for (const n of existing) fs.renameSync(path.join(dataDir, n), path.join(aside, n));
     }
     for (const n of fs.readdirSync(staging)) fs.renameSync(path.join(staging, n), path.join(dataDir, n));
+    // Snapshots leave the sealing key out: the one this directory had still opens the restored records.
+    const key = path.join('pki', SEALED_KEY_FILE);
+    if (aside && fs.existsSync(path.join(aside, key)) && !fs.existsSync(path.join(dataDir, key))) fs.copyFileSync(path.join(aside, key), path.join(dataDir, key));
     return m;
   } finally {
     fs.rmSync(staging, { recursive: true, force: true });
@@ -209,7 +218,7 @@ export class Snapshots {
     let target = path.join(this.dir, backupName(now));
     for (let i = 1; fs.existsSync(target); i++) target = path.join(this.dir, backupName(now).replace('.tar.gz', `-${i}.tar.gz`));
     try {
-      await writeBackup(this.store.env, this.dataDir, target, this.opts.controllerVersion);
+      await writeBackup(this.store.env, this.dataDir, target, this.opts.controllerVersion, { sealingKey: false });
     } catch (e) {
       this.last = 0;
       throw e;

@@ -12,6 +12,7 @@
  * Reads outside a write (`get`, `scan`, …) see committed data only: a response is sent after its
  * commit resolved, so a client never reads back less than it was told was written.
  */
+import type { Sealer } from './sealed.js';
 import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import fs from 'node:fs';
@@ -120,6 +121,7 @@ export class Store extends EventEmitter {
   private closed = false;
   /** Set in cluster mode: writes go through the replicated log (src/cluster/replica.ts). */
   cluster?: WriteLog;
+  private sealerOrUnset?: Sealer;
 
   constructor(readonly dir: string, specs: CollectionSpec[]) {
     super();
@@ -130,6 +132,16 @@ export class Store extends EventEmitter {
     this.env = open({ path: dir, maxDbs: 256, mapSize: 2 * 1024 ** 3, compression: false, overlappingSync: false });
     for (const spec of specs) this.addCollection(spec);
     this.dropUndeclaredIndexes();
+  }
+
+  /** Seals the secrets kept in records (sealed.ts); set by the controller at start. */
+  get sealer(): Sealer {
+    if (!this.sealerOrUnset) throw new Error('no sealer set on the store: secrets cannot be stored or read');
+    return this.sealerOrUnset;
+  }
+
+  set sealer(s: Sealer) {
+    this.sealerOrUnset = s;
   }
 
   /**

@@ -15,7 +15,7 @@ import type { Rec, Tx } from '../../store/store.js';
 import { splitHostPort } from '../../config.js';
 import { signJwt } from '../../pki/jwt.js';
 import {
-  checkCodeInTx, isValidTotp, mfaErrors, newMfaRecord, newRecoveryCodes, provisioningUrl, qrPng, type MfaRecord,
+  checkCodeInTx, isValidTotp, mfaErrors, mfaRecoveryCodes, mfaSecret, newMfaRecord, newSealedRecoveryCodes, provisioningUrl, qrPng, type MfaRecord,
 } from '../../auth/mfa.js';
 import { MAX_DISABLE_MINUTES, disableIdentityInTx, enableIdentityInTx } from '../../auth/disable.js';
 import { policyOf } from '../../auth/login-policy.js';
@@ -105,7 +105,7 @@ export function authEntries(reg: Registry): Entry[] {
   return [
     { api: 'both', operationId: 'enrollMfa', auth: 'partial', permission: null, limit: 'heavy', body: 'spec',
       handler: async (ctx) => {
-        const mfa = newMfaRecord();
+        const mfa = newMfaRecord(ctx.app.store.sealer);
         await write(ctx.app.store, (tx) => {
           const cur = currentIdentity(ctx, tx);
           if (cur.mfa) throw mfaErrors.exists();
@@ -122,8 +122,8 @@ export function authEntries(reg: Registry): Entry[] {
         return ok({
           ...mfaBase(mfa),
           isVerified: false,
-          provisioningUrl: provisioningUrl(totpIssuer(ctx), ctx.identity!.name, mfa.secret),
-          recoveryCodes: mfa.recoveryCodes,
+          provisioningUrl: provisioningUrl(totpIssuer(ctx), ctx.identity!.name, mfaSecret(ctx.app.store.sealer, mfa)),
+          recoveryCodes: mfaRecoveryCodes(ctx.app.store.sealer, mfa),
         });
       } },
 
@@ -132,7 +132,7 @@ export function authEntries(reg: Registry): Entry[] {
         const mfa = currentIdentity(ctx).mfa as MfaRecord | undefined;
         // Only while enrollment is pending: once verified the secret is never shown again.
         if (!mfa || mfa.isVerified) throw errors.notFound();
-        const png = await qrPng(provisioningUrl(totpIssuer(ctx), ctx.identity!.name, mfa.secret));
+        const png = await qrPng(provisioningUrl(totpIssuer(ctx), ctx.identity!.name, mfaSecret(ctx.app.store.sealer, mfa)));
         return { status: 200, body: png, contentType: 'image/png', headers: { 'cache-control': 'no-store' } };
       } },
 
@@ -145,7 +145,7 @@ export function authEntries(reg: Registry): Entry[] {
           const mfa = cur.mfa as MfaRecord | undefined;
           if (!mfa || mfa.isVerified) throw errors.notFound();
           // Enrollment is verified with a TOTP code only: it proves the authenticator app works.
-          if (!isValidTotp(mfa.secret, code)) throw mfaErrors.invalidToken();
+          if (!isValidTotp(mfaSecret(ctx.app.store.sealer, mfa), code)) throw mfaErrors.invalidToken();
           tx.put('identities', { ...cur, mfa: { ...mfa, isVerified: true, updatedAt: now } });
           passMfaInTx(tx, ctx.session!.id, now);
         });
@@ -160,7 +160,7 @@ export function authEntries(reg: Registry): Entry[] {
           const cur = currentIdentity(ctx, tx);
           if (!(cur.mfa as MfaRecord | undefined)?.isVerified) throw mfaErrors.notEnrolled();
           if (code === '') throw mfaErrors.invalidToken();
-          checkCodeInTx(tx, cur, code, { allowRecovery: true });
+          checkCodeInTx(ctx.app.store.sealer, tx, cur, code, { allowRecovery: true });
           passMfaInTx(tx, ctx.session!.id, now);
         });
         return empty();
@@ -171,8 +171,8 @@ export function authEntries(reg: Registry): Entry[] {
         const mfa = currentIdentity(ctx).mfa as MfaRecord | undefined;
         if (!mfa?.isVerified) throw errors.notFound();
         // Showing the codes needs a TOTP code: a recovery code must not reveal the others.
-        if (!isValidTotp(mfa.secret, codeOf(ctx, 'either'))) throw mfaErrors.invalidToken();
-        return ok({ ...mfaBase(mfa), recoveryCodes: mfa.recoveryCodes });
+        if (!isValidTotp(mfaSecret(ctx.app.store.sealer, mfa), codeOf(ctx, 'either'))) throw mfaErrors.invalidToken();
+        return ok({ ...mfaBase(mfa), recoveryCodes: mfaRecoveryCodes(ctx.app.store.sealer, mfa) });
       }) },
 
     { api: 'both', operationId: 'createMfaRecoveryCodes', auth: 'session', permission: null, limit: 'auth', body: 'spec',
@@ -181,9 +181,9 @@ export function authEntries(reg: Registry): Entry[] {
         await write(ctx.app.store, (tx) => {
           const cur = currentIdentity(ctx, tx);
           if (!(cur.mfa as MfaRecord | undefined)?.isVerified) throw errors.notFound();
-          checkCodeInTx(tx, cur, code, { allowRecovery: true });
+          checkCodeInTx(ctx.app.store.sealer, tx, cur, code, { allowRecovery: true });
           const latest = currentIdentity(ctx, tx);
-          tx.put('identities', { ...latest, mfa: { ...latest.mfa, recoveryCodes: newRecoveryCodes(), updatedAt: Date.now() } });
+          tx.put('identities', { ...latest, mfa: { ...latest.mfa, recoveryCodes: newSealedRecoveryCodes(ctx.app.store.sealer), updatedAt: Date.now() } });
         });
         return empty();
       }) },
@@ -196,7 +196,7 @@ export function authEntries(reg: Registry): Entry[] {
           const mfa = cur.mfa as MfaRecord | undefined;
           if (!mfa) throw errors.notFound();
           // A never-verified enrollment can be dropped without a code (there may be no app yet).
-          if (mfa.isVerified) checkCodeInTx(tx, cur, code, { allowRecovery: true });
+          if (mfa.isVerified) checkCodeInTx(ctx.app.store.sealer, tx, cur, code, { allowRecovery: true });
           const { mfa: _m, ...rest } = currentIdentity(ctx, tx);
           tx.put('identities', rest as Rec);
           dropMfaInTx(ctx, tx, cur);
@@ -208,7 +208,7 @@ export function authEntries(reg: Registry): Entry[] {
       handler: (ctx) => guarded(ctx, async () => {
         const mfa = currentIdentity(ctx).mfa as MfaRecord | undefined;
         if (!mfa?.isVerified) throw mfaErrors.notEnrolled();
-        if (!isValidTotp(mfa.secret, codeOf(ctx, 'body'))) throw mfaErrors.invalidToken();
+        if (!isValidTotp(mfaSecret(ctx.app.store.sealer, mfa), codeOf(ctx, 'body'))) throw mfaErrors.invalidToken();
         const iat = Math.floor(Date.now() / 1000);
         const pki = ctx.app.pki;
         // A controller-signed proof that this identity passed TOTP at `iat` in this API session.

@@ -20,13 +20,14 @@ import { chainsTo, commonName, externalIdOf, isExpired, x509 } from '../../pki/c
 import { fingerprintOf } from '../../pki/certs.js';
 import { checkPassword, checkUsername, hashPassword } from '../../auth/passwords.js';
 import { DEFAULT_AUTH_POLICY_ID } from '../../resources/credentials.js';
+import { enrollmentByToken } from '../../resources/enrollments.js';
 
 const nonEmpty = (v: unknown): v is string => typeof v === 'string' && v.trim() !== '';
 
 /** The outstanding enrollment for `token`, checked for method and expiry. */
 export function enrollmentFor(ctx: Ctx, token: unknown, methods?: readonly string[]): Rec {
   if (!nonEmpty(token)) throw new ApiError('INVALID_ENROLLMENT_TOKEN', undefined, { field: 'token', reason: 'an enrollment token is required', value: '' });
-  const e = ctx.app.store.findUnique('enrollments', 'token', token.trim());
+  const e = enrollmentByToken(ctx.app.store, token.trim());
   if (!e) throw new ApiError('INVALID_ENROLLMENT_TOKEN');
   if (methods && !methods.includes(e.method))
     throw new ApiError('INVALID_ENROLL_METHOD', `the token is for enrollment method ${e.method}, not ${methods.join('/')}`);
