@@ -24,7 +24,7 @@ import type { Reply, Req } from '../core/operation.js';
 import { ApiError } from '../core/errors.js';
 import { primaryLogin, resolveConfigTypes } from '../api/handlers/session.js';
 import { secondaryFactors } from '../auth/login-policy.js';
-import { isValidTotp, type MfaRecord } from '../auth/mfa.js';
+import { isValidTotp, mfaSecret, type MfaRecord } from '../auth/mfa.js';
 import { ACCESS_TOKEN, REFRESH_TOKEN, type ApiSession } from '../auth/api-sessions.js';
 import { effectiveSettings } from '../control/settings.js';
 
@@ -282,7 +282,7 @@ export class OidcProvider {
     // The brake of every MFA code check: too many wrong codes for the identity → 429.
     const throttle = this.app.auth.mfaThrottle;
     throttle.check(s.identityId);
-    if (!isValidTotp(mfa.secret, body.code)) {
+    if (!isValidTotp(mfaSecret(this.app.store.sealer, mfa), body.code)) {
       throttle.fail(s.identityId);
       throw new ApiError('INVALID_AUTH');
     }
