@@ -15,7 +15,8 @@ import { Sealer, SEALED_KEY_FILE } from './store/sealed.js';
 import { checkSealingKey } from './resources/seal-secrets-migration.js';
 import { ApiSessions } from './auth/api-sessions.js';
 import { SigningKeys } from './auth/tokens.js';
-import { jwksRoute } from './oidc/routes.js';
+import { jwksRoute, oidcRoute } from './oidc/routes.js';
+import { OidcProvider } from './oidc/provider.js';
 import { AuthServices } from './auth/services.js';
 import { WorkerPool } from './pool.js';
 import { Router } from './api/router.js';
@@ -160,6 +161,13 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   sessions.issuer = () => app.baseUrl;
   const router = new Router(app, buildOperations(reg));
   router.addRawRoute(jwksRoute(keys));
+  const oidc = new OidcProvider(app, {
+    redirectUris: settings.oidcRedirectUris,
+    postLogoutUris: settings.oidcPostLogoutUris,
+    accessTokenSeconds: settings.oidcAccessTokenSeconds,
+    refreshTokenSeconds: settings.oidcRefreshTokenSeconds,
+  });
+  router.addRawRoute(oidcRoute(oidc));
   // Alerts, usage ingest and the embedded search store at /search (docs/events.md).
   const events = startEvents(app);
   router.addRawRoute(events.route);
@@ -189,6 +197,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     await events.close();
     await sessions.close();
     keys.close();
+    oidc.close();
     policy.close();
     await pool.close();
     await store.close();

@@ -45,6 +45,16 @@ export const ConfigSchema = Type.Object({
   argon2Parallelism: Type.Integer({ default: 1, minimum: 1, maximum: 16 }),
   /** Age at which the token signing key is replaced; the old key keeps verifying what it signed. */
   signingKeyRotationHours: Type.Integer({ default: 720, minimum: 1, maximum: 87600 }),
+  /** OIDC (`/oidc`): redirect and post-logout URIs the `openziti` client may use (`*`: any run of
+   *  characters but `/`), and token lifetimes. The defaults are upstream's. */
+  oidcRedirectUris: Type.Array(Type.String({ minLength: 1 }), {
+    default: ['openziti://auth/callback', 'https://127.0.0.1:*/auth/callback', 'http://127.0.0.1:*/auth/callback', 'https://localhost:*/auth/callback', 'http://localhost:*/auth/callback'],
+  }),
+  oidcPostLogoutUris: Type.Array(Type.String({ minLength: 1 }), {
+    default: ['openziti://auth/logout', 'https://127.0.0.1:*/auth/logout', 'http://127.0.0.1:*/auth/logout', 'https://localhost:*/auth/logout', 'http://localhost:*/auth/logout'],
+  }),
+  oidcAccessTokenSeconds: Type.Integer({ default: 1800, minimum: 10, maximum: 86400 }),
+  oidcRefreshTokenSeconds: Type.Integer({ default: 86400, minimum: 60, maximum: 31_536_000 }),
   /** How often batched API-session last-activity times are written to the store. */
   activityFlushMs: Type.Integer({ default: 5000, minimum: 100, maximum: 600000 }),
   /** Default lifetime of enrollments created together with an identity or router. */

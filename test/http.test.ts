@@ -43,7 +43,8 @@ t.test('version documents on the root and both APIs', async (t) => {
     t.type(d?.revision, 'string', `${p} revision`);
     t.type(d?.buildDate, 'string', `${p} buildDate`);
     t.type(d?.runtimeVersion, 'string', `${p} runtimeVersion`);
-    t.same(d?.capabilities, [], `${p} capabilities is []`);
+    t.same(d?.capabilities, ['OIDC_AUTH'], `${p} capabilities: OIDC login is served`);
+    t.same(d?.apiVersions?.['edge-oidc'], { v1: { path: '/oidc', apiBaseUrls: [`${expectedBase}/oidc`] } }, `${p} edge-oidc`);
     t.same(d?.apiVersions?.edge, { v1: { path: '/edge/client/v1', apiBaseUrls: [`${expectedBase}/edge/client/v1`] } }, `${p} edge`);
     t.same(d?.apiVersions?.['edge-client'], { v1: { path: '/edge/client/v1', apiBaseUrls: [`${expectedBase}/edge/client/v1`] } }, `${p} edge-client`);
     t.same(d?.apiVersions?.['edge-management'], { v1: { path: '/edge/management/v1', apiBaseUrls: [`${expectedBase}/edge/management/v1`] } }, `${p} edge-management`);

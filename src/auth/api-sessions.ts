@@ -21,6 +21,9 @@ import { tokenDigest, type SigningKeys } from './tokens.js';
 import { allowsPrimary, type PrimaryMethod } from './login-policy.js';
 
 export const API_SESSION_TOKEN = 'api-session';
+/** `z_t` of OIDC access and refresh tokens, as upstream names them. */
+export const ACCESS_TOKEN = 'a';
+export const REFRESH_TOKEN = 'r';
 
 
 /** A token in the format stored before tokens were signed (a random UUID kept in clear). */
@@ -55,11 +58,27 @@ export interface ApiSession extends Rec {
   mfaPassedAt?: number;
   /** Auth policy `secondary.requireExtJwtSigner` at login: every full request needs a token of this signer. */
   extJwtSignerId?: string;
+  /** Logged in through OIDC: the client, and the one refresh token of the family still usable. */
+  oidc?: { clientId: string; refreshJti: string; scopes: string[] };
+}
+
+/** The unverified `z_t` of a compact JWS; undefined when it has none or is not one. */
+function claimedType(token: string): unknown {
+  const first = token.indexOf('.');
+  const second = token.indexOf('.', first + 1);
+  if (first <= 0 || second <= first || token.length > 4096) return undefined;
+  try {
+    return JSON.parse(Buffer.from(token.slice(first + 1, second), 'base64url').toString('utf8'))?.z_t;
+  } catch {
+    return undefined;
+  }
 }
 
 export class ApiSessions {
   /** Tokens whose signature was checked → API-session id; bounded (cleared when full). */
   private readonly verified = new Map<string, string>();
+  /** OIDC access tokens whose signature was checked → API-session id and expiry (ms). */
+  private readonly verifiedAccess = new Map<string, { id: string; exp: number }>();
   private readonly byId = new Map<string, ApiSession>();
   /** Live last-activity times not yet written: id → ms. */
   private readonly activity = new Map<string, number>();
@@ -156,6 +175,7 @@ export class ApiSessions {
   /** The live session for a token, refreshing its activity; undefined when unknown or idle too long. */
   resolve(token: string): ApiSession | undefined {
     let id = this.verified.get(token);
+    if (id === undefined) id = this.resolveAccess(token);
     if (id === undefined) {
       const claims = this.keys?.verify(token, API_SESSION_TOKEN);
       if (!claims) return undefined;
@@ -167,6 +187,7 @@ export class ApiSessions {
     const s = this.byId.get(id);
     if (!s) {
       this.verified.delete(token);
+      this.verifiedAccess.delete(token);
       return undefined;
     }
     const now = Date.now();
@@ -174,6 +195,30 @@ export class ApiSessions {
     s.lastActivityAt = now;
     this.activity.set(s.id, now);
     return s;
+  }
+
+  /**
+   * An OIDC access token: signed by a known key, unexpired, naming a live API session of its
+   * subject. It carries `exp`, so the cache keeps the expiry with it.
+   */
+  private resolveAccess(token: string): string | undefined {
+    const now = Date.now();
+    const hit = this.verifiedAccess.get(token);
+    if (hit) {
+      if (hit.exp > now) return hit.id;
+      this.verifiedAccess.delete(token);
+      return undefined;
+    }
+    // Only a token that says it is an access token pays for a signature check here (a legacy
+    // API-session token is verified once, below, not twice).
+    if (claimedType(token) !== ACCESS_TOKEN) return undefined;
+    const claims = this.keys?.verify(token, ACCESS_TOKEN, now);
+    if (!claims || typeof claims.exp !== 'number' || typeof claims.z_asid !== 'string') return undefined;
+    const rec = this.byId.get(claims.z_asid);
+    if (!rec || rec.identityId !== claims.sub || !rec.oidc) return undefined;
+    if (this.verifiedAccess.size >= 200_000) this.verifiedAccess.clear();
+    this.verifiedAccess.set(token, { id: rec.id, exp: claims.exp * 1000 });
+    return rec.id;
   }
 
   /** The session's identity record (cached; every request needs it). */
@@ -211,6 +256,7 @@ export class ApiSessions {
     configTypes: string[];
     isMfaRequired: boolean;
     extJwtSignerId?: string;
+    oidc?: ApiSession['oidc'];
     /** Extra wire fields from the login method (cert extension flags, improperClientCertChain…). */
     extra?: Record<string, unknown>;
   }): Promise<{ session: ApiSession; token: string }> {
@@ -233,6 +279,7 @@ export class ApiSessions {
     };
     if (rec.extJwtSignerId === undefined) delete rec.extJwtSignerId;
     if (rec.primarySignerId === undefined) delete rec.primarySignerId;
+    if (rec.oidc === undefined) delete rec.oidc;
     await this.store.write((tx) => tx.put('apiSessions', rec));
     const session = this.byId.get(rec.id) ?? rec;
     this.verified.set(token, rec.id);

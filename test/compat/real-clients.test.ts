@@ -3,8 +3,8 @@
  * `limit=-1`, `limit=1000`, a bare word as a filter, their `zt-session` on every call (also on
  * calls that need none, and a stale one on login), a doubled slash in a path, `GET /` and
  * `GET /version` at the host root with `apiVersions.edge.v1`, `edge-client.v1` and
- * `edge-management.v1` (`path` and `apiBaseUrls`), and no `OIDC_AUTH` capability (that login flow
- * is not implemented). Everything inside the API base paths goes through the checking proxy; what
+ * `edge-management.v1` (`path` and `apiBaseUrls`), `edge-oidc.v1` at `/oidc`, and the `OIDC_AUTH`
+ * capability (SDKs that see it log in through `/oidc`). Everything inside the API base paths goes through the checking proxy; what
  * lies outside them (host root, doubled slashes prism cannot route) goes directly to the server.
  */
 import t from 'tap';
@@ -126,7 +126,8 @@ t.test('/version: API versions and base URLs, no OIDC_AUTH', async (t) => {
     t.ok(v?.['edge-client']?.v1?.apiBaseUrls?.includes(`${origin}/edge/client/v1`), `${where}: edge-client.v1.apiBaseUrls`);
     t.ok(v?.['edge-management']?.v1?.apiBaseUrls?.includes(`${origin}/edge/management/v1`), `${where}: edge-management.v1.apiBaseUrls`);
     t.ok(Array.isArray(data?.capabilities), `${where}: capabilities is a list`);
-    t.notOk(data?.capabilities?.includes('OIDC_AUTH'), `${where}: no OIDC_AUTH capability (that login flow is not implemented)`);
+    t.ok(data?.capabilities?.includes('OIDC_AUTH'), `${where}: OIDC_AUTH capability`);
+    t.match(v?.['edge-oidc']?.v1, { path: '/oidc' }, `${where}: apiVersions.edge-oidc.v1.path`);
     t.equal(typeof data?.version, 'string', `${where}: version`);
   }
   // the host-root documents are the API's (checked through the proxy above), field for field

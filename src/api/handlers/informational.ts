@@ -24,14 +24,16 @@ export function versionDocument(ctx: Ctx) {
     revision: ctx.app.revision,
     buildDate: ctx.app.buildDate,
     runtimeVersion: process.version,
-    // Neither OIDC login nor HA is implemented, so no capability is enabled.
-    capabilities: [],
+    // OIDC login is served under /oidc (src/oidc/); HA_CONTROLLER is not announced here.
+    capabilities: ['OIDC_AUTH'],
     apiVersions: {
       edge: apiVersion(BASE_PATHS.client),
       'edge-client': apiVersion(BASE_PATHS.client),
       'edge-management': apiVersion(BASE_PATHS.management),
       // Served by src/observability/routes.ts (upstream's health-check API shape).
       'health-checks': apiVersion('/health-checks'),
+      // Upstream's binding name for its OIDC provider.
+      'edge-oidc': apiVersion('/oidc'),
     },
   };
 }

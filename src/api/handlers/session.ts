@@ -104,24 +104,37 @@ const passwordLogin: LoginMethod = async (ctx) => {
 
 const LOGIN_METHODS: Record<string, LoginMethod> = { password: passwordLogin, cert: certLogin, 'ext-jwt': extJwtLogin };
 
+/**
+ * The primary step of every login (`/authenticate` and the OIDC login steps): the method
+ * identifies the caller, then the disabled-identity and auth-policy rules apply and a good
+ * password clears the failure count. `ctx.body` holds the method's fields.
+ */
+export async function primaryLogin(ctx: Ctx, method: string) {
+  const login = Object.hasOwn(LOGIN_METHODS, method) ? LOGIN_METHODS[method] : undefined;
+  if (!login) throw errors.field('method', 'must be one of password, cert, ext-jwt', method);
+  const result = await login(ctx);
+  // Re-read: a lockout or disable may have landed while the method was verifying.
+  const identity = ctx.app.store.get('identities', result.identity.id);
+  if (!identity) throw errors.invalidAuth();
+  checkPrimary(ctx.app.store, {
+    method: method as PrimaryMethod,
+    identity,
+    signerId: result.externalJwtSignerId,
+    certExpired: result.certExpired,
+  });
+  if (method === 'password') await clearFailedPasswords(ctx.app.store, result.authenticatorId);
+  return { identity, result };
+}
+
+/** Config types requested at login (names or ids), as stored on the API session. */
+export { resolveConfigTypes };
+
 export function sessionEntries(reg: Registry): Entry[] {
   return [
     { api: 'both', operationId: 'authenticate', auth: 'none', permission: null, limit: 'auth', body: 'spec',
       handler: async (ctx) => {
         const method = ctx.req.query.get('method') ?? '';
-        const login = Object.hasOwn(LOGIN_METHODS, method) ? LOGIN_METHODS[method] : undefined;
-        if (!login) throw errors.field('method', 'must be one of password, cert, ext-jwt', method);
-        const result = await login(ctx);
-        // Re-read: a lockout or disable may have landed while the method was verifying.
-        const identity = ctx.app.store.get('identities', result.identity.id);
-        if (!identity) throw errors.invalidAuth();
-        checkPrimary(ctx.app.store, {
-          method: method as PrimaryMethod,
-          identity,
-          signerId: result.externalJwtSignerId,
-          certExpired: result.certExpired,
-        });
-        if (method === 'password') await clearFailedPasswords(ctx.app.store, result.authenticatorId);
+        const { identity, result } = await primaryLogin(ctx, method);
         const body = ctx.body ?? {};
         if (body.envInfo || body.sdkInfo) {
           await write(ctx.app.store, (tx) => {

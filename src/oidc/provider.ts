@@ -1,0 +1,499 @@
+/**
+ * OIDC login as upstream's controller serves it under `/oidc` (its `controller/oidc_auth/`):
+ * discovery, the authorization-code flow with PKCE (S256) for the public `openziti` client (and
+ * upstream's legacy `native`), the login steps (`/oidc/login/password|username|cert|ext-jwt`, then
+ * `/oidc/login/totp` when MFA is required), `/oidc/oauth/token` (authorization_code, refresh_token
+ * with rotation), `/oidc/revoke`, `/oidc/end_session`, `/oidc/userinfo`.
+ *
+ * Every OIDC login is an API session: the record is made when the login step succeeds (so the
+ * common login rules, lockout, MFA and every revocation path apply unchanged), and every token
+ * the flow issues names it (`z_asid`). Access tokens (`z_t: "a"`) are Bearer tokens on every
+ * operation while that record lives (ApiSessions.resolve); deleting the record — logout, revoke,
+ * end session, admin delete, identity disable… — ends access and refresh tokens at once.
+ *
+ * Refresh tokens rotate: the record keeps the id of the one refresh token of the family still
+ * usable; presenting an older one is a reuse — the family (the API session) ends and the
+ * request is refused.
+ *
+ * Pending authorization requests and codes live in memory for a few minutes, as upstream keeps
+ * them: a login in flight does not survive a restart and must be on the controller it started on.
+ */
+import crypto from 'node:crypto';
+import type { App, Ctx, Op } from '../core/context.js';
+import type { Reply, Req } from '../core/operation.js';
+import { ApiError } from '../core/errors.js';
+import { primaryLogin, resolveConfigTypes } from '../api/handlers/session.js';
+import { secondaryFactors } from '../auth/login-policy.js';
+import { isValidTotp, mfaSecret, type MfaRecord } from '../auth/mfa.js';
+import { ACCESS_TOKEN, REFRESH_TOKEN, type ApiSession } from '../auth/api-sessions.js';
+import { effectiveSettings } from '../control/settings.js';
+
+export const CLIENT_IDS = new Set(['openziti', 'native']);
+export const ID_TOKEN = 'id';
+/** How long an authorization request may take to complete its login, and a code to be exchanged. */
+const REQUEST_TTL_MS = 10 * 60_000;
+const CODE_TTL_MS = 5 * 60_000;
+const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
+const TOKEN_TYPE_ACCESS = 'urn:ietf:params:oauth:token-type:access_token';
+const TOKEN_TYPE_REFRESH = 'urn:ietf:params:oauth:token-type:refresh_token';
+
+export interface OidcSettings {
+  redirectUris: string[];
+  postLogoutUris: string[];
+  accessTokenSeconds: number;
+  refreshTokenSeconds: number;
+}
+
+interface AuthRequest {
+  id: string;
+  clientId: string;
+  redirectUri: string;
+  state?: string;
+  nonce?: string;
+  codeChallenge: string;
+  scopes: string[];
+  expiresAt: number;
+  /** Set by a successful primary login step. */
+  apiSessionId?: string;
+  authTime?: number;
+  method?: string;
+}
+
+/** An OAuth error answer (RFC 6749 §5.2 shape). */
+export class OAuthError extends Error {
+  constructor(
+    readonly error: string,
+    readonly description: string,
+    readonly status = 400,
+  ) {
+    super(description);
+  }
+}
+
+const b64url = (b: Buffer) => b.toString('base64url');
+const randomId = () => b64url(crypto.randomBytes(32));
+
+/** `*` in a registered URI matches any run of characters other than `/` (upstream matches with path.Match). */
+function globMatch(pattern: string, value: string): boolean {
+  const re = new RegExp(`^${pattern.split('*').map((p) => p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('[^/]*')}$`);
+  return re.test(value);
+}
+
+function sameSecret(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && crypto.timingSafeEqual(x, y);
+}
+
+/** Fields of a form-encoded or JSON body, as strings (configTypes kept as a list). */
+export function parseFields(req: Req): Record<string, unknown> {
+  const type = (req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
+  const text = req.body.toString('utf8');
+  if (type === 'application/json') {
+    if (text.trim() === '') return {};
+    let v: unknown;
+    try {
+      v = JSON.parse(text);
+    } catch {
+      throw new OAuthError('invalid_request', 'the body is not valid JSON');
+    }
+    if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new OAuthError('invalid_request', 'the body must be a JSON object');
+    return v as Record<string, unknown>;
+  }
+  const out: Record<string, unknown> = {};
+  const form = new URLSearchParams(text);
+  for (const k of new Set(form.keys())) out[k] = k === 'configTypes' ? form.getAll(k) : form.get(k);
+  return out;
+}
+
+const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
+
+export class OidcProvider {
+  private readonly requests = new Map<string, AuthRequest>();
+  /** code → authorization-request id. */
+  private readonly codes = new Map<string, { requestId: string; expiresAt: number }>();
+  private readonly sweeper: NodeJS.Timeout;
+
+  constructor(
+    private readonly app: App,
+    private readonly settings: OidcSettings,
+  ) {
+    this.sweeper = setInterval(() => this.sweep(), 60_000);
+    this.sweeper.unref();
+  }
+
+  close(): void {
+    clearInterval(this.sweeper);
+  }
+
+  get issuer(): string {
+    return `${this.app.baseUrl}/oidc`;
+  }
+
+  private sweep(now = Date.now()) {
+    for (const [id, r] of this.requests) if (r.expiresAt <= now) this.requests.delete(id);
+    for (const [c, v] of this.codes) if (v.expiresAt <= now) this.codes.delete(c);
+  }
+
+  discovery(): Record<string, unknown> {
+    const iss = this.issuer;
+    return {
+      issuer: iss,
+      authorization_endpoint: `${iss}/authorize`,
+      token_endpoint: `${iss}/oauth/token`,
+      userinfo_endpoint: `${iss}/userinfo`,
+      revocation_endpoint: `${iss}/revoke`,
+      end_session_endpoint: `${iss}/end_session`,
+      jwks_uri: `${iss}/keys`,
+      scopes_supported: ['openid', 'offline_access'],
+      response_types_supported: ['code'],
+      grant_types_supported: ['authorization_code', 'refresh_token', TOKEN_EXCHANGE],
+      subject_types_supported: ['public'],
+      id_token_signing_alg_values_supported: ['ES256'],
+      request_object_signing_alg_values_supported: ['ES256'],
+      token_endpoint_auth_methods_supported: ['none'],
+      revocation_endpoint_auth_methods_supported: ['none'],
+      code_challenge_methods_supported: ['S256'],
+      claims_supported: ['sub', 'aud', 'exp', 'iat', 'iss', 'auth_time', 'nonce', 'amr', 'z_asid', 'z_ct', 'name'],
+      request_parameter_supported: false,
+      request_uri_parameter_supported: false,
+      openziti_endpoints: {
+        password: `${iss}/login/password`,
+        cert: `${iss}/login/cert`,
+        ext_jwt: `${iss}/login/ext-jwt`,
+        totp: `${iss}/login/totp`,
+        auth_queries: `${iss}/login/auth-queries`,
+      },
+    };
+  }
+
+  /** The configured URIs plus those of the controller settings (`/controller-settings`, global and this controller's). */
+  private allowed(key: 'redirectUris' | 'postLogoutUris', uri: string): boolean {
+    const configured = key === 'redirectUris' ? this.settings.redirectUris : this.settings.postLogoutUris;
+    const fromSettings = effectiveSettings(this.app.store, this.app.controllerId).effective.oidc[key] ?? [];
+    return configured.some((p) => globMatch(p, uri)) || fromSettings.some((p) => globMatch(p, uri));
+  }
+
+  redirectAllowed(uri: string): boolean {
+    return this.allowed('redirectUris', uri);
+  }
+
+  /**
+   * `/oidc/authorize`: checks the client and redirect URI (refused in OAuth error JSON: nothing
+   * may be sent to an unregistered URI), then answers 302 to the password login step.
+   */
+  authorize(params: URLSearchParams | Record<string, unknown>): Reply {
+    const get = (k: string) => (params instanceof URLSearchParams ? (params.get(k) ?? undefined) : str(params[k]));
+    const clientId = get('client_id');
+    if (!clientId || !CLIENT_IDS.has(clientId)) throw new OAuthError('invalid_client', 'unknown client_id', 400);
+    const redirectUri = get('redirect_uri');
+    if (!redirectUri) throw new OAuthError('invalid_request', 'redirect_uri is required');
+    if (!this.redirectAllowed(redirectUri)) throw new OAuthError('invalid_request', 'redirect_uri is not registered in the controller settings');
+    const state = get('state');
+    const back = (error: string, description: string): Reply => this.redirect(redirectUri, { error, error_description: description, state });
+    if (get('response_type') !== 'code') return back('unsupported_response_type', 'only response_type=code is supported');
+    const scopes = (get('scope') ?? '').split(' ').filter(Boolean);
+    if (!scopes.includes('openid')) return back('invalid_scope', 'the openid scope is required');
+    const codeChallenge = get('code_challenge');
+    if (!codeChallenge || !/^[A-Za-z0-9_-]{43}$/.test(codeChallenge)) return back('invalid_request', 'code_challenge (S256 of the verifier, base64url) is required');
+    if (get('code_challenge_method') !== 'S256') return back('invalid_request', 'code_challenge_method must be S256');
+    const req: AuthRequest = { id: randomId(), clientId, redirectUri, state, nonce: get('nonce'), codeChallenge, scopes, expiresAt: Date.now() + REQUEST_TTL_MS };
+    this.requests.set(req.id, req);
+    return { status: 302, headers: { location: `${this.issuer}/login/password?authRequestID=${req.id}`, 'auth-request-id': req.id }, body: '' };
+  }
+
+  private redirect(uri: string, params: Record<string, string | undefined>): Reply {
+    const u = new URL(uri);
+    for (const [k, v] of Object.entries(params)) if (v !== undefined) u.searchParams.set(k, v);
+    return { status: 302, headers: { location: u.toString() }, body: '' };
+  }
+
+  private pending(id: unknown): AuthRequest {
+    const r = typeof id === 'string' ? this.requests.get(id) : undefined;
+    if (!r || r.expiresAt <= Date.now()) throw new ApiError('INVALID_AUTH');
+    return r;
+  }
+
+  private callback(r: AuthRequest): Reply {
+    return { status: 302, headers: { location: `${this.issuer}/authorize/callback?id=${r.id}` }, body: '' };
+  }
+
+  /**
+   * A primary login step (`method`: password, cert, ext-jwt) for a pending authorization request:
+   * the same rules as `POST /authenticate`; on success an API session exists for the request.
+   * With TOTP still to pass the answer lists the auth queries (header `totp-required: true`);
+   * otherwise it is the 302 to the callback that hands out the code.
+   */
+  login(method: string, req: Req, requestId: string): Promise<Reply> {
+    // The same queue as `POST /authenticate`: logins are the expensive, attackable requests.
+    return this.app.auth.limits.auth.run(() => this.loginStep(method, req, requestId));
+  }
+
+  private async loginStep(method: string, req: Req, requestId: string): Promise<Reply> {
+    const body = parseFields(req);
+    const r = this.pending(body.id ?? body.authRequestID ?? req.query.get('authRequestID') ?? req.query.get('id'));
+    const ctx: Ctx = { app: this.app, req, op: undefined as unknown as Op, params: {}, body, requestId };
+    const { identity, result } = await primaryLogin(ctx, method);
+    const secondary = secondaryFactors(this.app.store, identity);
+    const { session } = await this.app.sessions.create({
+      identityId: identity.id,
+      authenticatorId: result.authenticatorId,
+      method,
+      primarySignerId: result.externalJwtSignerId,
+      ipAddress: req.remoteAddress,
+      configTypes: resolveConfigTypes(ctx, body.configTypes),
+      isMfaRequired: secondary.isMfaRequired,
+      extJwtSignerId: secondary.extJwtSignerId,
+      extra: result.sessionFields,
+    });
+    // A second login for the same request replaces the first one's API session.
+    if (r.apiSessionId) await this.app.sessions.delete(r.apiSessionId);
+    r.apiSessionId = session.id;
+    r.method = method;
+    r.authTime = Date.now();
+    if (session.isMfaRequired && !session.isMfaComplete) return this.authQueriesReply(r, identity.mfa as MfaRecord | undefined);
+    return this.callback(r);
+  }
+
+  private authQueriesReply(r: AuthRequest, mfa: MfaRecord | undefined): Reply {
+    const authQueries = [
+      { typeId: 'TOTP', provider: 'ziti', format: 'numeric', httpMethod: 'POST', httpUrl: `${this.issuer}/login/totp`, minLength: 6, maxLength: 6, isTotpEnrolled: mfa?.isVerified === true },
+    ];
+    return { status: 200, body: { authQueries }, headers: { 'totp-required': 'true', 'auth-request-id': r.id } };
+  }
+
+  /** `GET /oidc/login/auth-queries?id=`: what the pending request still has to pass. */
+  authQueries(id: string | null): Reply {
+    const r = this.pending(id);
+    const s = r.apiSessionId ? this.app.sessions.get(r.apiSessionId) : undefined;
+    if (!s || !s.isMfaRequired || s.isMfaComplete) return { status: 200, body: { authQueries: [] } };
+    return this.authQueriesReply(r, this.app.store.get('identities', s.identityId)?.mfa as MfaRecord | undefined);
+  }
+
+  /** `/oidc/login/totp`: the TOTP step of a request whose login needs it. */
+  async totp(req: Req): Promise<Reply> {
+    const body = parseFields(req);
+    const r = this.pending(body.id ?? body.authRequestID);
+    const s = r.apiSessionId ? this.app.sessions.get(r.apiSessionId) : undefined;
+    if (!s) throw new ApiError('INVALID_AUTH');
+    const identity = this.app.store.get('identities', s.identityId);
+    const mfa = identity?.mfa as MfaRecord | undefined;
+    if (!mfa?.isVerified) throw new OAuthError('invalid_request', 'TOTP supplied but not enabled on the identity');
+    // The brake of every MFA code check: too many wrong codes for the identity → 429.
+    const throttle = this.app.auth.mfaThrottle;
+    throttle.check(s.identityId);
+    if (!isValidTotp(mfaSecret(this.app.store.sealer, mfa), body.code)) {
+      throttle.fail(s.identityId);
+      throw new ApiError('INVALID_AUTH');
+    }
+    throttle.succeed(s.identityId);
+    const now = Date.now();
+    await this.app.store.write((tx) => {
+      const cur = tx.get('apiSessions', s.id);
+      if (cur) tx.put('apiSessions', { ...cur, isMfaComplete: true, mfaPassedAt: now, updatedAt: now });
+    });
+    return this.callback(r);
+  }
+
+  /** `/oidc/authorize/callback?id=`: a request whose login is complete gets its code. */
+  authorizeCallback(id: string | null): Reply {
+    const r = this.pending(id);
+    const s = r.apiSessionId ? this.app.sessions.get(r.apiSessionId) : undefined;
+    if (!s || (s.isMfaRequired && !s.isMfaComplete)) throw new ApiError('INVALID_AUTH');
+    const code = randomId();
+    this.codes.set(code, { requestId: r.id, expiresAt: Date.now() + CODE_TTL_MS });
+    return this.redirect(r.redirectUri, { code, state: r.state });
+  }
+
+  /** `/oidc/oauth/token`. */
+  async token(req: Req): Promise<Reply> {
+    const f = parseFields(req);
+    const clientId = str(f.client_id);
+    if (!clientId || !CLIENT_IDS.has(clientId)) throw new OAuthError('invalid_client', 'unknown client_id', 401);
+    switch (f.grant_type) {
+      case 'authorization_code':
+        return this.codeGrant(clientId, f);
+      case 'refresh_token':
+        return this.refreshGrant(clientId, f);
+      case TOKEN_EXCHANGE:
+        return this.exchangeGrant(clientId, f);
+      default:
+        throw new OAuthError('unsupported_grant_type', `grant_type must be authorization_code, refresh_token or ${TOKEN_EXCHANGE}`);
+    }
+  }
+
+  private async codeGrant(clientId: string, f: Record<string, unknown>): Promise<Reply> {
+    const code = str(f.code);
+    const entry = code ? this.codes.get(code) : undefined;
+    // A code is good once: taken out before anything else is checked.
+    if (code) this.codes.delete(code);
+    const r = entry && entry.expiresAt > Date.now() ? this.requests.get(entry.requestId) : undefined;
+    if (!r) throw new OAuthError('invalid_grant', 'the code is unknown, used or expired');
+    this.requests.delete(r.id);
+    const s = r.apiSessionId ? this.app.sessions.get(r.apiSessionId) : undefined;
+    if (!s) throw new OAuthError('invalid_grant', 'the login of this code has ended');
+    const end = async (description: string) => {
+      // A failed exchange ends the login: the code cannot be tried again anyway.
+      await this.app.sessions.delete(s.id);
+      return new OAuthError('invalid_grant', description);
+    };
+    if (r.clientId !== clientId) throw await end('the code was issued to another client');
+    if (str(f.redirect_uri) !== r.redirectUri) throw await end('redirect_uri does not match the authorization request');
+    const verifier = str(f.code_verifier);
+    if (!verifier || !/^[A-Za-z0-9._~-]{43,128}$/.test(verifier)) throw await end('code_verifier is required (43 to 128 characters)');
+    const challenge = b64url(crypto.createHash('sha256').update(verifier).digest());
+    if (!sameSecret(challenge, r.codeChallenge)) throw await end('code_verifier does not match the code_challenge');
+    return this.issue(s, { clientId, scopes: r.scopes, nonce: r.nonce, authTime: r.authTime, method: r.method, withIdToken: true });
+  }
+
+  /** The live OIDC API session of a refresh token, ending its family when the token was already rotated. */
+  private async currentRefresh(clientId: string, token: string | undefined) {
+    const claims = token ? this.app.keys.verify(token, REFRESH_TOKEN) : undefined;
+    if (!claims || typeof claims.z_asid !== 'string') throw new OAuthError('invalid_grant', 'the refresh token is invalid or expired');
+    const s = this.app.sessions.get(claims.z_asid);
+    if (!s?.oidc || s.identityId !== claims.sub) throw new OAuthError('invalid_grant', 'the refresh token has been revoked');
+    if (s.oidc.clientId !== clientId) throw new OAuthError('invalid_grant', 'the refresh token was issued to another client');
+    if (s.oidc.refreshJti !== claims.jti) {
+      // Reuse of a rotated refresh token: whoever holds the family may be an attacker; end it.
+      await this.app.sessions.delete(s.id);
+      throw new OAuthError('invalid_grant', 'the refresh token was already used; its tokens are revoked');
+    }
+    return { s, oidc: s.oidc, jti: claims.jti };
+  }
+
+  private async refreshGrant(clientId: string, f: Record<string, unknown>): Promise<Reply> {
+    const { s, oidc, jti } = await this.currentRefresh(clientId, str(f.refresh_token));
+    return this.issue(s, { clientId, scopes: oidc.scopes, previousRefresh: jti, withIdToken: true });
+  }
+
+  /**
+   * RFC 8693 token exchange, as upstream allows it: an access token for a new access token, a
+   * refresh token for new access and refresh tokens (rotating it like the refresh grant); audience
+   * `openziti` (or `native`), scopes `openid` and `offline_access` only.
+   */
+  private async exchangeGrant(clientId: string, f: Record<string, unknown>): Promise<Reply> {
+    const subjectType = str(f.subject_token_type);
+    const requested = str(f.requested_token_type) ?? subjectType;
+    for (const aud of [f.audience].flat()) {
+      if (aud !== undefined && aud !== '' && !CLIENT_IDS.has(String(aud))) throw new OAuthError('invalid_target', `invalid audience requested [${String(aud)}]`);
+    }
+    for (const sc of (str(f.scope) ?? '').split(' ').filter(Boolean)) {
+      if (sc !== 'openid' && sc !== 'offline_access') throw new OAuthError('invalid_scope', `invalid scope requested [${sc}]`);
+    }
+    const token = str(f.subject_token);
+    if (!token) throw new OAuthError('invalid_request', 'subject_token is required');
+    if (subjectType === TOKEN_TYPE_ACCESS) {
+      if (requested !== TOKEN_TYPE_ACCESS) throw new OAuthError('invalid_request', 'an access token can only be exchanged for an access token');
+      const s = this.sessionOfToken(token, [ACCESS_TOKEN]);
+      if (!s?.oidc) throw new OAuthError('invalid_grant', 'the subject token is invalid, expired or revoked');
+      return this.issue(s, { clientId, scopes: s.oidc.scopes, accessOnly: true, withIdToken: false, issuedType: TOKEN_TYPE_ACCESS });
+    }
+    if (subjectType === TOKEN_TYPE_REFRESH) {
+      if (requested !== TOKEN_TYPE_ACCESS && requested !== TOKEN_TYPE_REFRESH) throw new OAuthError('invalid_request', 'a refresh token can only be exchanged for access or refresh tokens');
+      const { s, oidc, jti } = await this.currentRefresh(clientId, token);
+      return this.issue(s, { clientId, scopes: oidc.scopes, previousRefresh: jti, withIdToken: false, issuedType: TOKEN_TYPE_REFRESH });
+    }
+    throw new OAuthError('invalid_request', `exchange subject type (${subjectType ?? ''}) is not supported`);
+  }
+
+  /**
+   * New access, refresh (and ID) tokens for an API session; the refresh token's id becomes the
+   * family's only valid one in the same write that checks the previous one is still current.
+   */
+  private async issue(
+    s: ApiSession,
+    o: {
+      clientId: string;
+      scopes: string[];
+      nonce?: string;
+      authTime?: number;
+      method?: string;
+      previousRefresh?: string;
+      withIdToken: boolean;
+      /** A new access token only: the refresh token family is left as it is. */
+      accessOnly?: boolean;
+      /** Token exchange: the `issued_token_type` of the answer. */
+      issuedType?: string;
+    },
+  ): Promise<Reply> {
+    const keys = this.app.keys;
+    const now = Math.floor(Date.now() / 1000);
+    const refreshJti = randomId();
+    const rotated = o.accessOnly || await this.app.store.write((tx) => {
+      const cur = tx.get('apiSessions', s.id) as ApiSession | undefined;
+      if (!cur) return false;
+      if (o.previousRefresh !== undefined && cur.oidc?.refreshJti !== o.previousRefresh) return false;
+      tx.put('apiSessions', { ...cur, oidc: { clientId: o.clientId, refreshJti, scopes: o.scopes }, updatedAt: Date.now() });
+      return true;
+    });
+    if (!rotated) throw new OAuthError('invalid_grant', 'the refresh token was already used or revoked');
+    const common = { iss: this.issuer, sub: s.identityId, aud: ['openziti'], iat: now, z_asid: s.id, scopes: o.scopes };
+    const accessExp = now + this.settings.accessTokenSeconds;
+    const access = keys.sign({ ...common, jti: randomId(), exp: accessExp, z_t: ACCESS_TOKEN, z_ct: s.configTypes, z_authid: s.authenticatorId });
+    const body: Record<string, unknown> = {
+      access_token: access,
+      token_type: 'Bearer',
+      expires_in: this.settings.accessTokenSeconds,
+      scope: o.scopes.join(' '),
+    };
+    if (!o.accessOnly) body.refresh_token = keys.sign({ ...common, jti: refreshJti, exp: now + this.settings.refreshTokenSeconds, z_t: REFRESH_TOKEN });
+    if (o.issuedType) body.issued_token_type = o.issuedType;
+    if (o.withIdToken) {
+      const amr = o.method ? [o.method === 'password' ? 'pwd' : o.method] : undefined;
+      body.id_token = keys.sign({
+        ...common,
+        aud: [o.clientId],
+        jti: randomId(),
+        exp: accessExp,
+        z_t: ID_TOKEN,
+        ...(o.nonce ? { nonce: o.nonce } : {}),
+        ...(o.authTime ? { auth_time: Math.floor(o.authTime / 1000) } : {}),
+        ...(amr ? { amr } : {}),
+      });
+    }
+    return { status: 200, body, headers: { 'cache-control': 'no-store', pragma: 'no-cache' } };
+  }
+
+  /** The API session an access, refresh or ID token names, if it verifies. */
+  private sessionOfToken(token: string | undefined, types: string[]): ApiSession | undefined {
+    if (!token) return undefined;
+    for (const t of types) {
+      const c = this.app.keys.verify(token, t);
+      if (c && typeof c.z_asid === 'string') {
+        const s = this.app.sessions.get(c.z_asid);
+        return s && s.identityId === c.sub ? s : undefined;
+      }
+    }
+    return undefined;
+  }
+
+  /** `/oidc/revoke` (RFC 7009): ends the token's API session; 200 whatever the token was. */
+  async revoke(req: Req): Promise<Reply> {
+    const f = parseFields(req);
+    const s = this.sessionOfToken(str(f.token), [ACCESS_TOKEN, REFRESH_TOKEN]);
+    if (s) await this.app.sessions.delete(s.id);
+    return { status: 200, body: '', contentType: 'text/plain' };
+  }
+
+  /** `/oidc/end_session`: ends the API session of `id_token_hint`, then back to a registered logout URI. */
+  async endSession(req: Req): Promise<Reply> {
+    const f = req.method === 'post' ? parseFields(req) : Object.fromEntries(req.query);
+    const s = this.sessionOfToken(str(f.id_token_hint), [ID_TOKEN, ACCESS_TOKEN]);
+    const post = str(f.post_logout_redirect_uri);
+    if (post && !this.allowed('postLogoutUris', post))
+      throw new OAuthError('invalid_request', 'post_logout_redirect_uri is not registered in the controller settings');
+    if (s) await this.app.sessions.delete(s.id);
+    if (post) return this.redirect(post, { state: str(f.state) });
+    return { status: 200, body: { ended: s !== undefined } };
+  }
+
+  /** `/oidc/userinfo`: the Bearer access token's subject. */
+  userinfo(req: Req): Reply {
+    const auth = req.headers['authorization'] ?? '';
+    const token = /^bearer\s+(\S+)$/i.exec(auth.trim())?.[1];
+    const s = token ? this.app.sessions.resolve(token) : undefined;
+    if (!s || !s.oidc) throw new OAuthError('invalid_token', 'a valid access token is required', 401);
+    const identity = this.app.sessions.identityOf(s);
+    return { status: 200, body: { sub: s.identityId, name: identity?.name } };
+  }
+}
