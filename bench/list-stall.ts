@@ -5,7 +5,7 @@
  * load as a ratio to the idle one (same run, same machine), the large answers' latency, how many
  * were refused (429 RATE_LIMITED, by design beyond a few at once) and the controller's peak RSS.
  *
- *   npm run build && node dist/bench/list-stall.js [--identities 5000] [--large 4] [--small 300]
+ *   npm run bench:list-stall -- [--identities 5000] [--large 4] [--small 300]
  *
  * Small defaults finish in about a minute; the issue's case is `--identities 50000 --large 4`.
  * Prints a summary and writes bench/results/list-stall-<time>.json.
@@ -15,14 +15,24 @@ import path from 'node:path';
 import { spawnController, login, MGMT, ROOT } from './lib/controller.js';
 import { createClient, requestJson, type HttpClient, type RequestSpec } from './lib/http.js';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
+import { parseCli, intFlag } from './lib/cli.js';
 
-const arg = (name: string, def: number) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : def;
-};
-const IDENTITIES = arg('identities', 5000);
-const LARGE = arg('large', 4);
-const SMALL = arg('small', 300);
+const argv = parseCli({
+  name: 'bench:list-stall',
+  summary: `Does a large answer stall everyone else? Seeds identities, measures a small request on the idle
+controller, then again while clients keep asking for the whole collection and for an unindexed filter;
+reports the small request's latency as a ratio to the idle one of the same run, the large answers'
+latency, the 429s (by design beyond a few at once) and the controller's peak RSS.`,
+  usage: ['npm run bench:list-stall', 'npm run bench:list-stall -- --identities 50000 --large 4'],
+  flags: {
+    'identities': { type: 'string', default: '5000', arg: 'N', help: 'identities to seed' },
+    'large': { type: 'string', default: '4', arg: 'K', help: 'clients asking for large answers at once' },
+    'small': { type: 'string', default: '300', arg: 'S', help: 'small requests measured idle and under load' },
+  },
+}, isMainThread ? process.argv.slice(2) : []);
+const IDENTITIES = intFlag(argv, 'identities', 1, 10000000);
+const LARGE = intFlag(argv, 'large', 1, 64);
+const SMALL = intFlag(argv, 'small', 10, 1000000);
 const PASSWORD = 'bench-admin-password';
 
 const q = (xs: number[], p: number) => {

@@ -4,7 +4,7 @@
  * against a real controller, then reports each side's median and p90 and how often the best
  * single threshold tells them apart (50% = indistinguishable).
  *
- *   npm run build && node dist/bench/login-timing.js [--tries 300] [--argon2-kib 1024]
+ *   npm run bench:login-timing -- [--tries 300] [--argon2-kib 1024]
  *
  * Cheap hashing by default (as the tests use) so the hash does not drown the difference; pass
  * `--argon2-kib 19456` for the production cost. Writes bench/results/login-timing-<time>.json.
@@ -13,13 +13,22 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { spawnController, login, MGMT, ROOT } from './lib/controller.js';
 import { createClient, requestJson } from './lib/http.js';
+import { parseCli, intFlag } from './lib/cli.js';
 
-const arg = (name: string, def: number) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : def;
-};
-const TRIES = arg('tries', 300);
-const ARGON2_KIB = arg('argon2-kib', 1024);
+const argv = parseCli({
+  name: 'bench:login-timing',
+  summary: `Does a wrong password for an existing user take longer than any password for an unknown user?
+Alternates the two on one connection, reports each side's median and p90 and how often the best single
+threshold tells them apart (50% = indistinguishable). Cheap hashing by default; --argon2-kib 19456 is
+the production cost.`,
+  usage: ['npm run bench:login-timing', 'npm run bench:login-timing -- --argon2-kib 19456 --tries 150'],
+  flags: {
+    'tries': { type: 'string', default: '300', arg: 'N', help: 'logins of each kind' },
+    'argon2-kib': { type: 'string', default: '1024', arg: 'K', help: 'argon2id memory of stored passwords' },
+  },
+}, process.argv.slice(2));
+const TRIES = intFlag(argv, 'tries', 10, 100000);
+const ARGON2_KIB = intFlag(argv, 'argon2-kib', 1024, 4194304);
 const PASSWORD = 'bench-admin-password';
 
 const quantile = (xs: number[], q: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))];
