@@ -16,6 +16,7 @@ import { spawnController, login, MGMT, ROOT } from './lib/controller.js';
 import { createClient, requestJson, type HttpClient, type RequestSpec } from './lib/http.js';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 import { parseCli, intFlag } from './lib/cli.js';
+import { progressBar } from './lib/progress.js';
 
 const argv = parseCli({
   name: 'bench:list-stall',
@@ -44,24 +45,31 @@ const stats = (xs: number[]) => ({ n: xs.length, p50Ms: +q(xs, 0.5).toFixed(2), 
 
 async function seed(client: HttpClient, h: Record<string, string>) {
   let next = 0;
+  let done = 0;
+  const bar = progressBar('seeding identities', { total: IDENTITIES });
   const worker = async () => {
     while (next < IDENTITIES) {
       const i = next++;
       const r = await requestJson(client, 'POST', `${MGMT}/identities`, h, { name: `stall-${i}`, type: 'User', isAdmin: false, roleAttributes: [`group-${i % 50}`], defaultHostingCost: i % 7 });
       if (r.status !== 201) throw new Error(`seed ${i}: ${r.status} ${JSON.stringify(r.body)}`);
+      bar.update(++done);
     }
   };
   await Promise.all(Array.from({ length: 16 }, worker));
+  bar.done();
 }
 
 async function smallLatencies(client: HttpClient, spec: RequestSpec, n: number): Promise<number[]> {
   const out: number[] = [];
+  const bar = progressBar('small requests', { total: n });
   for (let i = 0; i < n; i++) {
     const t0 = performance.now();
     const r = await client.request(spec);
     if (r.status !== 200) throw new Error(`small request: ${r.status}`);
     out.push(performance.now() - t0);
+    bar.update(i + 1);
   }
+  bar.done();
   return out;
 }
 

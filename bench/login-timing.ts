@@ -14,6 +14,7 @@ import path from 'node:path';
 import { spawnController, login, MGMT, ROOT } from './lib/controller.js';
 import { createClient, requestJson } from './lib/http.js';
 import { parseCli, intFlag } from './lib/cli.js';
+import { progressBar } from './lib/progress.js';
 
 const argv = parseCli({
   name: 'bench:login-timing',
@@ -66,7 +67,9 @@ async function main() {
     const known = spec('timing-user');
     const unknown = spec('nobody-by-this-name');
     const times = { wrongPassword: [] as number[], unknownUser: [] as number[] };
+    const bar = progressBar('logins', { total: TRIES + 20 });
     for (let i = 0; i < TRIES + 20; i++) {
+      bar.update(i);
       for (const [k, s] of [['wrongPassword', known], ['unknownUser', unknown]] as const) {
         const t0 = performance.now();
         const r = await client.request(s);
@@ -75,6 +78,7 @@ async function main() {
         if (i >= 20) times[k].push(ms); // the first 20 warm up
       }
     }
+    bar.done();
     const summary = Object.fromEntries(Object.entries(times).map(([k, xs]) => [k, { medianMs: +quantile(xs, 0.5).toFixed(3), p90Ms: +quantile(xs, 0.9).toFixed(3) }]));
     const sep = separability(times.wrongPassword, times.unknownUser);
     const result = { tries: TRIES, argon2KiB: ARGON2_KIB, ...summary, distinguishable: +sep.toFixed(3), at: new Date().toISOString() };
