@@ -10,12 +10,12 @@
  * Small defaults finish in about a minute; the issue's case is `--identities 50000 --large 4`.
  * Prints a summary and writes bench/results/list-stall-<time>.json.
  */
-import fs from 'node:fs';
 import path from 'node:path';
 import { spawnController, login, MGMT, ROOT } from './lib/controller.js';
 import { createClient, requestJson, type HttpClient, type RequestSpec } from './lib/http.js';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 import { parseCli, intFlag } from './lib/cli.js';
+import { writeResults } from './lib/report.js';
 import { progressBar } from './lib/progress.js';
 
 const argv = parseCli({
@@ -118,9 +118,7 @@ async function main() {
       at: new Date().toISOString(),
     };
     console.log(JSON.stringify(result, null, 2));
-    const dir = path.join(ROOT, 'bench', 'results');
-    fs.mkdirSync(dir, { recursive: true });
-    fs.writeFileSync(path.join(dir, `list-stall-${result.at.replace(/[:.]/g, '-')}.json`), JSON.stringify(result, null, 2) + '\n');
+    console.log(`results: ${path.relative(ROOT, writeResults('list-stall', result))}`);
   } finally {
     await Promise.all([setup.close(), smallClient.close()]);
     await ctl.stop();

@@ -9,11 +9,11 @@
  * Cheap hashing by default (as the tests use) so the hash does not drown the difference; pass
  * `--argon2-kib 19456` for the production cost. Writes bench/results/login-timing-<time>.json.
  */
-import fs from 'node:fs';
 import path from 'node:path';
 import { spawnController, login, MGMT, ROOT } from './lib/controller.js';
 import { createClient, requestJson } from './lib/http.js';
 import { parseCli, intFlag } from './lib/cli.js';
+import { writeResults } from './lib/report.js';
 import { progressBar } from './lib/progress.js';
 
 const argv = parseCli({
@@ -83,9 +83,7 @@ async function main() {
     const sep = separability(times.wrongPassword, times.unknownUser);
     const result = { tries: TRIES, argon2KiB: ARGON2_KIB, ...summary, distinguishable: +sep.toFixed(3), at: new Date().toISOString() };
     console.log(JSON.stringify(result, null, 2));
-    const dir = path.join(ROOT, 'bench', 'results');
-    fs.mkdirSync(dir, { recursive: true });
-    fs.writeFileSync(path.join(dir, `login-timing-${result.at.replace(/[:.]/g, '-')}.json`), JSON.stringify(result, null, 2) + '\n');
+    console.log(`results: ${path.relative(ROOT, writeResults('login-timing', result))}`);
   } finally {
     await client.close();
     await ctl.stop();

@@ -208,15 +208,7 @@ export async function resourceCommand(verb: 'list' | 'get' | 'create' | 'update'
 
   if (verb === 'create') {
     if (!f.create) throw usage(`${f.name} cannot be created through the API`);
-    let body: Record<string, unknown> = {};
-    if (values.data !== undefined) {
-      try {
-        body = JSON.parse(values.data);
-      } catch (e) {
-        throw usage(`--data: not JSON: ${(e as Error).message}`);
-      }
-    }
-    applyOptions(body, values, props);
+    const body = requestBody(values, props);
     if (positionals[1] !== undefined) {
       if (!def?.properties?.name) throw usage(`${f.name} has no name; give the properties as options`);
       body.name = positionals[1];
@@ -252,15 +244,7 @@ export async function resourceCommand(verb: 'list' | 'get' | 'create' | 'update'
   }
   if (verb === 'update') {
     if (!f.update) throw usage(`${f.name} cannot be updated through the API`);
-    let body: Record<string, unknown> = {};
-    if (values.data !== undefined) {
-      try {
-        body = JSON.parse(values.data);
-      } catch (e) {
-        throw usage(`--data: not JSON: ${(e as Error).message}`);
-      }
-    }
-    applyOptions(body, values, props);
+    const body = requestBody(values, props);
     if (Object.keys(body).length === 0) throw usage(`mesh update ${f.name}: nothing to change; give --PROPERTY VALUE or --data`);
     await api(s, f.update.method.toUpperCase(), `/${f.name}/${id}`, body);
     process.stdout.write(`updated ${singular(f.name)} ${decodeURIComponent(id)}\n`);
@@ -269,6 +253,20 @@ export async function resourceCommand(verb: 'list' | 'get' | 'create' | 'update'
   if (!f.remove) throw usage(`${f.name} cannot be deleted through the API`);
   await api(s, 'DELETE', `/${f.name}/${id}`);
   process.stdout.write(`deleted ${singular(f.name)} ${decodeURIComponent(id)}\n`);
+}
+
+/** A create or update body: `--data JSON` first, then every `--PROPERTY VALUE` option over it. */
+function requestBody(values: Record<string, any>, props: Map<string, [string, any]>): Record<string, unknown> {
+  let body: Record<string, unknown> = {};
+  if (values.data !== undefined) {
+    try {
+      body = JSON.parse(values.data);
+    } catch (e) {
+      throw usage(`--data: not JSON: ${(e as Error).message}`);
+    }
+  }
+  applyOptions(body, values, props);
+  return body;
 }
 
 function applyOptions(body: Record<string, unknown>, values: Record<string, any>, props: Map<string, [string, any]>) {
