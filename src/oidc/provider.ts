@@ -23,7 +23,7 @@ import type { App, Ctx, Op } from '../core/context.js';
 import type { Reply, Req } from '../core/operation.js';
 import { ApiError } from '../core/errors.js';
 import { primaryLogin, resolveConfigTypes } from '../api/handlers/session.js';
-import { dropMfaInTx, passMfaInTx, totpIssuer } from '../api/handlers/auth.js';
+import { dropMfaInTx, passMfaInTx, totpIssuer } from '../api/handlers/mfa.js';
 import { secondaryFactors } from '../auth/login-policy.js';
 import { checkCodeInTx, isValidTotp, mfaErrors, mfaRecoveryCodes, mfaSecret, newMfaRecord, provisioningUrl, type MfaRecord } from '../auth/mfa.js';
 import type { Rec } from '../store/store.js';
