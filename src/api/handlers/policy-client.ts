@@ -16,7 +16,7 @@ import { write } from '../../resources/write.js';
 import { parseListParams, runList } from '../../core/query.js';
 import { SESSION_TOKEN, signSessionToken, tokenDigest, type SessionTokenFacts } from '../../auth/tokens.js';
 import type { Rec } from '../../store/store.js';
-import type { PolicyType } from '../../policy/engine.js';
+import type { PolicyType } from '../../policy/access.js';
 import { timeOrderedId } from '../../store/ids.js';
 import { commonEdgeRouter, routerLive, routersOnlineFirst } from '../../policy/router-view.js';
 import type { PostureReport } from '../../policy/posture.js';
@@ -48,14 +48,14 @@ function mayAccess(ctx: Ctx, id: string): void {
 /** A session the caller may see: its own (admins: any), not being removed. */
 function visibleSession(ctx: Ctx, id: string): Rec {
   const s = ctx.app.store.get('sessions', id);
-  if (!s || ctx.app.policy.doomed.has(s.id)) throw errors.notFound();
+  if (!s || ctx.app.policy.sessions.doomed.has(s.id)) throw errors.notFound();
   if (!isAdmin(ctx) && s.identityId !== ctx.identity!.id) throw errors.notFound();
   return s;
 }
 
 /** A list condition hiding sessions whose removal is committing (none: the fast list paths stay open). */
 function hideDoomed(ctx: Ctx): { where?: (r: Rec) => boolean } {
-  const doomed = ctx.app.policy.doomed;
+  const doomed = ctx.app.policy.sessions.doomed;
   return doomed.size ? { where: (r: Rec) => !doomed.has(r.id) } : {};
 }
 
@@ -81,7 +81,7 @@ async function createSession(reg: Registry, ctx: Ctx): Promise<Reply> {
     // The record is read only here, to name the service.
     const serviceName = ctx.app.store.nameOf('services', serviceId) ?? '';
     const failure = { apiSessionId: apiSession.id, serviceId, serviceName, sessionType: type, when: Date.now(), policyFailures: decision.failures };
-    engine.recordFailure(identity.id, failure);
+    engine.failures.record(identity.id, failure);
     const detail = { ...failure, when: new Date(failure.when).toISOString() };
     // The failure is both the cause's `data` and, as upstream renders it, its top-level fields.
     throw new ApiError('INVALID_POSTURE', undefined, {
@@ -98,11 +98,11 @@ async function createSession(reg: Registry, ctx: Ctx): Promise<Reply> {
   let pending = inFlight.get(key);
   let token: string | undefined;
   if (!pending) {
-    const existing = engine.findSession(apiSession.id, serviceId, type);
+    const existing = engine.sessions.find(apiSession.id, serviceId, type);
     const found = existing ? ctx.app.store.get('sessions', existing) : undefined;
     // The same session again: the token this process issued for it, else a fresh one (any token
     // naming a live session is valid).
-    if (found) return withToken(ok(renderRecord(reg, reg.def('sessions'), found, { store: ctx.app.store, ctx }), 201), engine.liveSession(identity.id, found.id)?.token ?? sessionToken(ctx, found));
+    if (found) return withToken(ok(renderRecord(reg, reg.def('sessions'), found, { store: ctx.app.store, ctx }), 201), engine.sessions.live(identity.id, found.id)?.token ?? sessionToken(ctx, found));
     const now = Date.now();
     // Time-ordered, like every entity id: the write appends to the ends of the session B-trees
     // instead of dirtying a random page of each (a commit of 32 sessions 2.5× faster).
@@ -133,9 +133,9 @@ async function createSession(reg: Registry, ctx: Ctx): Promise<Reply> {
   }
   const rec = await pending;
   if (token) {
-    const live = engine.liveSession(identity.id, rec.id);
+    const live = engine.sessions.live(identity.id, rec.id);
     if (live) live.token = token;
-  } else token = engine.liveSession(identity.id, rec.id)?.token;
+  } else token = engine.sessions.live(identity.id, rec.id)?.token;
   return withToken(ok(renderRecord(reg, reg.def('sessions'), rec, { store: ctx.app.store, ctx }), 201), token ?? sessionToken(ctx, rec));
 }
 
@@ -230,7 +230,7 @@ export function policyClientEntries(reg: Registry): Entry[] {
         const token = ctx.req.headers['session-token'];
         if (token !== undefined) {
           const claims = ctx.app.keys.verify(token.trim(), SESSION_TOKEN);
-          const s = claims && ctx.app.policy.liveSession(claims.sub, claims.jti);
+          const s = claims && ctx.app.policy.sessions.live(claims.sub, claims.jti);
           if (!s || s.apiSessionId !== ctx.session!.id || s.serviceId !== svc.id) throw errors.unauthorized();
         }
         const src = listSource(reg, reg.def('edgeRouters'), { records: routersOnlineFirst(ctx.app, ctx.app.policy.commonRouters(ctx.identity!.id, svc.id)) });
@@ -280,7 +280,7 @@ export function policyClientEntries(reg: Registry): Entry[] {
     { api: 'client', operationId: 'listSessions', auth: 'session', permission: null, limit: null, body: 'spec',
       handler: (ctx) => {
         if (isAdmin(ctx)) return listRecords(reg, reg.def('sessions'), ctx, hideDoomed(ctx));
-        return listRecords(reg, reg.def('sessions'), ctx, { ...hideDoomed(ctx), candidates: [...ctx.app.policy.sessionsOf(ctx.identity!.id)].map((s) => s.id) });
+        return listRecords(reg, reg.def('sessions'), ctx, { ...hideDoomed(ctx), candidates: [...ctx.app.policy.sessions.of(ctx.identity!.id)].map((s) => s.id) });
       } },
     // Management views of sessions hide those whose removal is committing, like the Client API.
     { api: 'management', operationId: 'listSessions', auth: 'admin', permission: { family: 'ops', action: 'read' }, limit: null, body: 'spec',
@@ -288,7 +288,7 @@ export function policyClientEntries(reg: Registry): Entry[] {
     { api: 'management', operationId: 'detailSession', auth: 'admin', permission: { family: 'ops', action: 'read' }, limit: null, body: 'spec',
       handler: (ctx) => {
         const s = ctx.app.store.get('sessions', ctx.params.id);
-        if (!s || ctx.app.policy.doomed.has(s.id)) throw errors.notFound();
+        if (!s || ctx.app.policy.sessions.doomed.has(s.id)) throw errors.notFound();
         return ok(renderRecord(reg, reg.def('sessions'), s, { store: ctx.app.store, ctx }));
       } },
     { api: 'client', operationId: 'detailSession', auth: 'session', permission: null, limit: null, body: 'spec',
@@ -303,7 +303,7 @@ export function policyClientEntries(reg: Registry): Entry[] {
       } },
 
     { api: 'client', operationId: 'listServiceUpdates', auth: 'session', permission: null, limit: null, body: 'spec',
-      handler: (ctx) => ok({ lastChangeAt: isoTime(ctx.app.policy.lastChangeAt(ctx.session!, ctx.app.startedAt)) }) },
+      handler: (ctx) => ok({ lastChangeAt: isoTime(ctx.app.policy.updateTimes.lastChangeAt(ctx.session!, ctx.app.startedAt)) }) },
 
     { api: 'client', operationId: 'createPostureResponse', auth: 'session', permission: null, limit: null, body: 'spec',
       handler: (ctx) => ok({ services: postureResponses(ctx, [ctx.body as PostureReport]) }, 201) },
