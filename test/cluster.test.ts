@@ -466,6 +466,8 @@ t.test('kill -9 of a controller: its router reconnects to another and is online 
   t.ok(await online(adminB, r2.id), 'router 2, on B all along, still online');
   const list = await within(10_000, async () => ((await adminB.get('/controllers')).body.data as unknown[]).length === 2);
   t.ok(list >= 0, 'A dropped out of GET /controllers once its lease expired');
+  // C reads the list on its own second: within one more of B's.
+  await within(3000, async () => told.at(-1)?.length === 2);
   t.equal(told.at(-1)?.length, 2, 'the router on C was told over the control channel that A left');
   t.notOk(told.at(-1)?.some((x) => x.ctrlAddress === `wss://127.0.0.1:${a.port}/ctrl/v1`), 'A is not in it');
 

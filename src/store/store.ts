@@ -70,8 +70,12 @@ export interface WriteLog {
   status(): { ready: boolean; detail: string };
   /** The log revision the replica has applied. */
   readonly applied: number;
-  /** Log transactions sent, writes they carried, writes run again (failed guard, or a write in flight they read). */
-  readonly stats: { txns: number; writes: number; retries: number; waits: number };
+  /**
+   * Log transactions sent, writes they carried, writes run again (failed guard, or a write in
+   * flight they read), seconds spent waiting for the log's answers, replica transactions applied
+   * and the seconds they took.
+   */
+  readonly stats: { txns: number; writes: number; retries: number; waits: number; txnSeconds: number; applies: number; applySeconds: number };
   close(): Promise<void>;
 }
 
