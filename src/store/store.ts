@@ -136,13 +136,14 @@ export class Store extends EventEmitter {
   cluster?: WriteLog;
   private sealerOrUnset?: Sealer;
 
-  constructor(readonly dir: string, specs: CollectionSpec[]) {
+  /** `noSync`: a cluster replica (src/cluster/replica-dir.ts), durable in etcd, not here. */
+  constructor(readonly dir: string, specs: CollectionSpec[], opts: { noSync?: boolean } = {}) {
     super();
     this.setMaxListeners(50);
     fs.mkdirSync(dir, { recursive: true });
     // overlappingSync off: a write resolves only once it is synced to disk, so nothing the API has
     // acknowledged can be lost by a crash. Measured: no throughput cost here (bench/crud, README).
-    this.env = open({ path: dir, maxDbs: 256, mapSize: 2 * 1024 ** 3, compression: false, overlappingSync: false });
+    this.env = open({ path: dir, maxDbs: 256, mapSize: 2 * 1024 ** 3, compression: false, overlappingSync: false, noSync: opts.noSync === true });
     for (const spec of specs) this.addCollection(spec);
     this.dropUndeclaredIndexes();
   }
