@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import { startServer, isError, type Client, type Res, type Server } from './helpers/server.js';
-import { selfSignedCert } from './helpers/certs.js';
+import { selfSignedCert } from './helpers/pki.js';
 import { RFC3339, base, created, emptyOk, fieldError, get, hasFields, kind, sleep, type Tap } from './helpers/assert.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
