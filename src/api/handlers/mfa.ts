@@ -21,7 +21,7 @@ import { mayManageIdentity } from '../../auth/permissions.js';
 const TOTP_TOKEN_SECONDS = 5 * 60;
 
 /** The TOTP issuer: the controller's advertised host name. */
-function totpIssuer(ctx: Ctx): string {
+export function totpIssuer(ctx: Ctx): string {
   const addr = ctx.app.config.advertisedAddress;
   return addr ? splitHostPort(addr).host : 'mesh';
 }
@@ -54,7 +54,7 @@ function mfaBase(mfa: MfaRecord) {
 }
 
 /** Mark an API session as having passed TOTP now (authenticate/mfa, enrollment verify). */
-function passMfaInTx(tx: Tx, apiSessionId: string, now: number) {
+export function passMfaInTx(tx: Tx, apiSessionId: string, now: number) {
   const s = tx.get('apiSessions', apiSessionId);
   if (s) tx.put('apiSessions', { ...s, isMfaRequired: true, isMfaComplete: true, mfaPassedAt: now });
 }
@@ -63,7 +63,7 @@ function passMfaInTx(tx: Tx, apiSessionId: string, now: number) {
  * MFA removed from an identity: its API sessions lose their MFA pass (MFA posture checks fail);
  * they stay fully authenticated unless the auth policy itself requires TOTP.
  */
-function dropMfaInTx(ctx: Ctx, tx: Tx, identity: Rec) {
+export function dropMfaInTx(ctx: Ctx, tx: Tx, identity: Rec) {
   const requireTotp = policyOf(ctx.app.store, identity)?.secondary?.requireTotp === true;
   for (const id of tx.idsByIndex('apiSessions', 'identityId', identity.id)) {
     const s = tx.get('apiSessions', id);
