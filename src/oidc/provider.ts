@@ -24,6 +24,10 @@ import type { Reply, Req } from '../core/operation.js';
 import { ApiError } from '../core/errors.js';
 import { primaryLogin, resolveConfigTypes } from '../api/handlers/session.js';
 import { dropMfaInTx, passMfaInTx, totpIssuer } from '../api/handlers/auth.js';
+import { subjectText } from '../api/handlers/enroll-certs.js';
+import { fingerprintOf } from '../pki/certs.js';
+import { signCsrs, VALIDITY, withChain } from '../pki/sign-csr.js';
+import { newId } from '../resources/write.js';
 import { secondaryFactors } from '../auth/login-policy.js';
 import { checkCodeInTx, isValidTotp, mfaErrors, mfaRecoveryCodes, mfaSecret, newMfaRecord, provisioningUrl, type MfaRecord } from '../auth/mfa.js';
 import type { Rec } from '../store/store.js';
@@ -59,6 +63,21 @@ interface AuthRequest {
   apiSessionId?: string;
   authTime?: number;
   method?: string;
+  /** SHA-1 of the client certificate a certificate login presented: the tokens are bound to it. */
+  authCertFingerprint?: string;
+  /** `csrPem` of the login step: signed at the code exchange into a session certificate. */
+  csrPem?: string;
+}
+
+/**
+ * Certificate binding of a login's tokens (upstream's `z_cfs`/`z_acf` claims): a certificate
+ * login binds them to its certificate, a CSR to the session certificate made from it. A bound
+ * refresh token or exchange subject is accepted only over a TLS connection presenting one of
+ * those certificates, and only then may it carry `csr_pem` for a new session certificate.
+ */
+interface CertBinding {
+  fingerprints: string[];
+  authCertFingerprint?: string;
 }
 
 /** An OAuth error answer (RFC 6749 §5.2 shape). */
@@ -255,6 +274,9 @@ export class OidcProvider {
     r.apiSessionId = session.id;
     r.method = method;
     r.authTime = Date.now();
+    const leaf = method === 'cert' ? (req.peerLeaf ?? req.peerCertificates?.[0]) : undefined;
+    r.authCertFingerprint = leaf ? fingerprintOf(leaf) : undefined;
+    r.csrPem = str(body.csrPem);
     if (session.isMfaRequired && !session.isMfaComplete) return this.authQueriesReply(r, identity.mfa as MfaRecord | undefined);
     return this.callback(r);
   }
@@ -428,9 +450,9 @@ export class OidcProvider {
       case 'authorization_code':
         return this.codeGrant(clientId, f);
       case 'refresh_token':
-        return this.refreshGrant(clientId, f);
+        return this.refreshGrant(req, clientId, f);
       case TOKEN_EXCHANGE:
-        return this.exchangeGrant(clientId, f);
+        return this.exchangeGrant(req, clientId, f);
       default:
         throw new OAuthError('unsupported_grant_type', `grant_type must be authorization_code, refresh_token or ${TOKEN_EXCHANGE}`);
     }
@@ -457,7 +479,59 @@ export class OidcProvider {
     if (!verifier || !/^[A-Za-z0-9._~-]{43,128}$/.test(verifier)) throw await end('code_verifier is required (43 to 128 characters)');
     const challenge = b64url(crypto.createHash('sha256').update(verifier).digest());
     if (!sameSecret(challenge, r.codeChallenge)) throw await end('code_verifier does not match the code_challenge');
-    return this.issue(s, { clientId, scopes: r.scopes, nonce: r.nonce, authTime: r.authTime, method: r.method, withIdToken: true });
+    const binding: CertBinding = { fingerprints: r.authCertFingerprint ? [r.authCertFingerprint] : [], authCertFingerprint: r.authCertFingerprint };
+    let sessionCert: string | undefined;
+    if (r.csrPem) {
+      try {
+        sessionCert = await this.sessionCertificate(s, r.csrPem, binding);
+      } catch (e) {
+        if (e instanceof OAuthError) await end(e.description);
+        throw e;
+      }
+    }
+    return this.issue(s, { clientId, scopes: r.scopes, nonce: r.nonce, authTime: r.authTime, method: r.method, withIdToken: true, binding, sessionCert });
+  }
+
+  /**
+   * Signs a CSR into a certificate of the API session (listed under `/current-api-session/certificates`,
+   * ended with the session) and binds the tokens to it in place of an earlier session certificate.
+   */
+  private async sessionCertificate(s: ApiSession, csr: string, binding: CertBinding): Promise<string> {
+    let cert;
+    try {
+      [cert] = await signCsrs(this.app, [{ csr, profile: 'client', validityMs: VALIDITY.apiSession, field: 'csrPem' }]);
+    } catch (e) {
+      if (e instanceof ApiError) throw new OAuthError('invalid_request', `invalid CSR: ${e.errorCause && 'reason' in e.errorCause ? e.errorCause.reason : e.message}`);
+      throw e;
+    }
+    const now = Date.now();
+    const rec: Rec = {
+      id: newId(), createdAt: now, updatedAt: now, tags: {}, apiSessionId: s.id, identityId: s.identityId,
+      certificate: cert.pem, fingerprint: cert.fingerprint, subject: subjectText(new crypto.X509Certificate(cert.pem)), validFrom: cert.notBefore, validTo: cert.notAfter,
+    };
+    const stored = await this.app.store.write((tx) => {
+      if (!tx.exists('apiSessions', s.id)) return false;
+      tx.put('apiSessionCertificates', rec);
+      return true;
+    });
+    if (!stored) throw new OAuthError('invalid_grant', 'the login of this token has ended');
+    binding.fingerprints = [...(binding.authCertFingerprint ? [binding.authCertFingerprint] : []), cert.fingerprint];
+    return withChain(this.app, cert.pem);
+  }
+
+  /**
+   * The binding a refresh token or exchange subject carries; when it is bound, the TLS client
+   * certificate of this request must be one of its certificates, and `csr_pem` renews the
+   * session certificate.
+   */
+  private async proofOfPossession(req: Req, s: ApiSession, claims: Record<string, unknown>, f: Record<string, unknown>): Promise<{ binding: CertBinding; sessionCert?: string }> {
+    const fingerprints = Array.isArray(claims.z_cfs) ? claims.z_cfs.filter((x): x is string => typeof x === 'string') : [];
+    const binding: CertBinding = { fingerprints, authCertFingerprint: typeof claims.z_acf === 'string' ? claims.z_acf : undefined };
+    if (fingerprints.length === 0) return { binding };
+    const leaf = req.peerLeaf ?? req.peerCertificates?.[0];
+    if (!leaf || !fingerprints.includes(fingerprintOf(leaf))) throw new OAuthError('access_denied', 'peer certificate fingerprint does not match token');
+    const csr = str(f.csr_pem);
+    return { binding, sessionCert: csr ? await this.sessionCertificate(s, csr, binding) : undefined };
   }
 
   /** The live OIDC API session of a refresh token, ending its family when the token was already rotated. */
@@ -472,12 +546,13 @@ export class OidcProvider {
       await this.app.sessions.delete(s.id);
       throw new OAuthError('invalid_grant', 'the refresh token was already used; its tokens are revoked');
     }
-    return { s, oidc: s.oidc, jti: claims.jti };
+    return { s, oidc: s.oidc, jti: claims.jti, claims };
   }
 
-  private async refreshGrant(clientId: string, f: Record<string, unknown>): Promise<Reply> {
-    const { s, oidc, jti } = await this.currentRefresh(clientId, str(f.refresh_token));
-    return this.issue(s, { clientId, scopes: oidc.scopes, previousRefresh: jti, withIdToken: true });
+  private async refreshGrant(req: Req, clientId: string, f: Record<string, unknown>): Promise<Reply> {
+    const { s, oidc, jti, claims } = await this.currentRefresh(clientId, str(f.refresh_token));
+    const { binding, sessionCert } = await this.proofOfPossession(req, s, claims, f);
+    return this.issue(s, { clientId, scopes: oidc.scopes, previousRefresh: jti, withIdToken: true, binding, sessionCert });
   }
 
   /**
@@ -485,7 +560,7 @@ export class OidcProvider {
    * refresh token for new access and refresh tokens (rotating it like the refresh grant); audience
    * `openziti` (or `native`), scopes `openid` and `offline_access` only.
    */
-  private async exchangeGrant(clientId: string, f: Record<string, unknown>): Promise<Reply> {
+  private async exchangeGrant(req: Req, clientId: string, f: Record<string, unknown>): Promise<Reply> {
     const subjectType = str(f.subject_token_type);
     const requested = str(f.requested_token_type) ?? subjectType;
     for (const aud of [f.audience].flat()) {
@@ -498,14 +573,17 @@ export class OidcProvider {
     if (!token) throw new OAuthError('invalid_request', 'subject_token is required');
     if (subjectType === TOKEN_TYPE_ACCESS) {
       if (requested !== TOKEN_TYPE_ACCESS) throw new OAuthError('invalid_request', 'an access token can only be exchanged for an access token');
+      const claims = this.app.keys.verify(token, ACCESS_TOKEN);
       const s = this.sessionOfToken(token, [ACCESS_TOKEN]);
-      if (!s?.oidc) throw new OAuthError('invalid_grant', 'the subject token is invalid, expired or revoked');
-      return this.issue(s, { clientId, scopes: s.oidc.scopes, accessOnly: true, withIdToken: false, issuedType: TOKEN_TYPE_ACCESS });
+      if (!claims || !s?.oidc) throw new OAuthError('invalid_grant', 'the subject token is invalid, expired or revoked');
+      const { binding, sessionCert } = await this.proofOfPossession(req, s, claims, f);
+      return this.issue(s, { clientId, scopes: s.oidc.scopes, accessOnly: true, withIdToken: false, issuedType: TOKEN_TYPE_ACCESS, binding, sessionCert });
     }
     if (subjectType === TOKEN_TYPE_REFRESH) {
       if (requested !== TOKEN_TYPE_ACCESS && requested !== TOKEN_TYPE_REFRESH) throw new OAuthError('invalid_request', 'a refresh token can only be exchanged for access or refresh tokens');
-      const { s, oidc, jti } = await this.currentRefresh(clientId, token);
-      return this.issue(s, { clientId, scopes: oidc.scopes, previousRefresh: jti, withIdToken: false, issuedType: TOKEN_TYPE_REFRESH });
+      const { s, oidc, jti, claims } = await this.currentRefresh(clientId, token);
+      const { binding, sessionCert } = await this.proofOfPossession(req, s, claims, f);
+      return this.issue(s, { clientId, scopes: oidc.scopes, previousRefresh: jti, withIdToken: false, issuedType: TOKEN_TYPE_REFRESH, binding, sessionCert });
     }
     throw new OAuthError('invalid_request', `exchange subject type (${subjectType ?? ''}) is not supported`);
   }
@@ -528,6 +606,9 @@ export class OidcProvider {
       accessOnly?: boolean;
       /** Token exchange: the `issued_token_type` of the answer. */
       issuedType?: string;
+      binding?: CertBinding;
+      /** A session certificate signed for this request (PEM with its chain): `session_cert` of the answer. */
+      sessionCert?: string;
     },
   ): Promise<Reply> {
     const keys = this.app.keys;
@@ -541,7 +622,8 @@ export class OidcProvider {
       return true;
     });
     if (!rotated) throw new OAuthError('invalid_grant', 'the refresh token was already used or revoked');
-    const common = { iss: this.issuer, sub: s.identityId, aud: ['openziti'], iat: now, z_asid: s.id, scopes: o.scopes };
+    const bound = o.binding && o.binding.fingerprints.length > 0 ? { z_cfs: o.binding.fingerprints, ...(o.binding.authCertFingerprint ? { z_acf: o.binding.authCertFingerprint } : {}) } : {};
+    const common = { iss: this.issuer, sub: s.identityId, aud: ['openziti'], iat: now, z_asid: s.id, scopes: o.scopes, ...bound };
     const accessExp = now + this.settings.accessTokenSeconds;
     const access = keys.sign({ ...common, jti: randomId(), exp: accessExp, z_t: ACCESS_TOKEN, z_ct: s.configTypes, z_authid: s.authenticatorId });
     const body: Record<string, unknown> = {
@@ -552,6 +634,7 @@ export class OidcProvider {
     };
     if (!o.accessOnly) body.refresh_token = keys.sign({ ...common, jti: refreshJti, exp: now + this.settings.refreshTokenSeconds, z_t: REFRESH_TOKEN });
     if (o.issuedType) body.issued_token_type = o.issuedType;
+    if (o.sessionCert) body.session_cert = o.sessionCert;
     if (o.withIdToken) {
       const amr = o.method ? [o.method === 'password' ? 'pwd' : o.method] : undefined;
       body.id_token = keys.sign({
