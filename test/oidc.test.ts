@@ -522,3 +522,49 @@ t.test('a certificate login binds its tokens to the certificate', async (t) => {
   const ok = await onCert('POST', '/oidc/oauth/token', form({ client_id: 'openziti', grant_type: 'refresh_token', refresh_token: tok.body.refresh_token }), FORM);
   t.equal(ok.status, 200, 'refresh over TLS with the login certificate');
 });
+
+t.test('bad input anywhere under /oidc: a 4xx with a JSON error, never a 5xx', async (t) => {
+  const srv = await startServer(t);
+  const admin = await srv.login();
+  await createUser(admin, 'oidc-bad', 'oidc-password-6');
+  const { challenge } = pkce();
+  const q = (extra: Record<string, string>) => new URLSearchParams({ client_id: 'openziti', response_type: 'code', scope: 'openid', redirect_uri: REDIRECT, code_challenge: challenge, code_challenge_method: 'S256', ...extra });
+  const id = new URL(String((await srv.raw('GET', `/oidc/authorize?${q({})}`)).headers.location)).searchParams.get('authRequestID')!;
+  const J = { 'content-type': 'application/json' };
+  const json = (v: unknown) => Buffer.from(typeof v === 'string' ? v : JSON.stringify(v));
+  const cases: [string, string, string, Buffer | undefined, Record<string, string>][] = [
+    ['redirect URI matching a pattern but not a URL', 'GET', `/oidc/authorize?${q({ redirect_uri: 'http://127.0.0.1:[x]/auth/callback' })}`, undefined, {}],
+    ['authorize with a JSON array', 'POST', '/oidc/authorize', json([]), J],
+    ['authorize with broken JSON', 'POST', '/oidc/authorize', json('{'), J],
+    ['password step, password a number', 'POST', '/oidc/login/password', json({ id, username: 'oidc-bad', password: 12345 }), J],
+    ['password step, username an object', 'POST', '/oidc/login/password', json({ id, username: { a: 1 }, password: 'x' }), J],
+    ['password step, configTypes an object', 'POST', '/oidc/login/password', json({ id, username: 'oidc-bad', password: 'oidc-password-6', configTypes: { a: 1 } }), J],
+    ['password step, id a number', 'POST', '/oidc/login/password', json({ id: 7, username: 'oidc-bad', password: 'x' }), J],
+    ['password step, a JSON string', 'POST', '/oidc/login/password', json('"x"'), J],
+    ['ext-jwt step, a malformed bearer', 'POST', '/oidc/login/ext-jwt', json({ id }), { ...J, authorization: 'Bearer a.b.c' }],
+    ['cert step without a certificate', 'POST', '/oidc/login/cert', json({ id }), J],
+    ['totp step, code a number', 'POST', '/oidc/login/totp', json({ id, code: 123456 }), J],
+    ['totp enroll verify, code an array', 'POST', '/oidc/login/totp/enroll/verify', json({ id, code: ['1'] }), J],
+    ['totp enroll delete, broken JSON', 'DELETE', '/oidc/login/totp/enroll', json('{'), J],
+    ['token, grant_type an array', 'POST', '/oidc/oauth/token', json({ client_id: 'openziti', grant_type: ['refresh_token'] }), J],
+    ['token, code an object', 'POST', '/oidc/oauth/token', json({ client_id: 'openziti', grant_type: 'authorization_code', code: { a: 1 } }), J],
+    ['token, refresh token a number', 'POST', '/oidc/oauth/token', json({ client_id: 'openziti', grant_type: 'refresh_token', refresh_token: 5 }), J],
+    ['token, exchange with an audience object', 'POST', '/oidc/oauth/token', json({ client_id: 'openziti', grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange', subject_token: 'x', subject_token_type: 'urn:ietf:params:oauth:token-type:access_token', audience: { a: 1 } }), J],
+    ['token, csr_pem on an unbound refresh token', 'POST', '/oidc/oauth/token', json({ client_id: 'openziti', grant_type: 'refresh_token', refresh_token: 'a.b.c', csr_pem: 'junk' }), J],
+    ['token, no client', 'POST', '/oidc/oauth/token', json({}), J],
+    ['revoke, token an object', 'POST', '/oidc/revoke', json({ token: { a: 1 } }), J],
+    ['end session, logout URI matching a pattern but not a URL', 'GET', `/oidc/end_session?${new URLSearchParams({ post_logout_redirect_uri: 'http://127.0.0.1:[x]/auth/logout' })}`, undefined, {}],
+    ['end session, broken JSON', 'POST', '/oidc/end_session', json('{'), J],
+    ['userinfo, garbage bearer', 'GET', '/oidc/userinfo', undefined, { authorization: 'Bearer x' }],
+    ['auth queries of no request', 'GET', '/oidc/login/auth-queries?id=nope', undefined, {}],
+    ['callback of no request', 'GET', '/oidc/authorize/callback?id=nope', undefined, {}],
+    ['an unknown endpoint', 'GET', '/oidc/nothing-here', undefined, {}],
+    ['a known endpoint, wrong method', 'PUT', '/oidc/oauth/token', json({}), J],
+  ];
+  for (const [what, method, p, body, headers] of cases) {
+    const r = await srv.raw(method, p, body, headers);
+    t.ok(r.status >= 400 && r.status < 500, `${what}: 4xx (got ${r.status} ${r.text.slice(0, 160)})`);
+    t.ok(r.body && typeof r.body === 'object', `${what}: a JSON error`);
+  }
+  t.equal((await srv.raw('GET', '/oidc/.well-known/openid-configuration')).status, 200, 'the controller still answers');
+});

@@ -21,7 +21,7 @@
 import crypto from 'node:crypto';
 import type { App, Ctx, Op } from '../core/context.js';
 import type { Reply, Req } from '../core/operation.js';
-import { ApiError } from '../core/errors.js';
+import { ApiError, errors } from '../core/errors.js';
 import { primaryLogin, resolveConfigTypes } from '../api/handlers/session.js';
 import { dropMfaInTx, passMfaInTx, totpIssuer } from '../api/handlers/auth.js';
 import { subjectText } from '../api/handlers/enroll-certs.js';
@@ -192,6 +192,8 @@ export class OidcProvider {
 
   /** The configured URIs plus those of the controller settings (`/controller-settings`, global and this controller's). */
   private allowed(key: 'redirectUris' | 'postLogoutUris', uri: string): boolean {
+    // A pattern's `*` can match text that is no URL (`http://127.0.0.1:[x]/…`): nothing could be sent there.
+    if (!URL.canParse(uri)) return false;
     const configured = key === 'redirectUris' ? this.settings.redirectUris : this.settings.postLogoutUris;
     const fromSettings = effectiveSettings(this.app.store, this.app.controllerId).effective.oidc[key] ?? [];
     return configured.some((p) => globMatch(p, uri)) || fromSettings.some((p) => globMatch(p, uri));
@@ -255,6 +257,10 @@ export class OidcProvider {
   private async loginStep(method: string, req: Req, requestId: string): Promise<Reply> {
     const body = parseFields(req);
     const r = this.pending(body.id ?? body.authRequestID ?? req.query.get('authRequestID') ?? req.query.get('id'));
+    const ct = body.configTypes;
+    if (ct !== undefined && typeof ct !== 'string' && !(Array.isArray(ct) && ct.every((c) => typeof c === 'string')))
+      throw errors.field('configTypes', 'must be a list of config type names or ids', ct);
+    if (body.csrPem !== undefined && typeof body.csrPem !== 'string') throw errors.field('csrPem', 'must be a PEM encoded certificate signing request', body.csrPem);
     const ctx: Ctx = { app: this.app, req, op: undefined as unknown as Op, params: {}, body, requestId };
     const { identity, result } = await primaryLogin(ctx, method);
     const secondary = secondaryFactors(this.app.store, identity);
@@ -264,7 +270,7 @@ export class OidcProvider {
       method,
       primarySignerId: result.externalJwtSignerId,
       ipAddress: req.remoteAddress,
-      configTypes: resolveConfigTypes(ctx, body.configTypes),
+      configTypes: resolveConfigTypes(ctx, typeof ct === 'string' ? [ct] : ct),
       isMfaRequired: secondary.isMfaRequired,
       extJwtSignerId: secondary.extJwtSignerId,
       extra: result.sessionFields,
@@ -667,7 +673,9 @@ export class OidcProvider {
   /** `/oidc/revoke` (RFC 7009): ends the token's API session; 200 whatever the token was. */
   async revoke(req: Req): Promise<Reply> {
     const f = parseFields(req);
-    const s = this.sessionOfToken(str(f.token), [ACCESS_TOKEN, REFRESH_TOKEN]);
+    // A token that is not valid is answered 200 (RFC 7009); one that is missing is a bad request.
+    if (typeof f.token !== 'string' || f.token === '') throw new OAuthError('invalid_request', 'token is required');
+    const s = this.sessionOfToken(f.token, [ACCESS_TOKEN, REFRESH_TOKEN]);
     if (s) await this.app.sessions.delete(s.id);
     return { status: 200, body: '', contentType: 'text/plain' };
   }
