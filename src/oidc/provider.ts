@@ -23,7 +23,7 @@ import type { App, Ctx, Op } from '../core/context.js';
 import type { Reply, Req } from '../core/operation.js';
 import { ApiError, errors } from '../core/errors.js';
 import { primaryLogin, resolveConfigTypes } from '../api/handlers/session.js';
-import { dropMfaInTx, passMfaInTx, totpIssuer } from '../api/handlers/auth.js';
+import { dropMfaInTx, passMfaInTx, totpIssuer } from '../api/handlers/mfa.js';
 import { subjectText } from '../api/handlers/enroll-certs.js';
 import { fingerprintOf } from '../pki/certs.js';
 import { signCsrs, VALIDITY, withChain } from '../pki/sign-csr.js';
