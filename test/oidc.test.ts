@@ -251,7 +251,8 @@ t.test('certificate login on the certificate listener; the TOTP step when MFA is
   const queries = await srv.raw('GET', `/oidc/login/auth-queries?id=${flow.id}`);
   t.equal(queries.body.authQueries.length, 1, 'auth-queries lists the pending TOTP');
   const badTotp = await srv.raw('POST', '/oidc/login/totp', Buffer.from(JSON.stringify({ id: flow.id, code: 'abcdef' })), { 'content-type': 'application/json' });
-  t.equal(badTotp.status, 401, 'wrong TOTP: 401');
+  t.equal(badTotp.status, 400, 'wrong TOTP: 400 (what SDKs read as "did not verify")');
+  t.equal(badTotp.body.error.code, 'MFA_INVALID_TOKEN', 'MFA_INVALID_TOKEN');
   const totp = await srv.raw('POST', '/oidc/login/totp', Buffer.from(JSON.stringify({ id: flow.id, code: totpCode(secret) })), { 'content-type': 'application/json' });
   const code2 = await finish(t, srv, totp);
   const tok2 = await exchange(srv, { grant_type: 'authorization_code', code: code2, redirect_uri: REDIRECT, code_verifier: p2.verifier });
@@ -404,6 +405,18 @@ t.test('TOTP enrollment during an OIDC login when the auth policy requires TOTP'
   t.equal((await admin.get(`/identities/${identityId}`)).body.data.isMfaEnabled, true, 'still enabled');
   const code2 = await finish(t, srv, await post('/oidc/login/totp', { id: flow2.id, code: totpCode(secret) }));
   t.equal((await exchange(srv, { grant_type: 'authorization_code', code: code2, redirect_uri: REDIRECT, code_verifier: p2.verifier })).status, 200, 'second login with the enrolled TOTP');
+
+  // A recovery code shown at enrollment passes the TOTP step once.
+  const recovery = second.body.recoveryCodes[0] as string;
+  const pr = pkce();
+  const flowR = await codeFlow(t, srv, 'oidc-enroll', 'oidc-password-4', pr.challenge);
+  const codeR = await finish(t, srv, await post('/oidc/login/totp', { id: flowR.id, code: recovery }));
+  t.equal((await exchange(srv, { grant_type: 'authorization_code', code: codeR, redirect_uri: REDIRECT, code_verifier: pr.verifier })).status, 200, 'a login with a recovery code');
+  const pr2 = pkce();
+  const flowR2 = await codeFlow(t, srv, 'oidc-enroll', 'oidc-password-4', pr2.challenge);
+  const usedUp = await post('/oidc/login/totp', { id: flowR2.id, code: recovery });
+  t.equal(usedUp.status, 400, 'the same recovery code again: 400');
+  t.equal(usedUp.body.error.code, 'MFA_INVALID_TOKEN', 'MFA_INVALID_TOKEN');
 
   // With a good code a verified enrollment is dropped (the identity's sessions lose their MFA pass).
   const p3 = pkce();

@@ -308,22 +308,20 @@ export class OidcProvider {
     const r = this.pending(body.id ?? body.authRequestID);
     const s = r.apiSessionId ? this.app.sessions.get(r.apiSessionId) : undefined;
     if (!s) throw new ApiError('INVALID_AUTH');
-    const identity = this.app.store.get('identities', s.identityId);
-    const mfa = identity?.mfa as MfaRecord | undefined;
-    if (!mfa?.isVerified) throw new OAuthError('invalid_request', 'TOTP supplied but not enabled on the identity');
-    // The brake of every MFA code check: too many wrong codes for the identity → 429.
-    const throttle = this.app.auth.mfaThrottle;
-    throttle.check(s.identityId);
-    if (!isValidTotp(mfaSecret(this.app.store.sealer, mfa), body.code)) {
-      throttle.fail(s.identityId);
-      throw new ApiError('INVALID_AUTH');
-    }
-    throttle.succeed(s.identityId);
+    const notEnabled = () => new OAuthError('invalid_request', 'TOTP supplied but not enabled on the identity');
+    if (!(this.app.store.get('identities', s.identityId)?.mfa as MfaRecord | undefined)?.isVerified) throw notEnabled();
+    // As `/authenticate/mfa` (and upstream's step): a TOTP code or an unused recovery code (then
+    // used up), under the identity's brake; a wrong one is 400 MFA_INVALID_TOKEN, which SDKs read
+    // as "the code did not verify".
     const now = Date.now();
-    await this.app.store.write((tx) => {
-      const cur = tx.get('apiSessions', s.id);
-      if (cur) tx.put('apiSessions', { ...cur, isMfaComplete: true, mfaPassedAt: now, updatedAt: now });
-    });
+    await this.braked(s.identityId, () =>
+      this.app.store.write((tx) => {
+        const cur = tx.get('identities', s.identityId);
+        if (!cur || !(cur.mfa as MfaRecord | undefined)?.isVerified) throw notEnabled();
+        checkCodeInTx(this.app.store.sealer, tx, cur, str(body.code) ?? '', { allowRecovery: true });
+        passMfaInTx(tx, s.id, now);
+      }),
+    );
     return this.callback(r);
   }
 
