@@ -581,3 +581,31 @@ t.test('bad input anywhere under /oidc: a 4xx with a JSON error, never a 5xx', a
   }
   t.equal((await srv.raw('GET', '/oidc/.well-known/openid-configuration')).status, 200, 'the controller still answers');
 });
+
+t.test("the login as upstream's Go SDK posts it: client native, a form with flat env/sdk fields and configTypes", async (t) => {
+  const srv = await startServer(t);
+  const admin = await srv.login();
+  const identityId = await createUser(admin, 'oidc-sdk', 'oidc-password-7');
+  const ct = await admin.post('/config-types', { name: 'oidc-sdk-config', schema: {} });
+  t.equal(ct.status, 201, 'a config type');
+  const { verifier, challenge } = pkce();
+  const q = new URLSearchParams({ client_id: 'native', response_type: 'code', scope: 'openid offline_access', state: 'st-1', code_challenge: challenge, code_challenge_method: 'S256', redirect_uri: REDIRECT, nonce: 'n-sdk' });
+  const auth = await srv.raw('GET', `/oidc/authorize?${q}`);
+  t.equal(auth.status, 302, 'authorize for the native client');
+  const id = String(auth.headers['auth-request-id']);
+  const fields = new URLSearchParams({
+    id, username: 'oidc-sdk', password: 'oidc-password-7',
+    envArch: 'amd64', envOs: 'linux', envOsRelease: '6.1', envOsVersion: '#1 SMP',
+    sdkAppID: 'oidc-test-app', sdkAppVersion: '1.2.3', sdkBranch: 'main', sdkRevision: 'abc123', sdkType: 'golang', sdkVersion: 'v1.2.0',
+  });
+  fields.append('configTypes', 'oidc-sdk-config');
+  const login = await srv.raw('POST', '/oidc/login/password', Buffer.from(fields.toString()), FORM);
+  const code = await finish(t, srv, login);
+  const tok = await srv.raw('POST', '/oidc/oauth/token', form({ client_id: 'native', grant_type: 'authorization_code', code, redirect_uri: REDIRECT, code_verifier: verifier }), FORM);
+  t.equal(tok.status, 200, 'exchanged for the native client');
+  const claims = JSON.parse(Buffer.from(tok.body.access_token.split('.')[1], 'base64url').toString('utf8'));
+  t.same(claims.z_ct, [ct.body.data.id], 'the config types asked for are on the token (by id)');
+  const me = (await admin.get(`/identities/${identityId}`)).body.data;
+  t.match(me.envInfo, { arch: 'amd64', os: 'linux', osRelease: '6.1', osVersion: '#1 SMP' }, 'envInfo kept on the identity');
+  t.match(me.sdkInfo, { appId: 'oidc-test-app', appVersion: '1.2.3', branch: 'main', revision: 'abc123', type: 'golang', version: 'v1.2.0' }, 'sdkInfo kept on the identity');
+});

@@ -129,6 +129,27 @@ export function parseFields(req: Req): Record<string, unknown> {
 
 const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
 
+const ENV_FIELDS = ['arch', 'domain', 'hostname', 'os', 'osRelease', 'osVersion'];
+const SDK_FIELDS = ['appId', 'appVersion', 'branch', 'revision', 'type', 'version'];
+
+/**
+ * The `envInfo`/`sdkInfo` a login step carries: objects in JSON (as `/authenticate` takes them),
+ * or flat form fields as upstream's SDKs post them (`envArch`, `envOsRelease`, `sdkAppID`…).
+ * Only strings of the known fields are kept; undefined when none was sent.
+ */
+export function loginInfo(body: Record<string, unknown>, prefix: 'env' | 'sdk'): Record<string, string> | undefined {
+  const fields = prefix === 'env' ? ENV_FIELDS : SDK_FIELDS;
+  const nested = body[`${prefix}Info`];
+  const obj = nested !== null && typeof nested === 'object' && !Array.isArray(nested) ? (nested as Record<string, unknown>) : {};
+  const out: Record<string, string> = {};
+  for (const f of fields) {
+    const flat = `${prefix}${f[0].toUpperCase()}${f.slice(1)}`;
+    const v = obj[f] ?? body[flat] ?? (f === 'appId' ? body.sdkAppID : undefined);
+    if (typeof v === 'string' && v !== '') out[f] = v.slice(0, 256);
+  }
+  return Object.keys(out).length ? out : undefined;
+}
+
 export class OidcProvider {
   private readonly requests = new Map<string, AuthRequest>();
   /** code → authorization-request id. */
@@ -263,6 +284,14 @@ export class OidcProvider {
     if (body.csrPem !== undefined && typeof body.csrPem !== 'string') throw errors.field('csrPem', 'must be a PEM encoded certificate signing request', body.csrPem);
     const ctx: Ctx = { app: this.app, req, op: undefined as unknown as Op, params: {}, body, requestId };
     const { identity, result } = await primaryLogin(ctx, method);
+    // What the client says of itself, kept on the identity as `/authenticate` keeps it.
+    const envInfo = loginInfo(body, 'env');
+    const sdkInfo = loginInfo(body, 'sdk');
+    if (envInfo || sdkInfo)
+      await this.app.store.write((tx) => {
+        const cur = tx.get('identities', identity.id);
+        if (cur) tx.put('identities', { ...cur, envInfo: envInfo ?? cur.envInfo, sdkInfo: sdkInfo ?? cur.sdkInfo });
+      });
     const secondary = secondaryFactors(this.app.store, identity);
     const { session } = await this.app.sessions.create({
       identityId: identity.id,
