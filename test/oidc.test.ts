@@ -322,6 +322,35 @@ t.test('ext-JWT login step; token exchange', async (t) => {
   const reuse = await exchange(srv, { grant_type: TX, subject_token: tok.body.refresh_token, subject_token_type: RT });
   t.equal(reuse.status, 400, 'rotated refresh token reused in an exchange: 400');
   t.equal((await client.get('/current-identity', bearer(a2.body.access_token))).status, 401, 'the family ended');
+
+  // An auth policy whose secondary factor is this signer's token: proven at the login step.
+  const pol = await admin.post('/auth-policies', {
+    name: 'oidc-secondary-ext-jwt',
+    primary: { cert: { allowed: true, allowExpiredCerts: true }, extJwt: { allowed: true, allowedSigners: [] }, updb: { allowed: true, minPasswordLength: 5, maxAttempts: 0, lockoutDurationMinutes: 0, requireMixedCase: false, requireNumberChar: false, requireSpecialChar: false } },
+    secondary: { requireTotp: false, requireExtJwtSigner: signer.body.data.id },
+  });
+  t.equal(pol.status, 201, 'policy requiring the ext-JWT signer as a secondary factor');
+  const secondId = await createUser(admin, 'oidc-ext-2fa', 'oidc-password-8');
+  t.equal((await admin.patch(`/identities/${secondId}`, { authPolicyId: pol.body.data.id })).status, 200, 'assigned');
+  const p2 = pkce();
+  const q2 = new URLSearchParams({ client_id: 'openziti', response_type: 'code', scope: 'openid', redirect_uri: REDIRECT, code_challenge: p2.challenge, code_challenge_method: 'S256', state: 'st-1' });
+  const id2 = new URL(String((await srv.raw('GET', `/oidc/authorize?${q2}`)).headers.location)).searchParams.get('authRequestID')!;
+  const creds = Buffer.from(JSON.stringify({ id: id2, username: 'oidc-ext-2fa', password: 'oidc-password-8' }));
+  const without = await srv.raw('POST', '/oidc/login/password', creds, JSONH);
+  t.equal(without.status, 200, 'password alone: the login stays pending');
+  t.equal(without.body.authQueries[0]?.typeId, 'EXT-JWT', 'with an EXT-JWT auth query');
+  t.equal(without.body.authQueries[0]?.id, signer.body.data.id, 'naming the signer');
+  t.notOk(without.headers['totp-required'], 'no TOTP asked');
+  t.equal((await srv.raw('GET', `/oidc/authorize/callback?id=${id2}`)).status, 401, 'no code without the factor');
+  const withToken = await srv.raw('POST', '/oidc/login/password', creds, { ...JSONH, authorization: `Bearer ${await idpToken(secondId)}` });
+  const code2 = await finish(t, srv, withToken);
+  const tok2 = await exchange(srv, { grant_type: 'authorization_code', code: code2, redirect_uri: REDIRECT, code_verifier: p2.verifier });
+  t.equal(tok2.status, 200, 'with the signer token at the login step: a code, exchanged');
+  const me2 = await client.get('/current-identity', bearer(tok2.body.access_token));
+  t.equal(me2.status, 200, 'the access token alone works: the factor was proven at login');
+  t.equal(me2.body.data?.id, secondId, 'as the identity');
+  const afterExchange = await srv.raw('POST', '/oidc/login/password', Buffer.from(JSON.stringify({ id: id2, username: 'oidc-ext-2fa', password: 'oidc-password-8' })), { ...JSONH, authorization: `Bearer ${await idpToken(identityId)}` });
+  t.equal(afterExchange.status, 401, 'the request is gone once exchanged');
 });
 
 t.test('TOTP enrollment during an OIDC login when the auth policy requires TOTP', async (t) => {

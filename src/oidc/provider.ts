@@ -293,6 +293,10 @@ export class OidcProvider {
         if (cur) tx.put('identities', { ...cur, envInfo: envInfo ?? cur.envInfo, sdkInfo: sdkInfo ?? cur.sdkInfo });
       });
     const secondary = secondaryFactors(this.app.store, identity);
+    // The auth policy's secondary external-JWT factor is proven here, at login, by a token of that
+    // signer among the request's Bearer tokens (as upstream does); the login's tokens then stand
+    // for it. Without one the login stays pending with an EXT-JWT auth query and gets no code.
+    const extJwtPassed = secondary.extJwtSignerId !== undefined && (await this.app.auth.extJwt.satisfiesSecondary(req.headers['authorization'], secondary.extJwtSignerId, identity.id));
     const { session } = await this.app.sessions.create({
       identityId: identity.id,
       authenticatorId: result.authenticatorId,
@@ -301,7 +305,7 @@ export class OidcProvider {
       ipAddress: req.remoteAddress,
       configTypes: resolveConfigTypes(ctx, typeof ct === 'string' ? [ct] : ct),
       isMfaRequired: secondary.isMfaRequired,
-      extJwtSignerId: secondary.extJwtSignerId,
+      extJwtSignerId: extJwtPassed ? undefined : secondary.extJwtSignerId,
       extra: result.sessionFields,
     });
     // A second login for the same request replaces the first one's API session.
@@ -312,23 +316,36 @@ export class OidcProvider {
     const leaf = method === 'cert' ? (req.peerLeaf ?? req.peerCertificates?.[0]) : undefined;
     r.authCertFingerprint = leaf ? fingerprintOf(leaf) : undefined;
     r.csrPem = str(body.csrPem);
-    if (session.isMfaRequired && !session.isMfaComplete) return this.authQueriesReply(r, identity.mfa as MfaRecord | undefined);
-    return this.callback(r);
+    return this.next(r, session);
   }
 
-  private authQueriesReply(r: AuthRequest, mfa: MfaRecord | undefined): Reply {
-    const authQueries = [
-      { typeId: 'TOTP', provider: 'ziti', format: 'numeric', httpMethod: 'POST', httpUrl: `${this.issuer}/login/totp`, minLength: 6, maxLength: 6, isTotpEnrolled: mfa?.isVerified === true },
-    ];
-    return { status: 200, body: { authQueries }, headers: { 'totp-required': 'true', 'auth-request-id': r.id } };
+  /** What the login's API session still has to pass (upstream's auth queries of an OIDC login). */
+  private pendingQueries(s: ApiSession): Record<string, unknown>[] {
+    const queries: Record<string, unknown>[] = [];
+    if (s.isMfaRequired && !s.isMfaComplete) {
+      const mfa = this.app.store.get('identities', s.identityId)?.mfa as MfaRecord | undefined;
+      queries.push({ typeId: 'TOTP', provider: 'ziti', format: 'numeric', httpMethod: 'POST', httpUrl: `${this.issuer}/login/totp`, minLength: 6, maxLength: 6, isTotpEnrolled: mfa?.isVerified === true });
+    }
+    if (s.extJwtSignerId) {
+      const signer = this.app.store.get('externalJwtSigners', s.extJwtSignerId);
+      queries.push({ typeId: 'EXT-JWT', provider: 'URL', id: s.extJwtSignerId, httpUrl: signer?.externalAuthUrl ?? '', clientId: signer?.clientId ?? '', scopes: signer?.scopes ?? [] });
+    }
+    return queries;
+  }
+
+  /** After a step: the auth queries still open (200, header `totp-required` when TOTP is one), or the 302 to the callback. */
+  private next(r: AuthRequest, s: ApiSession): Reply {
+    const authQueries = this.pendingQueries(s);
+    if (authQueries.length === 0) return this.callback(r);
+    const totp = authQueries.some((q) => q.typeId === 'TOTP');
+    return { status: 200, body: { authQueries }, headers: { ...(totp ? { 'totp-required': 'true' } : {}), 'auth-request-id': r.id } };
   }
 
   /** `GET /oidc/login/auth-queries?id=`: what the pending request still has to pass. */
   authQueries(id: string | null): Reply {
     const r = this.pending(id);
     const s = r.apiSessionId ? this.app.sessions.get(r.apiSessionId) : undefined;
-    if (!s || !s.isMfaRequired || s.isMfaComplete) return { status: 200, body: { authQueries: [] } };
-    return this.authQueriesReply(r, this.app.store.get('identities', s.identityId)?.mfa as MfaRecord | undefined);
+    return { status: 200, body: { authQueries: s ? this.pendingQueries(s) : [] } };
   }
 
   /** `/oidc/login/totp`: the TOTP step of a request whose login needs it. */
@@ -351,7 +368,7 @@ export class OidcProvider {
         passMfaInTx(tx, s.id, now);
       }),
     );
-    return this.callback(r);
+    return this.next(r, this.app.sessions.get(s.id) ?? s);
   }
 
   /**
@@ -447,7 +464,7 @@ export class OidcProvider {
         passMfaInTx(tx, s.id, now);
       }),
     );
-    return this.callback(r);
+    return this.next(r, this.app.sessions.get(s.id) ?? s);
   }
 
   /** A code check under the identity's brute-force brake: braked → 429; a wrong code counts, a good one clears the count. */
@@ -468,7 +485,7 @@ export class OidcProvider {
   authorizeCallback(id: string | null): Reply {
     const r = this.pending(id);
     const s = r.apiSessionId ? this.app.sessions.get(r.apiSessionId) : undefined;
-    if (!s || (s.isMfaRequired && !s.isMfaComplete)) throw new ApiError('INVALID_AUTH');
+    if (!s || this.pendingQueries(s).length > 0) throw new ApiError('INVALID_AUTH');
     const code = randomId();
     this.codes.set(code, { requestId: r.id, expiresAt: Date.now() + CODE_TTL_MS });
     return this.redirect(r.redirectUri, { code, state: r.state });
