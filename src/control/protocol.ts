@@ -93,6 +93,7 @@ export type ControllerMessage =
       traces: TraceSpec[];
     }
   | { type: 'router-update'; router: RouterSettings }
+  | { type: 'controllers'; controllers: { id: string; ctrlAddress: string }[] }
   | { type: 'trace'; trace: TraceSpec }
   | { type: 'ping'; seq: number }
   | { type: 'pong'; seq: number }
