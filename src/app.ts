@@ -124,6 +124,8 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   });
   await keys.start();
   sessions.keys = keys;
+  // Session tokens are signed in the workers, off the event loop.
+  keys.pool = pool;
   const ended = await sessions.endPlainTokenSessions();
   if (ended) log.info({ ended }, 'ended API sessions stored with a plain token');
   // Built on the main thread: it reads only index keys and policies (no entity records); the
