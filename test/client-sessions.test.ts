@@ -5,7 +5,9 @@
  */
 import t from 'tap';
 import { startServer, isError, type Client, type Server } from './helpers/server.js';
-import { createLocalJWKSet, jwtVerify } from 'jose';
+import fs from 'node:fs';
+import path from 'node:path';
+import { createLocalJWKSet, importPKCS8, jwtVerify, SignJWT } from 'jose';
 import { Fixture, ids } from './helpers/policy-fixture.js';
 import { sleep } from './helpers/assert.js';
 
@@ -45,6 +47,8 @@ t.test('session create: check order, errors, idempotence', async (t) => {
   const jwks = createLocalJWKSet((await srv.raw('GET', '/oidc/keys')).body);
   const { payload } = await jwtVerify(s.token, jwks);
   t.match(payload, { sub: u.id, jti: s.id, z_t: 'session', z_asid: s.apiSessionId, z_svc: S, z_st: 'Dial' }, 'signed claims a router needs, verified with the JWKS');
+  t.type(payload.exp, 'number', 'the token carries exp');
+  t.equal(payload.exp! - payload.iat!, Number(r.headers['expiration-seconds']), 'it lives as long as an idle API session');
   const listed = await u.client.get(`/sessions/${s.id}`);
   t.equal(listed.body.data.token, '', 'nothing of the token is stored or listed');
   t.same(s.edgeRouters, [], 'no router is connected');
@@ -68,6 +72,13 @@ t.test('session create: check order, errors, idempotence', async (t) => {
   t.ok(isError(await u.client.get(`/services/${S}/edge-routers`, { headers: { 'session-token': `${sh}.${forged}.${ss}` } }), 401, 'UNAUTHORIZED'), 'tampered session token → 401');
   t.ok(isError(await u.client.get(`/services/${S}/edge-routers`, { headers: { 'session-token': `${sh}.${sp}.` } }), 401, 'UNAUTHORIZED'), 'unsigned session token → 401');
   t.ok(isError(await u.client.get(`/services/${S}/edge-routers`, { headers: { 'session-token': 'garbage' } }), 401, 'UNAUTHORIZED'), 'malformed session token → 401');
+  // The same claims re-signed with the controller's own key, but expired: refused.
+  const kid = JSON.parse(Buffer.from(sh, 'base64url').toString()).kid;
+  const ownKey = await importPKCS8(fs.readFileSync(path.join(srv.dataDir, 'signing-keys', `${kid}.pem`), 'utf8'), 'ES256');
+  const resign = (c: Record<string, unknown>) => new SignJWT(c).setProtectedHeader({ alg: 'ES256', kid, typ: 'JWT' }).sign(ownKey);
+  const nowS = Math.floor(Date.now() / 1000);
+  t.equal((await u.client.get(`/services/${S}/edge-routers`, { headers: { 'session-token': await resign({ ...payload, iat: nowS, exp: nowS + 60 }) } })).status, 200, 'unexpired re-signed claims → 200 (the check is the signature and the live session)');
+  t.ok(isError(await u.client.get(`/services/${S}/edge-routers`, { headers: { 'session-token': await resign({ ...payload, iat: nowS - 120, exp: nowS - 60 }) } }), 401, 'UNAUTHORIZED'), 'expired session token → 401');
   // Bind.
   await f.sp('ss-bind', 'Bind', ['#ss-id'], ['#ss-svc']);
   const b = await u.client.post('/sessions', { serviceId: S, type: 'Bind' });

@@ -88,16 +88,31 @@ export interface SessionTokenFacts {
  * A session's (dial or bind) token: signed with the controller's key, carrying what a router needs
  * to admit the dial or bind without asking the controller — identity (`sub`), service (`z_svc`),
  * type (`z_st`), API session (`z_asid`) — verifiable with the JWKS. Valid while the session
- * exists: the session's record ends it, as an API session's record ends its token. Nothing of the
- * token is stored (its `jti` is the session's id), so it is signed in the worker pool while the
- * session's write commits.
+ * exists and until `exp`: the session's record ends it, as an API session's record ends its
+ * token, and routers are told (the control channel's `session-removed`); `exp` bounds what a
+ * router that missed that message would still admit. Nothing of the token is stored (its `jti`
+ * is the session's id), so it is signed in the worker pool while the session's write commits.
  */
-export function signSessionToken(keys: SigningKeys, issuer: string, s: SessionTokenFacts): Promise<string> {
-  return keys.signInPool(sessionTokenClaims(issuer, s));
+export function signSessionToken(keys: SigningKeys, issuer: string, s: SessionTokenFacts, lifetimeSeconds: number): Promise<string> {
+  return keys.signInPool(sessionTokenClaims(issuer, s, lifetimeSeconds));
 }
 
-export function sessionTokenClaims(issuer: string, s: SessionTokenFacts): TokenClaims {
-  return { iss: issuer, sub: s.identityId, jti: s.id, iat: Math.floor(Date.now() / 1000), z_t: SESSION_TOKEN, z_asid: s.apiSessionId, z_svc: s.serviceId, z_st: s.type };
+export function sessionTokenClaims(issuer: string, s: SessionTokenFacts, lifetimeSeconds: number, now = Date.now()): TokenClaims {
+  const iat = Math.floor(now / 1000);
+  return { iss: issuer, sub: s.identityId, jti: s.id, iat, exp: iat + lifetimeSeconds, z_t: SESSION_TOKEN, z_asid: s.apiSessionId, z_svc: s.serviceId, z_st: s.type };
+}
+
+/** The `exp` (seconds) a compact JWS claims, unverified (undefined when it has none or is not one). */
+export function claimedExpiry(token: string): number | undefined {
+  const first = token.indexOf('.');
+  const second = token.indexOf('.', first + 1);
+  if (first <= 0 || second <= first) return undefined;
+  try {
+    const exp = JSON.parse(Buffer.from(token.slice(first + 1, second), 'base64url').toString('utf8'))?.exp;
+    return typeof exp === 'number' ? exp : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /**

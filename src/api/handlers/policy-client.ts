@@ -14,7 +14,7 @@ import { renderRecord } from '../../resources/render.js';
 import { standardHandlers } from '../../resources/standard.js';
 import { write } from '../../resources/write.js';
 import { parseListParams, runList } from '../../core/query.js';
-import { SESSION_TOKEN, signSessionToken, type SessionTokenFacts } from '../../auth/tokens.js';
+import { SESSION_TOKEN, claimedExpiry, signSessionToken, type SessionTokenFacts } from '../../auth/tokens.js';
 import type { Rec } from '../../store/store.js';
 import type { PolicyType } from '../../policy/access.js';
 import { timeOrderedId } from '../../store/ids.js';
@@ -100,9 +100,17 @@ async function createSession(reg: Registry, ctx: Ctx): Promise<Reply> {
     const existing = engine.sessions.find(apiSession.id, serviceId, type);
     const found = existing ? ctx.app.store.get('sessions', existing) : undefined;
     if (found) {
-      // The same session again: the token this process issued for it, else a fresh one (any token
-      // naming a live session is valid).
-      const token = engine.sessions.live(identity.id, found.id)?.token ?? (await sessionToken(ctx, found));
+      // The same session again: the token this process issued for it while it has more than half
+      // its lifetime left, else a fresh one (any unexpired token naming a live session is valid).
+      const live = engine.sessions.live(identity.id, found.id);
+      const held = live?.token;
+      const exp = held === undefined ? undefined : claimedExpiry(held);
+      let token: string;
+      if (held !== undefined && exp !== undefined && exp * 1000 - Date.now() > (ctx.app.sessions.timeoutMs / 2)) token = held;
+      else {
+        token = await sessionToken(ctx, found);
+        if (live) live.token = token;
+      }
       return withToken(ok(renderRecord(reg, reg.def('sessions'), found, { store: ctx.app.store, ctx }), 201), token);
     }
     const now = Date.now();
@@ -143,8 +151,13 @@ async function createSession(reg: Registry, ctx: Ctx): Promise<Reply> {
   return withToken(ok(renderRecord(reg, reg.def('sessions'), rec, { store: ctx.app.store, ctx }), 201), token);
 }
 
+/**
+ * A session token lives as long as an API session does without a request (the inactivity
+ * timeout): like upstream's service access tokens, which expire with the access token that asked
+ * for them.
+ */
 function sessionToken(ctx: Ctx, s: SessionTokenFacts | Rec): Promise<string> {
-  return signSessionToken(ctx.app.keys, ctx.app.baseUrl, s as SessionTokenFacts);
+  return signSessionToken(ctx.app.keys, ctx.app.baseUrl, s as SessionTokenFacts, ctx.app.sessions.timeoutSeconds);
 }
 
 function withToken(reply: Reply, token: string): Reply {
