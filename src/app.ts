@@ -183,6 +183,10 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     heartbeatIntervalMs: settings.routerHeartbeatMs, heartbeatTimeoutMs: settings.routerHeartbeatTimeoutMs,
     handshakeTimeoutMs: settings.routerHandshakeTimeoutMs, maxPendingHandshakes: settings.routerMaxPendingHandshakes,
     controllers: settings.clusterEtcd ? () => (app.cluster?.members() ?? []).map((m) => ({ id: m.id, ctrlAddress: m.ctrlAddress })) : undefined,
+    sessionToken: (rec) => {
+      for (const s of policy.sessions.of(rec.identityId)) if (s.id === rec.id) return s.token;
+      return undefined;
+    },
   });
   const metrics = new Metrics(app, channel, events.audit);
   const health = new Health(app);
