@@ -126,6 +126,8 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   sessions.keys = keys;
   // Session tokens are signed in the workers, off the event loop.
   keys.pool = pool;
+  // Cluster mode: API sessions stay on this controller; tokens and revocations cross (docs/cluster.md).
+  if (join && cluster) join.shareSessions(store, cluster, sessions, clusterLog);
   const ended = await sessions.endPlainTokenSessions();
   if (ended) log.info({ ended }, 'ended API sessions stored with a plain token');
   // Built on the main thread: it reads only index keys and policies (no entity records); the

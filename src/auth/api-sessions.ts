@@ -17,7 +17,7 @@
  */
 import type { ChangeEvent, Rec, Store, Tx } from '../store/store.js';
 import { timeOrderedId } from '../store/ids.js';
-import { tokenDigest, type SigningKeys } from './tokens.js';
+import { tokenDigest, type SigningKeys, type TokenClaims } from './tokens.js';
 import { allowsPrimary, type PrimaryMethod } from './login-policy.js';
 
 export const API_SESSION_TOKEN = 'api-session';
@@ -105,6 +105,16 @@ export class ApiSessions {
   readonly timeoutMs: number;
 
   keys?: SigningKeys;
+  /**
+   * Cluster mode (src/cluster/sessions.ts): API sessions stay on the controller that made them;
+   * their tokens carry what another controller needs to take them on (`claims`), and an unknown
+   * but validly signed token is taken on there (`learn`: the session, now held here too, or
+   * undefined when it was revoked or may no longer log in).
+   */
+  shared?: {
+    claims(s: Omit<ApiSession, 'token' | 'lastActivityAt' | 'updatedAt' | 'tags' | 'isMfaComplete'>): Record<string, unknown>;
+    learn(claims: TokenClaims, token: string): ApiSession | undefined;
+  };
   /** The `iss` of new tokens (the API's base URL, known once the listener is bound). */
   issuer = () => '';
 
@@ -129,6 +139,11 @@ export class ApiSessions {
 
   get timeoutSeconds(): number {
     return Math.round(this.timeoutMs / 1000);
+  }
+
+  /** Cluster mode: an API session taken on from its token (held here from now on). */
+  adopt(s: ApiSession) {
+    this.remember(s);
   }
 
   private remember(s: ApiSession) {
@@ -156,7 +171,8 @@ export class ApiSessions {
     }
     if (ended.length === 0) return;
     for (const id of ended) this.byId.delete(id);
-    void this.store.write((tx) => ApiSessions.deleteInTx(tx, ended)).catch(() => {});
+    // Every controller sees the policy change and ends its own: nothing to revoke elsewhere.
+    void this.store.write((tx) => ApiSessions.deleteInTx(tx, ended), { revoke: false }).catch(() => {});
   }
 
   /**
@@ -205,7 +221,7 @@ export class ApiSessions {
       if (id === undefined) {
         const claims = this.keys?.verify(token, API_SESSION_TOKEN);
         if (!claims) return undefined;
-        const rec = this.byId.get(claims.jti);
+        const rec = this.byId.get(claims.jti) ?? this.shared?.learn(claims, token);
         if (!rec || rec.identityId !== claims.sub || rec.token !== tokenDigest(token)) return undefined;
         this.cacheVerified(token, (id = claims.jti));
       }
@@ -286,7 +302,7 @@ export class ApiSessions {
     if (!keys) throw new Error('API sessions need signing keys');
     const now = Date.now();
     const id = timeOrderedId();
-    const token = keys.sign({ iss: this.issuer(), sub: fields.identityId, jti: id, iat: Math.floor(now / 1000), z_t: API_SESSION_TOKEN });
+    const token = keys.sign({ iss: this.issuer(), sub: fields.identityId, jti: id, iat: Math.floor(now / 1000), z_t: API_SESSION_TOKEN, ...this.shared?.claims({ id, createdAt: now, ...own }) });
     const rec: ApiSession = {
       id,
       createdAt: now,
@@ -352,7 +368,8 @@ export class ApiSessions {
   async sweep(now = Date.now()): Promise<number> {
     const expired = [...this.byId.values()].filter((s) => now - s.lastActivityAt > this.timeoutMs).map((s) => s.id);
     if (expired.length === 0) return 0;
-    await this.store.write((tx) => ApiSessions.deleteInTx(tx, expired));
+    // Idle here: another controller holding the same API session expires it by its own activity.
+    await this.store.write((tx) => ApiSessions.deleteInTx(tx, expired), { revoke: false });
     return expired.length;
   }
 

@@ -23,8 +23,10 @@ import type { App, Ctx, Op } from '../core/context.js';
 import type { Reply, Req } from '../core/operation.js';
 import { ApiError } from '../core/errors.js';
 import { primaryLogin, resolveConfigTypes } from '../api/handlers/session.js';
+import { dropMfaInTx, passMfaInTx, totpIssuer } from '../api/handlers/mfa.js';
 import { secondaryFactors } from '../auth/login-policy.js';
-import { isValidTotp, mfaSecret, type MfaRecord } from '../auth/mfa.js';
+import { checkCodeInTx, isValidTotp, mfaErrors, mfaRecoveryCodes, mfaSecret, newMfaRecord, provisioningUrl, type MfaRecord } from '../auth/mfa.js';
+import type { Rec } from '../store/store.js';
 import { ACCESS_TOKEN, REFRESH_TOKEN, type ApiSession } from '../auth/api-sessions.js';
 import { effectiveSettings } from '../control/settings.js';
 
@@ -162,6 +164,8 @@ export class OidcProvider {
         cert: `${iss}/login/cert`,
         ext_jwt: `${iss}/login/ext-jwt`,
         totp: `${iss}/login/totp`,
+        totp_enroll: `${iss}/login/totp/enroll`,
+        totp_enroll_verify: `${iss}/login/totp/enroll/verify`,
         auth_queries: `${iss}/login/auth-queries`,
       },
     };
@@ -293,6 +297,116 @@ export class OidcProvider {
       if (cur) tx.put('apiSessions', { ...cur, isMfaComplete: true, mfaPassedAt: now, updatedAt: now });
     });
     return this.callback(r);
+  }
+
+  /**
+   * The pending request of a TOTP-enrollment step and the API session its primary login made:
+   * enrollment is open only to whoever passed a primary login step of the request.
+   */
+  private primaryPassed(req: Req, body: Record<string, unknown>) {
+    const r = this.pending(body.id ?? body.authRequestID ?? req.query.get('authRequestID') ?? req.query.get('id'));
+    const s = r.apiSessionId ? this.app.sessions.get(r.apiSessionId) : undefined;
+    if (!s) throw new ApiError('INVALID_AUTH');
+    const ctx: Ctx = { app: this.app, req, op: undefined as unknown as Op, params: {}, body, requestId: '' };
+    return { r, s, ctx };
+  }
+
+  /** What an unverified enrollment shows (as `GET /current-identity/mfa` does): the secret's URL and the recovery codes. */
+  private enrollmentDetail(ctx: Ctx, identity: Rec, mfa: MfaRecord) {
+    const sealer = this.app.store.sealer;
+    return {
+      id: mfa.id,
+      createdAt: new Date(mfa.createdAt).toISOString(),
+      updatedAt: new Date(mfa.updatedAt).toISOString(),
+      isVerified: false,
+      provisioningUrl: provisioningUrl(totpIssuer(ctx), String(identity.name), mfaSecret(sealer, mfa)),
+      recoveryCodes: mfaRecoveryCodes(sealer, mfa),
+    };
+  }
+
+  /**
+   * `POST /oidc/login/totp/enroll {id}`: a login whose auth policy requires TOTP, of an identity
+   * that has none, starts an enrollment (201 with the provisioning URL and recovery codes, as
+   * `POST /current-identity/mfa` followed by its detail). One enrollment per identity (409).
+   */
+  async startTotpEnrollment(req: Req): Promise<Reply> {
+    const body = parseFields(req);
+    const { s, ctx } = this.primaryPassed(req, body);
+    const mfa = newMfaRecord(this.app.store.sealer);
+    const identity = await this.app.store.write((tx) => {
+      const cur = tx.get('identities', s.identityId);
+      if (!cur) throw new ApiError('INVALID_AUTH');
+      if (cur.mfa) throw mfaErrors.exists();
+      tx.put('identities', { ...cur, mfa });
+      return cur;
+    });
+    return { status: 201, body: this.enrollmentDetail(ctx, identity, mfa), headers: { 'cache-control': 'no-store' } };
+  }
+
+  /** The unverified enrollment of a request's identity (for a login page shown again). */
+  pendingEnrollment(req: Req): ReturnType<OidcProvider['enrollmentDetail']> | undefined {
+    const { s, ctx } = this.primaryPassed(req, parseFields(req));
+    const identity = this.app.store.get('identities', s.identityId);
+    const mfa = identity?.mfa as MfaRecord | undefined;
+    return identity && mfa && !mfa.isVerified ? this.enrollmentDetail(ctx, identity, mfa) : undefined;
+  }
+
+  /**
+   * `DELETE /oidc/login/totp/enroll {id, code}`: drops the identity's enrollment; a verified one
+   * only with a good TOTP or recovery code (as `DELETE /current-identity/mfa`).
+   */
+  async deleteTotpEnrollment(req: Req): Promise<Reply> {
+    const body = parseFields(req);
+    const { s, ctx } = this.primaryPassed(req, body);
+    await this.braked(s.identityId, () =>
+      this.app.store.write((tx) => {
+        const cur = tx.get('identities', s.identityId);
+        const mfa = cur?.mfa as MfaRecord | undefined;
+        if (!cur || !mfa) throw new ApiError('NOT_FOUND');
+        if (mfa.isVerified) checkCodeInTx(this.app.store.sealer, tx, cur, str(body.code) ?? '', { allowRecovery: true });
+        const { mfa: _m, ...rest } = tx.get('identities', s.identityId)!;
+        tx.put('identities', rest as Rec);
+        dropMfaInTx(ctx, tx, cur);
+      }),
+    );
+    return { status: 200, body: {} };
+  }
+
+  /**
+   * `POST /oidc/login/totp/enroll/verify {id, code}`: a TOTP code of the new secret verifies the
+   * enrollment and passes the login's TOTP step in the same write; then the 302 to the callback
+   * that issues the code.
+   */
+  async verifyTotpEnrollment(req: Req): Promise<Reply> {
+    const body = parseFields(req);
+    const { r, s } = this.primaryPassed(req, body);
+    const now = Date.now();
+    await this.braked(s.identityId, () =>
+      this.app.store.write((tx) => {
+        const cur = tx.get('identities', s.identityId);
+        const mfa = cur?.mfa as MfaRecord | undefined;
+        if (!cur || !mfa || mfa.isVerified) throw new ApiError('NOT_FOUND');
+        // Verified with a TOTP code only: it proves the authenticator app holds the secret.
+        if (!isValidTotp(mfaSecret(this.app.store.sealer, mfa), str(body.code))) throw mfaErrors.invalidToken();
+        tx.put('identities', { ...cur, mfa: { ...mfa, isVerified: true, updatedAt: now } });
+        passMfaInTx(tx, s.id, now);
+      }),
+    );
+    return this.callback(r);
+  }
+
+  /** A code check under the identity's brute-force brake: braked → 429; a wrong code counts, a good one clears the count. */
+  private async braked<T>(identityId: string, fn: () => Promise<T>): Promise<T> {
+    const throttle = this.app.auth.mfaThrottle;
+    throttle.check(identityId);
+    try {
+      const out = await fn();
+      throttle.succeed(identityId);
+      return out;
+    } catch (e) {
+      if (e instanceof ApiError && e.code === 'MFA_INVALID_TOKEN') throttle.fail(identityId);
+      throw e;
+    }
   }
 
   /** `/oidc/authorize/callback?id=`: a request whose login is complete gets its code. */
