@@ -12,6 +12,7 @@ import { startServer, isError, type Client, type Server } from './helpers/server
 import { RouterClient } from '../bench/lib/router-client.js';
 import { createAndEnroll } from '../bench/lib/router-enroll.js';
 import { createClient } from '../bench/lib/http.js';
+import { totpCode } from '../src/auth/mfa.js';
 
 // Real etcd members and controllers start, die and restart here: more than the default file timeout
 // on a loaded machine (about a minute alone on a busy 2-core one).
@@ -188,6 +189,24 @@ t.test('API sessions and sessions stay on their controller: no etcd write per lo
   const user3 = await ctrls[0].login('local-sessions', 'local-sessions-pw1', 'client');
   t.equal((await user3.delete('/current-api-session')).status, 200, 'logout on A');
   t.equal((await ctrls[2].client.request('GET', '/current-identity', undefined, { headers: { 'zt-session': user3.token! } })).status, 401, 'C refuses the logged-out token');
+});
+
+t.test('an MFA step passed on A reaches the copy B took on from the token', async (t) => {
+  const [a] = admins;
+  const iid = (await a.post('/identities', { name: 'mfa-cluster', type: 'User', isAdmin: false })).body.data.id;
+  t.equal((await a.post('/authenticators', { identityId: iid, method: 'updb', username: 'mfa-cluster', password: 'mfa-cluster-pw1' })).status, 201);
+  const u = await ctrls[0].login('mfa-cluster', 'mfa-cluster-pw1', 'client');
+  t.equal((await u.post('/current-identity/mfa')).status, 201, 'MFA enrolment started on A');
+  const secret = /secret=([A-Z2-7]+)/.exec((await u.get('/current-identity/mfa')).body.data.provisioningUrl)![1];
+  const now = Math.floor(Date.now() / 1000);
+  t.equal((await u.post('/current-identity/mfa/verify', { code: totpCode(secret, now) })).status, 200, 'verified');
+  const u2 = await ctrls[0].login('mfa-cluster', 'mfa-cluster-pw1', 'client');
+  const hdr = { headers: { 'zt-session': u2.token! } };
+  t.not((await ctrls[1].client.request('GET', '/current-identity/authenticators', undefined, hdr)).status, 200, 'on B, before the MFA step: not fully authenticated');
+  const step = await u2.post('/authenticate/mfa', { code: totpCode(secret, now + 30) });
+  t.equal(step.status, 200, `MFA step passed on A (${step.text.slice(0, 200)})`);
+  const ms = await within(1000, async () => (await ctrls[1].client.request('GET', '/current-identity/authenticators', undefined, hdr)).status === 200);
+  t.ok(ms <= 1000, `fully authenticated on B in ${ms} ms`);
 });
 
 t.test('GET /controllers lists every live controller; enrollment JWTs name all of them', async (t) => {
