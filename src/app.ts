@@ -266,6 +266,8 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     };
     const live = (shared = await join.announce(cluster, self, presence, clusterLog)).members;
     app.cluster = { members: () => live.list() };
+    // Routers hear of a controller joining or leaving, not only at welcome.
+    live.changed.push(() => channel.controllersChanged());
   }
 
   let closing: Promise<void> | undefined;

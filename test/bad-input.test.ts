@@ -9,7 +9,8 @@
 import t from 'tap';
 import { ALIASES, RESOURCES } from '../src/resources/index.js';
 import { startServer, isError, type Res } from './helpers/server.js';
-import { selfSignedCert } from './helpers/certs.js';
+import { selfSignedCert } from './helpers/pki.js';
+import { authPolicyBody } from './helpers/bodies.js';
 
 const srv = await startServer(t);
 const admin = await srv.login();
@@ -45,15 +46,7 @@ interface Family {
   types?: Record<string, Kind>;
 }
 
-const authPolicyBody = () => ({
-  name: uniq('ap'),
-  primary: {
-    cert: { allowed: true, allowExpiredCerts: false },
-    extJwt: { allowed: false, allowedSigners: [] as string[] },
-    updb: { allowed: true, minPasswordLength: 5, requireSpecialChar: false, requireNumberChar: false, requireMixedCase: false, maxAttempts: 0, lockoutDurationMinutes: 0 },
-  },
-  secondary: { requireTotp: false, requireExtJwtSigner: null },
-});
+const authPolicy = () => authPolicyBody(uniq('ap'));
 
 // Identities used by authenticator creates (each may hold one updb authenticator).
 async function freshIdentity(): Promise<string> {
@@ -113,12 +106,12 @@ const families: Family[] = [
   },
   {
     path: '/auth-policies',
-    valid: authPolicyBody,
+    valid: authPolicy,
     invalid: () => [
-      ['unknown allowed signer', { primary: { ...authPolicyBody().primary, extJwt: { allowed: true, allowedSigners: [MADE_UP] } } }, 404, 'NOT_FOUND'],
+      ['unknown allowed signer', { primary: { ...authPolicy().primary, extJwt: { allowed: true, allowedSigners: [MADE_UP] } } }, 404, 'NOT_FOUND'],
       ['unknown secondary signer', { secondary: { requireTotp: false, requireExtJwtSigner: MADE_UP } }, 404, 'NOT_FOUND'],
       ['primary.updb missing', { primary: { cert: { allowed: true, allowExpiredCerts: false }, extJwt: { allowed: false, allowedSigners: [] } } }, 400, 'COULD_NOT_VALIDATE'],
-      ['maxAttempts a string', { primary: { ...authPolicyBody().primary, updb: { ...authPolicyBody().primary.updb, maxAttempts: 'three' } } }, 400, 'COULD_NOT_VALIDATE'],
+      ['maxAttempts a string', { primary: { ...authPolicy().primary, updb: { ...authPolicy().primary.updb, maxAttempts: 'three' } } }, 400, 'COULD_NOT_VALIDATE'],
     ],
   },
   {

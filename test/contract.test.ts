@@ -21,7 +21,7 @@ import fs from 'node:fs';
 import { ALIASES, RESOURCES } from '../src/resources/index.js';
 import type { ResourceDef, StandardOp } from '../src/resources/types.js';
 import { startServer, isError, type Client, type Res } from './helpers/server.js';
-import { selfSignedCert } from './helpers/certs.js';
+import { selfSignedCert } from './helpers/pki.js';
 import { base, created, emptyOk, type Tap } from './helpers/assert.js';
 
 type Schema = Record<string, any>;

@@ -173,6 +173,13 @@ export class ControlChannel {
     this.timer.unref();
   }
 
+  /** Cluster mode: the live controllers changed (one joined or left): every open router is told. */
+  controllersChanged() {
+    const list = this.opts.controllers?.();
+    if (!list) return;
+    for (const s of this.byRouter.values()) s.send({ type: 'controllers', controllers: list });
+  }
+
   /** A new connection from the transport. */
   accept(transport: Transport): Connection {
     const s = new Session(this, transport);
