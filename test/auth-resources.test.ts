@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import { startServer, isError, type Client, type Res, type Server } from './helpers/server.js';
-import { selfSignedCert } from './helpers/certs.js';
+import { selfSignedCert } from './helpers/pki.js';
 import { RFC3339, base, created, emptyOk, fieldError, get, hasFields, kind, sleep, type Tap } from './helpers/assert.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -64,13 +64,6 @@ t.test('certificate authorities', async (t) => {
   t.ok(isError(leaf, 400, 'CERTIFICATE_IS_NOT_CA'), `non-CA certificate → 400 CERTIFICATE_IS_NOT_CA (${leaf.status} ${leaf.text.slice(0, 200)})`);
   const garbage = await admin.post('/cas', { ...body, name: 'ca-garbage', certPem: 'not a pem' });
   t.equal(garbage.status, 400, 'garbage PEM → 400');
-  fieldError(t, await admin.post('/cas', { ...body, name: 'ca-1', certPem: genCert('Test Root CA 3', true) }), 'name', 'duplicate name');
-  for (const f of ['name', 'certPem', 'isAutoCaEnrollmentEnabled', 'isOttCaEnrollmentEnabled', 'isAuthEnabled', 'identityRoles']) {
-    const b: any = { ...body, name: `ca-miss-${f}`, certPem: genCert(`miss ${f}`, true) };
-    delete b[f];
-    const r = await admin.post('/cas', b);
-    t.ok(isError(r, 400, 'COULD_NOT_VALIDATE'), `missing ${f} → 400 (${r.status})`);
-  }
   const scheme = await admin.post('/cas', { ...body, name: 'ca-scheme', certPem: genCert('scheme', true), externalIdClaim: { location: 'COMMON_NAME', matcher: 'SCHEME', matcherCriteria: 'spiffe', parser: 'NONE', parserCriteria: '', index: 0 } });
   t.equal(scheme.status, 400, `externalIdClaim SCHEME with COMMON_NAME → 400 (${scheme.status})`);
   const noLoc = await admin.post('/cas', { ...body, name: 'ca-noloc', certPem: genCert('noloc', true), externalIdClaim: { matcher: 'ALL', parser: 'NONE', index: 0 } });
@@ -166,12 +159,6 @@ t.test('auth policies', async (t) => {
   t.equal(nx?.primary?.updb?.lockoutDurationMinutes, 0, 'lockoutDurationMinutes -1 → 0');
 
   // validation
-  for (const f of ['name', 'primary', 'secondary']) {
-    const b: any = { ...fullPolicy(`ap-miss-${f}`) };
-    delete b[f];
-    t.ok(isError(await admin.post('/auth-policies', b), 400, 'COULD_NOT_VALIDATE'), `missing ${f} → 400`);
-  }
-  fieldError(t, await admin.post('/auth-policies', fullPolicy('ap-1')), 'name', 'duplicate name');
   const unkSigner = await admin.post('/auth-policies', fullPolicy('ap-unk', ['no-such-signer']));
   t.ok(isError(unkSigner, 404, 'NOT_FOUND'), `unknown allowedSigners id → 404 (${unkSigner.status})`);
   const unkSecond = await admin.post('/auth-policies', fullPolicy('ap-unk2', [], 'no-such-signer'));
@@ -266,13 +253,6 @@ t.test('external JWT signers', async (t) => {
     ['reused certificate', { ...ok, jwksEndpoint: undefined, certPem, kid: 'kid-other' }],
     ['reused kid', { ...ok, jwksEndpoint: undefined, certPem: genCert('signer-2.example', false), kid: 'kid-1' }],
     ['certificate without kid', { ...ok, jwksEndpoint: undefined, certPem: genCert('signer-3.example', false) }],
-    ['duplicate issuer', { ...ok, issuer: 'https://issuer-1.example' }],
-    ['duplicate name', { ...ok, name: 'ejs-cert' }],
-    ['missing name', { ...ok, name: undefined }],
-    ['missing issuer', { ...ok, issuer: undefined }],
-    ['missing enabled', { ...ok, enabled: undefined }],
-    ['missing audience', { ...ok, audience: undefined }],
-    ['bad targetToken', { ...ok, targetToken: 'REFRESH' }],
   ];
   for (const [label, b] of bad) {
     const r = await admin.post('/external-jwt-signers', b);

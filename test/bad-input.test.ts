@@ -1,27 +1,16 @@
 /**
- * Bad-input matrix over the management create operations: missing/null/empty/wrong-typed/too-long
- * fields, array bodies, unknown references, duplicates, PUT/PATCH of unknown ids and random junk.
+ * Bad input each family refuses by rules of its own (config data against its type's schema, CA
+ * certificates, auth policy signers, signer key sources, posture check lists, the authenticator
+ * create handler's fields), duplicates in unique fields beyond names, references on delete and
+ * random junk. The matrix every family shares (wrong types, missing required, unknown references,
+ * duplicate names, body shapes, bad lists) is test/contract.test.ts, driven by the declarations.
  * Every refused request must be a 4xx with the right code, write nothing, and nothing may be 5xx.
  */
 import t from 'tap';
-import fs from 'node:fs';
-import path from 'node:path';
+import { ALIASES, RESOURCES } from '../src/resources/index.js';
 import { startServer, isError, type Res } from './helpers/server.js';
-import { selfSignedCert } from './helpers/certs.js';
-
-const golden = JSON.parse(fs.readFileSync(new URL('../src/api/spec/management.json', import.meta.url), 'utf8'));
-function bodyDef(p: string, method: string): any {
-  const param = (golden.paths[p]?.[method]?.parameters ?? []).find((x: any) => x.in === 'body');
-  const name = param?.schema?.$ref?.split('/').pop();
-  const def = name ? golden.definitions[name] : undefined;
-  if (!def) return { required: [], properties: {} };
-  // Flatten one level of allOf (posture checks).
-  const parts = def.allOf ? def.allOf.map((x: any) => (x.$ref ? golden.definitions[x.$ref.split('/').pop()] : x)) : [def];
-  return {
-    required: parts.flatMap((x: any) => x.required ?? []),
-    properties: Object.assign({}, ...parts.map((x: any) => x.properties ?? {})),
-  };
-}
+import { selfSignedCert } from './helpers/pki.js';
+import { authPolicyBody } from './helpers/bodies.js';
 
 const srv = await startServer(t);
 const admin = await srv.login();
@@ -50,27 +39,14 @@ type Kind = 'string' | 'boolean' | 'array' | 'object' | 'integer';
 interface Family {
   path: string;
   valid: () => Record<string, any>;
-  required: string[];
-  /** Expected `cause.field` when a required field is missing, if not the field itself. */
-  missingField?: Record<string, string[]>;
-  types: Record<string, Kind>;
-  named: boolean;
-  /** Extra invalid bodies: [label, body, status, code, cause.field?]. */
-  invalid?: () => Array<[string, Record<string, any>, number, string | string[], string?]>;
-  canPut?: boolean;
-  /** Extra fields a PUT body needs beyond the create body. */
-  putExtra?: Record<string, unknown>;
+  /** Invalid bodies, each the valid body with these changes: [label, changes, status, code(s), cause.field?]. */
+  invalid: () => Array<[string, Record<string, any>, number, string | string[], string?]>;
+  /** For a create outside the declarations (authenticators): required properties and their types. */
+  required?: string[];
+  types?: Record<string, Kind>;
 }
 
-const authPolicyBody = () => ({
-  name: uniq('ap'),
-  primary: {
-    cert: { allowed: true, allowExpiredCerts: false },
-    extJwt: { allowed: false, allowedSigners: [] as string[] },
-    updb: { allowed: true, minPasswordLength: 5, requireSpecialChar: false, requireNumberChar: false, requireMixedCase: false, maxAttempts: 0, lockoutDurationMinutes: 0 },
-  },
-  secondary: { requireTotp: false, requireExtJwtSigner: null },
-});
+const authPolicy = () => authPolicyBody(uniq('ap'));
 
 // Identities used by authenticator creates (each may hold one updb authenticator).
 async function freshIdentity(): Promise<string> {
@@ -80,99 +56,34 @@ const authnHolder = await freshIdentity();
 
 const families: Family[] = [
   {
-    path: '/identities', named: true,
+    path: '/identities',
     valid: () => ({ name: uniq('ident'), type: 'User', isAdmin: false }),
-    required: ['name', 'type', 'isAdmin'],
-    types: { name: 'string', type: 'string', isAdmin: 'boolean', roleAttributes: 'array', externalId: 'string', defaultHostingCost: 'integer', tags: 'object', appData: 'object' },
-    invalid: () => [
-      ['type not in enum', { type: 'Robot' }, 400, 'COULD_NOT_VALIDATE', 'type'],
-      ['roleAttributes with #', { roleAttributes: ['#nope'] }, 400, 'COULD_NOT_VALIDATE', 'roleAttributes'],
-      ['roleAttributes with @', { roleAttributes: ['@nope'] }, 400, 'COULD_NOT_VALIDATE', 'roleAttributes'],
-      ['defaultHostingCost -1', { defaultHostingCost: -1 }, 400, 'COULD_NOT_VALIDATE', 'defaultHostingCost'],
-      ['defaultHostingCost 65536', { defaultHostingCost: 65536 }, 400, 'COULD_NOT_VALIDATE', 'defaultHostingCost'],
-      ['defaultHostingCost 1.5', { defaultHostingCost: 1.5 }, 400, 'COULD_NOT_VALIDATE', 'defaultHostingCost'],
-      ['defaultHostingPrecedence bad', { defaultHostingPrecedence: 'sometimes' }, 400, 'COULD_NOT_VALIDATE', 'defaultHostingPrecedence'],
-      ['unknown authPolicyId', { authPolicyId: MADE_UP }, 400, 'COULD_NOT_VALIDATE', 'authPolicyId'],
-      ['tags value object', { tags: { k: { nested: true } } }, 400, 'COULD_NOT_VALIDATE'],
-    ],
+    invalid: () => [['tags value object', { tags: { k: { nested: true } } }, 400, 'COULD_NOT_VALIDATE']],
   },
   {
-    path: '/services', named: true,
-    valid: () => ({ name: uniq('svc'), encryptionRequired: true }),
-    required: ['name', 'encryptionRequired'],
-    types: { name: 'string', encryptionRequired: 'boolean', roleAttributes: 'array', configs: 'array', terminatorStrategy: 'string', maxIdleTimeMillis: 'integer' },
-    invalid: () => [
-      ['unknown config id', { configs: [MADE_UP] }, 400, 'COULD_NOT_VALIDATE', 'configs'],
-      ['roleAttributes with #', { roleAttributes: ['#x'] }, 400, 'COULD_NOT_VALIDATE', 'roleAttributes'],
-    ],
-  },
-  {
-    path: '/configs', named: true,
+    path: '/configs',
     valid: () => ({ name: uniq('cfg'), configTypeId: ctId, data: { hostname: 'h', port: 22 } }),
-    required: ['name', 'configTypeId', 'data'],
-    missingField: { configTypeId: ['configTypeId', 'type'] },
-    types: { name: 'string', configTypeId: 'string', data: 'object' },
     invalid: () => [
-      ['unknown configTypeId', { configTypeId: MADE_UP }, 400, 'COULD_NOT_VALIDATE', 'type'],
-      ['data is a string', { data: 'invalid' }, 400, 'COULD_NOT_VALIDATE', 'data'],
       ['data violates the schema', { data: { port: 22 } }, 400, 'COULD_NOT_VALIDATE', '(root)'],
       ['data wrong property type', { data: { hostname: 'h', port: 'x' } }, 400, 'COULD_NOT_VALIDATE'],
     ],
   },
   {
-    path: '/config-types', named: true,
+    path: '/config-types',
     valid: () => ({ name: uniq('ct') }),
-    required: ['name'],
-    types: { name: 'string', schema: 'object' },
     invalid: () => [
       ['schema not a JSON schema', { schema: { type: 'objectionable' } }, 400, 'COULD_NOT_VALIDATE', 'schema'],
       ['schema bad required', { schema: { type: 'object', required: 'x' } }, 400, 'COULD_NOT_VALIDATE', 'schema'],
     ],
   },
   {
-    path: '/service-policies', named: true,
-    valid: () => ({ name: uniq('sp'), type: 'Dial', semantic: 'AnyOf', identityRoles: ['#a'], serviceRoles: [`@${svcId}`], postureCheckRoles: [] }),
-    required: ['name', 'type', 'semantic'],
-    types: { name: 'string', type: 'string', semantic: 'string', identityRoles: 'array', serviceRoles: 'array', postureCheckRoles: 'array' },
-    invalid: () => [
-      ['#all plus another role', { identityRoles: ['#all', '#a'] }, 400, 'COULD_NOT_VALIDATE', 'identityRoles'],
-      ['unprefixed role', { serviceRoles: ['plain'] }, 400, 'COULD_NOT_VALIDATE', 'serviceRoles'],
-      ['@unknown identity', { identityRoles: [`@${MADE_UP}`] }, 400, 'COULD_NOT_VALIDATE', 'identityRoles'],
-      ['@unknown service', { serviceRoles: [`@${MADE_UP}`] }, 400, 'COULD_NOT_VALIDATE', 'serviceRoles'],
-      ['@unknown posture check', { postureCheckRoles: [`@${MADE_UP}`] }, 400, 'COULD_NOT_VALIDATE', 'postureCheckRoles'],
-      ['semantic not in enum', { semantic: 'Maybe' }, 400, 'COULD_NOT_VALIDATE', 'semantic'],
-      ['type not in enum', { type: 'Sideways' }, 400, 'COULD_NOT_VALIDATE', 'type'],
-      ['empty role', { identityRoles: [''] }, 400, 'COULD_NOT_VALIDATE', 'identityRoles'],
-    ],
-  },
-  {
-    path: '/edge-router-policies', named: true,
+    path: '/edge-router-policies',
     valid: () => ({ name: uniq('erp'), semantic: 'AllOf', identityRoles: ['#all'], edgeRouterRoles: [`@${erId}`] }),
-    required: ['name', 'semantic'],
-    types: { name: 'string', semantic: 'string', identityRoles: 'array', edgeRouterRoles: 'array' },
-    invalid: () => [
-      ['#all plus another role', { edgeRouterRoles: ['#all', `@${erId}`] }, 400, 'COULD_NOT_VALIDATE', 'edgeRouterRoles'],
-      ['@unknown router', { edgeRouterRoles: [`@${MADE_UP}`] }, 400, 'COULD_NOT_VALIDATE', 'edgeRouterRoles'],
-      ['unprefixed role', { identityRoles: ['x'] }, 400, 'COULD_NOT_VALIDATE', 'identityRoles'],
-      ['semantic not in enum', { semantic: 'allof' }, 400, 'COULD_NOT_VALIDATE', 'semantic'],
-    ],
+    invalid: () => [['semantic in lower case', { semantic: 'allof' }, 400, 'COULD_NOT_VALIDATE', 'semantic']],
   },
   {
-    path: '/service-edge-router-policies', named: true,
-    valid: () => ({ name: uniq('serp'), semantic: 'AnyOf', serviceRoles: ['#all'], edgeRouterRoles: ['#all'] }),
-    required: ['name', 'semantic'],
-    types: { name: 'string', semantic: 'string', serviceRoles: 'array', edgeRouterRoles: 'array' },
-    invalid: () => [
-      ['@unknown service', { serviceRoles: [`@${MADE_UP}`] }, 400, 'COULD_NOT_VALIDATE', 'serviceRoles'],
-      ['#all plus another role', { serviceRoles: ['#all', '#x'] }, 400, 'COULD_NOT_VALIDATE', 'serviceRoles'],
-      ['semantic not in enum', { semantic: 'None' }, 400, 'COULD_NOT_VALIDATE', 'semantic'],
-    ],
-  },
-  {
-    path: '/posture-checks', named: true,
+    path: '/posture-checks',
     valid: () => ({ name: uniq('pc'), typeId: 'DOMAIN', domains: ['example.com'], roleAttributes: ['pc'] }),
-    required: ['name', 'typeId', 'domains'],
-    types: { name: 'string', typeId: 'string', domains: 'array', roleAttributes: 'array' },
     invalid: () => [
       ['DOMAIN with empty domains', { domains: [] }, 400, 'COULD_NOT_VALIDATE', 'domains'],
       ['unknown typeId', { typeId: 'TEMPERATURE' }, 400, 'COULD_NOT_VALIDATE', 'typeId'],
@@ -180,45 +91,13 @@ const families: Family[] = [
     ],
   },
   {
-    path: '/edge-routers', named: true,
-    valid: () => ({ name: uniq('er') }),
-    required: ['name'],
-    types: { name: 'string', cost: 'integer', isTunnelerEnabled: 'boolean', roleAttributes: 'array', noTraversal: 'boolean', disabled: 'boolean', ctrlChanListeners: 'object' },
-    invalid: () => [
-      ['cost -1', { cost: -1 }, 400, 'COULD_NOT_VALIDATE', 'cost'],
-      ['cost 65536', { cost: 65536 }, 400, 'COULD_NOT_VALIDATE', 'cost'],
-      ['cost 2.5', { cost: 2.5 }, 400, 'COULD_NOT_VALIDATE', 'cost'],
-      ['roleAttributes with #', { roleAttributes: ['#r'] }, 400, 'COULD_NOT_VALIDATE', 'roleAttributes'],
-    ],
-  },
-  {
-    path: '/routers', named: true,
-    valid: () => ({ name: uniq('tr') }),
-    required: ['name'],
-    types: { name: 'string', cost: 'integer', noTraversal: 'boolean', disabled: 'boolean' },
-    invalid: () => [
-      ['cost -1', { cost: -1 }, 400, 'COULD_NOT_VALIDATE', 'cost'],
-      ['cost 65536', { cost: 65536 }, 400, 'COULD_NOT_VALIDATE', 'cost'],
-    ],
-  },
-  {
-    path: '/terminators', named: false,
+    path: '/terminators',
     valid: () => ({ service: svcId, router: erId, binding: 'transport', address: `tcp:localhost:${2000 + ++seq}` }),
-    required: ['service', 'router', 'address', 'binding'],
-    types: { service: 'string', router: 'string', address: 'string', binding: 'string', cost: 'integer', precedence: 'string' },
-    invalid: () => [
-      ['unknown service', { service: MADE_UP }, 404, 'NOT_FOUND'],
-      ['unknown router', { router: MADE_UP }, 404, 'NOT_FOUND'],
-      ['cost -1', { cost: -1 }, 400, 'COULD_NOT_VALIDATE', 'cost'],
-      ['cost 65536', { cost: 65536 }, 400, 'COULD_NOT_VALIDATE', 'cost'],
-      ['precedence not in enum', { precedence: 'sometimes' }, 400, 'COULD_NOT_VALIDATE', 'precedence'],
-    ],
+    invalid: () => [['unknown router', { router: MADE_UP }, 404, 'NOT_FOUND']],
   },
   {
-    path: '/cas', named: true, putExtra: { identityNameFormat: '[caName]-[commonName]' },
+    path: '/cas',
     valid: () => ({ name: uniq('ca'), certPem: caPems[caIdx++ % caPems.length], isAutoCaEnrollmentEnabled: false, isOttCaEnrollmentEnabled: false, isAuthEnabled: false, identityRoles: [] }),
-    required: ['name', 'certPem', 'isAutoCaEnrollmentEnabled', 'isOttCaEnrollmentEnabled', 'isAuthEnabled', 'identityRoles'],
-    types: { name: 'string', certPem: 'string', isAutoCaEnrollmentEnabled: 'boolean', isOttCaEnrollmentEnabled: 'boolean', isAuthEnabled: 'boolean', identityRoles: 'array', identityNameFormat: 'string' },
     invalid: () => [
       ['certPem not PEM', { certPem: 'not a certificate' }, 400, ['INVALID_CERT_PEM', 'COULD_NOT_VALIDATE'], 'certPem'],
       ['leaf certificate', { certPem: leafPem }, 400, 'CERTIFICATE_IS_NOT_CA'],
@@ -226,34 +105,29 @@ const families: Family[] = [
     ],
   },
   {
-    path: '/auth-policies', named: true,
-    valid: authPolicyBody,
-    required: ['name', 'primary', 'secondary'],
-    types: { name: 'string', primary: 'object', secondary: 'object' },
+    path: '/auth-policies',
+    valid: authPolicy,
     invalid: () => [
-      ['unknown allowed signer', { primary: { ...authPolicyBody().primary, extJwt: { allowed: true, allowedSigners: [MADE_UP] } } }, 404, 'NOT_FOUND'],
+      ['unknown allowed signer', { primary: { ...authPolicy().primary, extJwt: { allowed: true, allowedSigners: [MADE_UP] } } }, 404, 'NOT_FOUND'],
       ['unknown secondary signer', { secondary: { requireTotp: false, requireExtJwtSigner: MADE_UP } }, 404, 'NOT_FOUND'],
       ['primary.updb missing', { primary: { cert: { allowed: true, allowExpiredCerts: false }, extJwt: { allowed: false, allowedSigners: [] } } }, 400, 'COULD_NOT_VALIDATE'],
-      ['maxAttempts a string', { primary: { ...authPolicyBody().primary, updb: { ...authPolicyBody().primary.updb, maxAttempts: 'three' } } }, 400, 'COULD_NOT_VALIDATE'],
+      ['maxAttempts a string', { primary: { ...authPolicy().primary, updb: { ...authPolicy().primary.updb, maxAttempts: 'three' } } }, 400, 'COULD_NOT_VALIDATE'],
     ],
   },
   {
-    path: '/external-jwt-signers', named: true,
+    path: '/external-jwt-signers',
     valid: () => {
       const n = uniq('jwt');
       return { name: n, issuer: `https://${n}.example`, audience: 'mesh-aud', enabled: true, jwksEndpoint: `https://${n}.example/jwks` };
     },
-    required: ['name', 'enabled', 'issuer', 'audience'],
-    types: { name: 'string', issuer: 'string', audience: 'string', enabled: 'boolean', jwksEndpoint: 'string', scopes: 'array', useExternalId: 'boolean' },
     invalid: () => [
       ['neither certPem nor jwksEndpoint', { jwksEndpoint: undefined }, 400, 'COULD_NOT_VALIDATE'],
       ['certPem not PEM', { jwksEndpoint: undefined, certPem: 'garbage', kid: 'k1' }, 400, ['INVALID_CERT_PEM', 'COULD_NOT_VALIDATE'], 'certPem'],
-      ['targetToken not in enum', { targetToken: 'REFRESH' }, 400, 'COULD_NOT_VALIDATE', 'targetToken'],
       ['unknown enrollAuthPolicyId', { enrollAuthPolicyId: MADE_UP }, 400, 'COULD_NOT_VALIDATE', 'enrollAuthPolicyId'],
     ],
   },
   {
-    path: '/authenticators', named: false,
+    path: '/authenticators',
     valid: () => ({ method: 'updb', identityId: authnHolder, username: uniq('user'), password: 'secret-pass-1' }),
     required: ['method', 'identityId'],
     types: { method: 'string', identityId: 'string', username: 'string', password: 'string' },
@@ -299,77 +173,31 @@ function track(label: string, r: Res) {
 for (const fam of families) {
   t.test(`create ${fam.path}`, async (t) => {
     const before = await count(fam.path);
-    const createDef = bodyDef(fam.path, 'post');
-    const putDef = bodyDef(`${fam.path}/{id}`, 'put');
-    const patchDef = bodyDef(`${fam.path}/{id}`, 'patch');
-    t.ok(fam.required.every((f) => createDef.required.includes(f) || f === 'domains'), 'required list agrees with the spec');
     let created = 0;
-    const post = async (label: string, body: unknown, raw?: string) => {
-      const r = raw !== undefined ? await admin.post(fam.path, undefined, { raw, headers: { 'content-type': 'application/json' } }) : await admin.post(fam.path, body);
+    const post = async (label: string, body: unknown) => {
+      const r = await admin.post(fam.path, body);
       track(`${fam.path} ${label}`, r);
       t.ok(r.status < 500, `${label}: no 5xx (${r.status} ${r.body?.error?.code ?? ''})`);
       if (r.status === 201) created++;
       return r;
     };
-    const expect400 = (r: Res, label: string, field?: string | string[], code = 'COULD_NOT_VALIDATE') => {
-      t.ok(isError(r, 400, code), `${label} → 400 ${code}: got ${r.status} ${r.body?.error?.code ?? ''} ${JSON.stringify(r.body?.error?.cause ?? '')}`);
-      if (field !== undefined) {
-        const fields = Array.isArray(field) ? field : [field];
-        t.ok(fields.includes(r.body?.error?.cause?.field), `${label}: cause.field ${fields.join('|')} (got ${r.body?.error?.cause?.field})`);
-      }
+    const expect400 = (r: Res, label: string, field?: string) => {
+      t.ok(isError(r, 400, 'COULD_NOT_VALIDATE'), `${label} → 400 COULD_NOT_VALIDATE: got ${r.status} ${r.body?.error?.code ?? ''} ${JSON.stringify(r.body?.error?.cause ?? '')}`);
+      if (field !== undefined) t.equal(r.body?.error?.cause?.field, field, `${label}: cause.field ${field}`);
     };
 
     // The valid body really is valid.
     const ok = await post('valid', fam.valid());
     t.equal(ok.status, 201, `valid create: ${ok.text.slice(0, 300)}`);
-    const id = ok.body?.data?.id as string;
-    t.equal(ok.body?.data?._links?.self?.href, `.${fam.path}/${id}`);
-    const got = await admin.get(`${fam.path}/${id}`);
-    t.equal(got.status, 200, 'created entity readable');
 
-    for (const field of fam.required) {
-      const base = fam.valid();
-      const expectField = fam.missingField?.[field] ?? field;
-      expect400(await post(`missing ${field}`, without(base, field)), `missing ${field}`, expectField);
-      if (createDef.properties[field]?.['x-nullable'] !== true) {
-        expect400(await post(`null ${field}`, { ...fam.valid(), [field]: null }), `null ${field}`, expectField);
-      }
-      if (fam.types[field] === 'string') {
-        expect400(await post(`empty ${field}`, { ...fam.valid(), [field]: '' }), `empty string ${field}`, field === 'configTypeId' ? ['configTypeId', 'type'] : field);
-      }
+    for (const field of fam.required ?? []) {
+      expect400(await post(`missing ${field}`, without(fam.valid(), field)), `missing ${field}`, field);
+      expect400(await post(`null ${field}`, { ...fam.valid(), [field]: null }), `null ${field}`, field);
     }
-    for (const [field, kind] of Object.entries(fam.types)) {
-      for (const v of wrongValues(kind)) {
-        const r = await post(`${field}=${JSON.stringify(v)}`, { ...fam.valid(), [field]: v });
-        expect400(r, `${field} as ${JSON.stringify(v)} (${kind} expected)`);
-      }
+    for (const [field, kind] of Object.entries(fam.types ?? {})) {
+      for (const v of wrongValues(kind)) expect400(await post(`${field}=${JSON.stringify(v)}`, { ...fam.valid(), [field]: v }), `${field} as ${JSON.stringify(v)} (${kind} expected)`);
     }
-    if (fam.named) {
-      expect400(await post('name 1025', { ...fam.valid(), name: 'n'.repeat(1025) }), 'name longer than 1024', 'name');
-      expect400(await post('name 5000', { ...fam.valid(), name: 'n'.repeat(5000) }), 'name of 5000 chars', 'name');
-      const max = await post('name 1024', { ...fam.valid(), name: `${'m'.repeat(1020)}${String(seq++).padStart(4, '0')}` });
-      t.equal(max.status, 201, `name of exactly 1024 chars accepted: ${max.status} ${max.text.slice(0, 200)}`);
-      const dupName = ok.status === 201 ? (await admin.get(`${fam.path}/${id}`)).body?.data?.name : undefined;
-      if (dupName) {
-        const d = await post('duplicate name', { ...fam.valid(), name: dupName });
-        expect400(d, 'duplicate name', 'name');
-      }
-    }
-    // Other long strings are bounded too.
-    for (const [field, kind] of Object.entries(fam.types)) {
-      if (kind !== 'string' || field === 'name') continue;
-      const r = await post(`${field} 70000`, { ...fam.valid(), [field]: 'x'.repeat(70000) });
-      t.equal(r.status, 400, `${field} of 70000 chars → 400 (${r.status})`);
-    }
-    for (const [label, body] of [['array body', [fam.valid()]], ['string body', 'name'], ['number body', 42], ['null body', null], ['empty object', {}]] as Array<[string, unknown]>) {
-      const r = await post(label, undefined, JSON.stringify(body));
-      t.equal(r.status, 400, `${label} → 400 (${r.status})`);
-      t.ok(['COULD_NOT_VALIDATE', 'COULD_NOT_PARSE_BODY'].includes(r.body?.error?.code), `${label} code ${r.body?.error?.code}`);
-    }
-    const noBody = await admin.post(fam.path);
-    track(`${fam.path} no body`, noBody);
-    t.equal(noBody.status, 400, `no body → 400 (${noBody.status})`);
-    for (const [label, patch, status, code, field] of fam.invalid?.() ?? []) {
+    for (const [label, patch, status, code, field] of fam.invalid()) {
       const body: Record<string, any> = { ...fam.valid(), ...patch };
       for (const k of Object.keys(body)) if (body[k] === undefined) delete body[k];
       const r = await post(label, body);
@@ -380,48 +208,6 @@ for (const fam of families) {
 
     // Nothing but the successful creates was written.
     t.equal(await count(fam.path), before + created, `only ${created} successful create(s) were written`);
-
-    // PUT / PATCH / DELETE of a made-up id.
-    if (fam.canPut !== false) {
-      const put = await admin.put(`${fam.path}/${MADE_UP}`, { ...fam.valid(), ...fam.putExtra });
-      track(`${fam.path} PUT unknown`, put);
-      t.ok(isError(put, 404, 'NOT_FOUND'), `PUT unknown id → 404: ${put.status} ${put.body?.error?.code}`);
-    }
-    const patchBody: Record<string, any> = fam.named ? { name: uniq('patched') } : { tags: { a: 'b' } };
-    if (fam.path === '/posture-checks') patchBody.typeId = 'DOMAIN';
-    const patch = await admin.patch(`${fam.path}/${MADE_UP}`, patchBody);
-    track(`${fam.path} PATCH unknown`, patch);
-    t.ok(isError(patch, 404, 'NOT_FOUND'), `PATCH unknown id → 404: ${patch.status} ${patch.body?.error?.code}`);
-    const del = await admin.delete(`${fam.path}/${MADE_UP}`);
-    t.ok(isError(del, 404, 'NOT_FOUND'), `DELETE unknown id → 404: ${del.status}`);
-
-    // PUT / PATCH of the real entity with bad input is refused and changes nothing.
-    if (ok.status === 201) {
-      const snapshot = (await admin.get(`${fam.path}/${id}`)).body?.data;
-      if (fam.canPut !== false) {
-        for (const field of putDef.required as string[]) {
-          const r = await admin.put(`${fam.path}/${id}`, without({ ...fam.valid(), ...fam.putExtra }, field));
-          track(`${fam.path} PUT missing ${field}`, r);
-          t.equal(r.status, 400, `PUT without ${field} → 400 (${r.status})`);
-        }
-      }
-      for (const [field, kind] of Object.entries(fam.types)) {
-        if (!(field in patchDef.properties)) continue; // not patchable: ignored like any unknown property
-        const r = await admin.patch(`${fam.path}/${id}`, { [field]: wrongValues(kind)[0], ...(fam.path === '/posture-checks' && field !== 'typeId' ? { typeId: 'DOMAIN' } : {}) });
-        track(`${fam.path} PATCH ${field}`, r);
-        t.equal(r.status, 400, `PATCH ${field} wrong type → 400 (${r.status} ${r.body?.error?.code ?? ''})`);
-      }
-      if (fam.named) {
-        const r = await admin.patch(`${fam.path}/${id}`, { name: '', ...(fam.path === '/posture-checks' ? { typeId: 'DOMAIN' } : {}) });
-        t.equal(r.status, 400, `PATCH empty name → 400 (${r.status})`);
-        const r2 = await admin.patch(`${fam.path}/${id}`, { name: 'z'.repeat(1025), ...(fam.path === '/posture-checks' ? { typeId: 'DOMAIN' } : {}) });
-        t.equal(r2.status, 400, `PATCH long name → 400 (${r2.status})`);
-      }
-      const arr = await admin.request('PATCH', `${fam.path}/${id}`, undefined, { raw: '[]', headers: { 'content-type': 'application/json' } });
-      t.equal(arr.status, 400, `PATCH with an array body → 400 (${arr.status})`);
-      const after = (await admin.get(`${fam.path}/${id}`)).body?.data;
-      t.same(after, snapshot, 'refused PUT/PATCH changed nothing');
-    }
   });
 }
 
@@ -468,7 +254,7 @@ t.test('random junk never yields a 5xx', async (t) => {
     JSON.stringify({ roleAttributes: Array.from({ length: 5000 }, (_, i) => `r${i}`), name: 'many-roles', type: 'User', isAdmin: false }),
     JSON.stringify({ tags: Object.fromEntries(Array.from({ length: 2000 }, (_, i) => [`k${i}`, 'v'])), name: 'many-tags', type: 'User', isAdmin: false }),
   ];
-  const targets = families.map((f) => f.path);
+  const targets = [...RESOURCES, ...ALIASES].filter((d) => d.operations.create).map((d) => `/${d.path}`).concat('/authenticators');
   let n = 0;
   for (const p of targets) {
     for (const raw of junk) {
@@ -494,7 +280,7 @@ t.test('random junk never yields a 5xx', async (t) => {
 t.test('no response was a 5xx', async (t) => {
   const bad = allStatuses.filter(([, s]) => s >= 500);
   t.same(bad, [], 'no 5xx anywhere in the matrix');
-  t.ok(allStatuses.length > 500, `${allStatuses.length} matrix requests`);
+  t.ok(allStatuses.length > 50, `${allStatuses.length} matrix requests`);
 });
 
 t.test('deeply nested bodies are refused and the controller keeps serving', async (t) => {

@@ -121,6 +121,74 @@ t.test('signed tokens: every controller publishes every key; a token of A works 
   }
 });
 
+/** etcd keys under the prefix that start with `sub`. */
+async function etcdKeys(sub: string): Promise<string[]> {
+  return (await etcd.ctl(['get', `${PREFIX}/${sub}`, '--prefix', '--keys-only'])).split('\n').filter(Boolean);
+}
+
+t.test('API sessions and sessions stay on their controller: no etcd write per login, session or request; ends cross within a second', async (t) => {
+  const [a, b, c] = admins;
+  const iid = (await a.post('/identities', { name: 'local-sessions', type: 'User', isAdmin: false, roleAttributes: ['local-dialer'] })).body.data.id;
+  t.equal((await a.post('/authenticators', { identityId: iid, method: 'updb', username: 'local-sessions', password: 'local-sessions-pw1' })).status, 201);
+  const sid = (await a.post('/services', { name: 'local-svc', encryptionRequired: true, roleAttributes: ['local-svc'] })).body.data.id;
+  t.equal((await a.post('/service-policies', { name: 'local-dial', type: 'Dial', semantic: 'AnyOf', identityRoles: ['#local-dialer'], serviceRoles: ['#local-svc'] })).status, 201);
+  t.equal((await a.post('/edge-router-policies', { name: 'local-erp', semantic: 'AnyOf', identityRoles: ['#local-dialer'], edgeRouterRoles: ['#all'] })).status, 201);
+  t.equal((await a.post('/service-edge-router-policies', { name: 'local-serp', semantic: 'AnyOf', serviceRoles: ['#local-svc'], edgeRouterRoles: ['#all'] })).status, 201);
+  t.equal((await a.post('/edge-routers', { name: 'local-er', roleAttributes: [] })).status, 201);
+  for (const x of [b, c]) await within(1000, async () => (await x.get('/edge-routers?filter=name="local-er"')).body.data.length === 1);
+
+  const before = Number(JSON.parse(await etcd.ctl(['get', `${PREFIX}/`, '--prefix', '--limit=1', '-w', 'json'])).header.revision);
+  const user = await ctrls[0].login('local-sessions', 'local-sessions-pw1', 'client');
+  const hdr = { headers: { 'zt-session': user.token! } };
+  const asid = (await user.get('/current-api-session')).body.data.id as string;
+  // Used on B (taken on from its token there), a session made on B, requests on all three.
+  t.equal((await ctrls[1].client.request('GET', '/current-identity', undefined, hdr)).status, 200, "A's token works on B at once");
+  const s = await ctrls[1].client.request('POST', '/sessions', { serviceId: sid, type: 'Dial' }, hdr);
+  t.equal(s.status, 201, `a session made on B with A's token (${s.text.slice(0, 200)})`);
+  for (const srv of ctrls.slice(0, 2)) for (let i = 0; i < 8; i++) t.equal((await srv.client.request('GET', '/current-identity', undefined, hdr)).status, 200);
+  const after = Number(JSON.parse(await etcd.ctl(['get', `${PREFIX}/`, '--prefix', '--limit=1', '-w', 'json'])).header.revision);
+  t.same(await etcdKeys(`c/apiSessions/${asid}`), [], 'the API session is not in etcd');
+  t.same(await etcdKeys('c/sessions/'), [], 'no session is in etcd');
+  t.equal(after, before, `no etcd revision for a login, a session and 16 requests (${before} → ${after})`);
+  const listed = async (x: Client) => ((await x.get('/api-sessions?limit=500')).body.data as { id: string }[]).some((r) => r.id === asid);
+  t.ok(await listed(a), 'A lists the API session it made');
+  await within(1000, () => listed(b));
+  t.ok(await listed(b), 'B lists it once it took it on');
+  t.notOk(await listed(c), 'C, which never saw it, does not list it');
+
+  // An admin on B ends it: refused on A and C within a second, and the session made on B is gone.
+  t.equal((await b.delete(`/api-sessions/${asid}`)).status, 200, 'deleted on B');
+  for (const srv of [ctrls[0], ctrls[2]]) {
+    const ms = await within(1000, async () => (await srv.client.request('GET', '/current-identity', undefined, hdr)).status === 401);
+    t.ok(ms <= 1000, `refused on ${srv === ctrls[0] ? 'A' : 'C'} in ${ms} ms`);
+  }
+  t.equal((await b.get(`/sessions/${s.body.data.id}`)).status, 404, 'its session on B ended with it');
+  await within(1000, async () => !(await listed(a)));
+  t.pass('A no longer lists it');
+  t.ok((await etcdKeys(`c/~revoked/${asid}`)).length === 1, 'the revocation is a small key in etcd');
+  const lease = (await etcd.ctl(['get', `${PREFIX}/c/~revoked/${asid}`, '-w', 'json'])).match(/"lease":(\d+)/);
+  t.ok(lease && Number(lease[1]) !== 0, 'held by a lease, so it expires');
+
+  // An identity disabled on C, which never saw the token: refused on A and B within a second.
+  const user2 = await ctrls[0].login('local-sessions', 'local-sessions-pw1', 'client');
+  const hdr2 = { headers: { 'zt-session': user2.token! } };
+  t.equal((await ctrls[1].client.request('GET', '/current-identity', undefined, hdr2)).status, 200, 'second login works on B');
+  t.equal((await c.post(`/identities/${iid}/disable`, { durationMinutes: 0 })).status, 200, 'disabled on C');
+  for (const srv of [ctrls[0], ctrls[1]]) {
+    const ms = await within(1000, async () => (await srv.client.request('GET', '/current-identity', undefined, hdr2)).status === 401);
+    t.ok(ms <= 1000, `refused on ${srv === ctrls[0] ? 'A' : 'B'} in ${ms} ms`);
+  }
+  t.equal((await ctrls[2].client.request('GET', '/current-identity', undefined, hdr2)).status, 401, 'and C does not take it on');
+  t.equal((await c.post(`/identities/${iid}/enable`, {})).status, 200);
+  await within(1000, async () => (await ctrls[2].client.request('GET', '/current-identity', undefined, hdr2)).status === 401);
+  t.pass('a token of a session ended by the disable stays refused after the identity is enabled again');
+
+  // A logout on A: C never saw the token and refuses it.
+  const user3 = await ctrls[0].login('local-sessions', 'local-sessions-pw1', 'client');
+  t.equal((await user3.delete('/current-api-session')).status, 200, 'logout on A');
+  t.equal((await ctrls[2].client.request('GET', '/current-identity', undefined, { headers: { 'zt-session': user3.token! } })).status, 401, 'C refuses the logged-out token');
+});
+
 t.test('GET /controllers lists every live controller; enrollment JWTs name all of them', async (t) => {
   for (const x of admins) await within(3000, async () => ((await x.get('/controllers')).body.data as { id: string }[]).length === 3);
   const selves = ((await admins[0].get('/controllers')).body.data as { id: string }[]).map((c) => c.id);
@@ -129,6 +197,15 @@ t.test('GET /controllers lists every live controller; enrollment JWTs name all o
     const list = (await x.get('/controllers')).body.data as { id: string; isOnline: boolean; apiAddresses: Record<string, { url: string }[]> }[];
     t.same(list.map((c) => c.id).sort(), [...selves].sort());
     t.ok(list.every((c) => c.isOnline && c.apiAddresses['edge-client'][0].url.startsWith('https://')));
+  }
+  // /version: HA_CONTROLLER, and every API's base URLs name every live controller, this one first.
+  for (const [i, srv] of ctrls.entries()) {
+    const v = (await srv.raw('GET', '/edge/client/v1/version')).body.data;
+    t.ok(v.capabilities.includes('HA_CONTROLLER'), `controller ${i} announces HA_CONTROLLER`);
+    const urls = v.apiVersions['edge-client'].v1.apiBaseUrls as string[];
+    t.equal(urls.length, 3, 'three base URLs');
+    t.equal(urls[0], `${srv.origin}/edge/client/v1`, 'its own first');
+    t.same(new Set(urls), new Set(ctrls.map((c) => `${c.origin}/edge/client/v1`)), 'and the two others');
   }
   const iid = (await admins[1].post('/identities', { name: 'jwt-ctrls', type: 'Device', isAdmin: false, enrollment: { ott: true } })).body.data.id;
   const jwt = (await admins[1].get(`/identities/${iid}`)).body.data.enrollment.ott.jwt as string;
@@ -211,8 +288,8 @@ t.test('stop A, write, compact, start A: A equals the others record for record, 
   t.same(await access(c, ids), expect, 'C too');
   t.same(expect[1], [svc[0], svc[2]].sort(), 'identity 1 (odd, and @id in even-dial) dials s0 and s2, not the deleted s1');
 
-  // Record for record. API-session activity is flushed every few seconds by each controller, so a
-  // read of the three replicas may fall between a flush and its arrival elsewhere: read again then.
+  // Record for record (the replicated collections). A read of the three replicas may fall between a
+  // write and its arrival elsewhere: read again then.
   let [ra, rb, rc] = await Promise.all(ctrls.map((x) => replicaOf(x.dataDir)));
   for (let i = 0; i < 20 && !(JSON.stringify(ra) === JSON.stringify(rb) && JSON.stringify(rc) === JSON.stringify(rb)); i++) {
     await new Promise((r) => setTimeout(r, 100));
@@ -221,6 +298,8 @@ t.test('stop A, write, compact, start A: A equals the others record for record, 
   t.same(Object.keys(ra).sort(), Object.keys(rb).sort(), 'same collections');
   t.ok(Object.keys(rb.identities).length >= 10, 'the replicas hold the identities');
   for (const [name, recs] of Object.entries(rb)) {
+    // Each controller keeps its own API sessions, sessions and their certificates.
+    if (['apiSessions', 'sessions', 'apiSessionCertificates'].includes(name)) continue;
     t.same(ra[name], recs, `A's ${name} equal B's (${Object.keys(recs).length})`);
     t.same(rc[name], recs, `C's ${name} equal B's`);
   }
@@ -342,7 +421,7 @@ t.test('controllers cut off from etcd go not ready, keep serving reads, and catc
   t.pass('a write after the outage reaches the others');
 });
 
-t.test('kill -9 of a controller: its router reconnects to another and is online on every controller; the dead one leaves GET /controllers', async (t) => {
+t.test('kill -9 of a controller: its router reconnects to another and is online on every controller; the dead one leaves GET /controllers and the routers are told', async (t) => {
   const [a, b, c] = ctrls;
   const http = await createClient({ origin: a.origin, ca: a.ca, connections: 2, kind: 'https' });
   t.teardown(() => http.close());
@@ -374,6 +453,10 @@ t.test('kill -9 of a controller: its router reconnects to another and is online 
   await closed;
   // The router picks another controller of its list and connects there.
   const c1b = router(r1, c);
+  const told: { id: string; ctrlAddress: string }[][] = [];
+  c1b.on('message', (m: { type: string; controllers?: { id: string; ctrlAddress: string }[] }) => {
+    if (m.type === 'controllers') told.push(m.controllers!);
+  });
   await c1b.connect();
   t.teardown(async () => {
     await c1b.close().catch(() => undefined);
@@ -383,4 +466,14 @@ t.test('kill -9 of a controller: its router reconnects to another and is online 
   t.ok(await online(adminB, r2.id), 'router 2, on B all along, still online');
   const list = await within(10_000, async () => ((await adminB.get('/controllers')).body.data as unknown[]).length === 2);
   t.ok(list >= 0, 'A dropped out of GET /controllers once its lease expired');
+  t.equal(told.at(-1)?.length, 2, 'the router on C was told over the control channel that A left');
+  t.notOk(told.at(-1)?.some((x) => x.ctrlAddress === `wss://127.0.0.1:${a.port}/ctrl/v1`), 'A is not in it');
+
+  // A controller joining is told too, and so is its leaving.
+  const d = await startServer(t, { env: env() });
+  await within(10_000, async () => told.at(-1)?.length === 3);
+  t.ok(told.at(-1)!.some((x) => x.ctrlAddress === `wss://127.0.0.1:${d.port}/ctrl/v1`), 'the router heard of D joining');
+  await d.stop();
+  await within(10_000, async () => told.at(-1)?.length === 2);
+  t.pass('and of D leaving');
 });

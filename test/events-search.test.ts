@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { startServer, type Client, type Res, type Server } from './helpers/server.js';
 import { RFC3339, sleep } from './helpers/assert.js';
-import { selfSignedCert } from './helpers/certs.js';
+import { selfSignedCert } from './helpers/pki.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const basic = (u: string, p: string) => 'Basic ' + Buffer.from(`${u}:${p}`).toString('base64');

@@ -10,7 +10,8 @@ import https from 'node:https';
 import path from 'node:path';
 import tls from 'node:tls';
 import { startServer, type Client, type Res } from './helpers/server.js';
-import { selfSignedCert } from './helpers/certs.js';
+import { selfSignedCert } from './helpers/pki.js';
+import { authPolicyBody } from './helpers/bodies.js';
 
 const srv = await startServer(t);
 const admin = await srv.login();
@@ -81,15 +82,7 @@ const VALID: Record<string, () => Record<string, any>> = {
   '/transit-routers': () => ({ name: uniq('ttr') }),
   '/terminators': () => ({ service: svcId, router: erId, binding: 'transport', address: `tcp:localhost:${2000 + ++seq}` }),
   '/cas': () => ({ name: uniq('ca'), certPem: caPems[caIdx++ % caPems.length], isAutoCaEnrollmentEnabled: false, isOttCaEnrollmentEnabled: false, isAuthEnabled: false, identityRoles: [] }),
-  '/auth-policies': () => ({
-    name: uniq('ap'),
-    primary: {
-      cert: { allowed: true, allowExpiredCerts: false },
-      extJwt: { allowed: false, allowedSigners: [] },
-      updb: { allowed: true, minPasswordLength: 5, requireSpecialChar: false, requireNumberChar: false, requireMixedCase: false, maxAttempts: 0, lockoutDurationMinutes: 0 },
-    },
-    secondary: { requireTotp: false, requireExtJwtSigner: null },
-  }),
+  '/auth-policies': () => authPolicyBody(uniq('ap')),
   '/external-jwt-signers': () => {
     const n = uniq('jwt');
     return { name: n, issuer: `https://${n}.example`, audience: 'aud', enabled: true, jwksEndpoint: `https://${n}.example/jwks` };

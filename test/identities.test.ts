@@ -151,45 +151,17 @@ t.test('identity full create, tags round-trip, PUT and PATCH', async (t) => {
   emptyOk(t, await admin.delete(`/auth-policies/${apId}`), 'delete unused auth policy');
 });
 
-t.test('identity validation', async (t) => {
+t.test('identity permissions are checked against the known set', async (t) => {
   const before = (await admin.get('/identities?limit=1')).body.meta.pagination.totalCount;
-  const bad: [string, any, string | undefined][] = [
-    ['missing name', { type: 'User', isAdmin: false }, 'name'],
-    ['missing isAdmin', { name: 'v1', type: 'User' }, 'isAdmin'],
-    ['missing type', { name: 'v2', isAdmin: false }, 'type'],
-    ['empty name', { name: '', type: 'User', isAdmin: false }, 'name'],
-    ['attr with #', { name: 'v3', type: 'User', isAdmin: false, roleAttributes: ['#x'] }, 'roleAttributes'],
-    ['attr with @', { name: 'v4', type: 'User', isAdmin: false, roleAttributes: ['@x'] }, 'roleAttributes'],
-    ['cost -1', { name: 'v5', type: 'User', isAdmin: false, defaultHostingCost: -1 }, 'defaultHostingCost'],
-    ['cost 70000', { name: 'v6', type: 'User', isAdmin: false, defaultHostingCost: 70000 }, 'defaultHostingCost'],
-    ['bad precedence', { name: 'v7', type: 'User', isAdmin: false, defaultHostingPrecedence: 'sometimes' }, 'defaultHostingPrecedence'],
-    ['unknown permission', { name: 'v8', type: 'User', isAdmin: false, permissions: ['service.read', 'fly.to.moon'] }, 'permissions'],
-    ['bad type', { name: 'v9', type: 'Robot', isAdmin: false }, 'type'],
-    ['isAdmin string', { name: 'v10', type: 'User', isAdmin: 'yes' }, undefined],
-    ['unknown auth policy', { name: 'v11', type: 'User', isAdmin: false, authPolicyId: 'nope-nope' }, undefined],
-  ];
-  for (const [label, body, field] of bad) {
-    const r = await admin.post('/identities', body);
-    t.equal(r.status, 400, `${label} → 400 (${r.text.slice(0, 200)})`);
-    t.ok(['COULD_NOT_VALIDATE', 'COULD_NOT_PARSE_BODY'].includes(r.body?.error?.code), `${label} code`);
-    if (field) t.ok(isError(r, 400, 'COULD_NOT_VALIDATE') && String(r.body.error.cause?.field).split('.')[0] === field, `${label}: cause.field ${field} (got ${r.body?.error?.cause?.field})`);
-  }
-  const dup = await admin.post('/identities', { name: 'id-min', type: 'User', isAdmin: false });
-  t.ok(isError(dup, 400, 'COULD_NOT_VALIDATE'), 'duplicate name → 400');
-  t.equal(dup.body?.error?.cause?.field, 'name', 'duplicate cause field name');
-  const after = (await admin.get('/identities?limit=1')).body.meta.pagination.totalCount;
-  t.equal(after, before, 'nothing written by invalid creates');
+  const bad = await admin.post('/identities', { name: 'v8', type: 'User', isAdmin: false, permissions: ['service.read', 'fly.to.moon'] });
+  t.ok(isError(bad, 400, 'COULD_NOT_VALIDATE') && String(bad.body.error.cause?.field).split('.')[0] === 'permissions', `unknown permission → 400 permissions (got ${bad.status} ${bad.body?.error?.cause?.field})`);
+  t.equal((await admin.get('/identities?limit=1')).body.meta.pagination.totalCount, before, 'nothing written');
   // valid permissions are accepted and returned
   const ok = await admin.post('/identities', { name: 'id-perms', type: 'User', isAdmin: false, permissions: ['service.read', 'admin_readonly'] });
   const id = created(t, ok, 'identities');
   t.same((await admin.get(`/identities/${id}`)).body.data.permissions?.slice().sort(), ['admin_readonly', 'service.read']);
   const badPatch = await admin.patch(`/identities/${id}`, { permissions: ['nope'] });
   t.ok(isError(badPatch, 400, 'COULD_NOT_VALIDATE'), 'patch unknown permission → 400');
-  // unknown ids
-  t.ok(isError(await admin.get('/identities/doesnotexist'), 404, 'NOT_FOUND'), 'detail unknown → 404');
-  t.ok(isError(await admin.put('/identities/doesnotexist', { name: 'x', type: 'User', isAdmin: false }), 404, 'NOT_FOUND'), 'put unknown → 404');
-  t.ok(isError(await admin.patch('/identities/doesnotexist', { name: 'x' }), 404, 'NOT_FOUND'), 'patch unknown → 404');
-  t.ok(isError(await admin.delete('/identities/doesnotexist'), 404, 'NOT_FOUND'), 'delete unknown → 404');
 });
 
 t.test('identity list', async (t) => {

@@ -4,7 +4,7 @@
  */
 import t, { type Test } from 'tap';
 import { startServer, isError, type Client, type Res, type Server } from './helpers/server.js';
-import { RFC3339, base, created, emptyOk, fieldError, get, hasFields, kind, sleep, type Tap } from './helpers/assert.js';
+import { RFC3339, base, created, emptyOk, fieldError, get, hasFields, kind, sleep } from './helpers/assert.js';
 
 
 
@@ -28,24 +28,6 @@ t.before(async () => {
   R2 = await mk('/edge-routers', { name: 'pol-r2' });
   PC = await mk('/posture-checks', { typeId: 'DOMAIN', name: 'pol-pc', domains: ['corp.example'] });
 });
-
-/** Role-list validation shared by all three policy families. */
-async function roleValidation(t: Tap, path: string, good: any, field: string, target: 'identities' | 'services' | 'edgeRouters') {
-  const before = (await admin.get(`${path}?limit=1`)).body.meta.pagination.totalCount;
-  fieldError(t, await admin.post(path, { ...good, name: `${path}-v1`, [field]: ['#all', '#x'] }), field, '#all with another role');
-  fieldError(t, await admin.post(path, { ...good, name: `${path}-v2`, [field]: ['plain'] }), field, 'unprefixed role');
-  fieldError(t, await admin.post(path, { ...good, name: `${path}-v3`, [field]: ['@no-such-entity'] }), field, `unknown @id (${target})`);
-  fieldError(t, await admin.post(path, { ...good, name: `${path}-v4`, semantic: 'OneOf' }), 'semantic', 'bad semantic');
-  const noName = await admin.post(path, { ...good, name: undefined });
-  t.ok(isError(noName, 400, 'COULD_NOT_VALIDATE'), 'missing name → 400');
-  t.equal(noName.body?.error?.cause?.field, 'name');
-  const noSem = { ...good, name: `${path}-v5` };
-  delete noSem.semantic;
-  t.ok(isError(await admin.post(path, noSem), 400, 'COULD_NOT_VALIDATE'), 'missing semantic → 400');
-  fieldError(t, await admin.post(path, { ...good, name: good.name }), 'name', 'duplicate name');
-  const after = (await admin.get(`${path}?limit=1`)).body.meta.pagination.totalCount;
-  t.equal(after, before, 'nothing written');
-}
 
 t.test('service policies', async (t) => {
   const body = {
@@ -78,7 +60,6 @@ t.test('service policies', async (t) => {
   for (const l of ['services', 'identities', 'posture-checks']) t.equal(x._links[l]?.href, `./service-policies/${id}/${l}`, `link ${l}`);
 
   // validation
-  await roleValidation(t, '/service-policies', { name: 'sp-1', type: 'Bind', semantic: 'AllOf', identityRoles: ['#a'], serviceRoles: ['#b'] }, 'identityRoles', 'identities');
   fieldError(t, await admin.post('/service-policies', { name: 'sp-bad-svc', type: 'Bind', semantic: 'AllOf', serviceRoles: ['@nope'] }), 'serviceRoles', 'unknown service @id');
   fieldError(t, await admin.post('/service-policies', { name: 'sp-bad-pc', type: 'Bind', semantic: 'AllOf', postureCheckRoles: ['@nope'] }), 'postureCheckRoles', 'unknown posture check @id');
   fieldError(t, await admin.post('/service-policies', { name: 'sp-bad-type', type: 'Both', semantic: 'AllOf' }), 'type', 'bad type');
@@ -146,7 +127,6 @@ t.test('edge router policies', async (t) => {
   t.same(x.identityRolesDisplay.find((r: any) => r.role === '#i1'), { role: '#i1', name: '#i1' });
   t.same(x.tags, { a: 'b' });
 
-  await roleValidation(t, '/edge-router-policies', { name: 'erp-1', semantic: 'AllOf', identityRoles: ['#a'], edgeRouterRoles: ['#b'] }, 'edgeRouterRoles', 'edgeRouters');
   fieldError(t, await admin.post('/edge-router-policies', { name: 'erp-bad-i', semantic: 'AllOf', identityRoles: ['@nope'] }), 'identityRoles', 'unknown identity @id');
   // isSystem cannot be set
   const sys = created(t, await admin.post('/edge-router-policies', { name: 'erp-sys', semantic: 'AnyOf', isSystem: true }), 'edge-router-policies');
@@ -191,7 +171,6 @@ t.test('service edge router policies', async (t) => {
   t.same(x.edgeRouterRolesDisplay.find((r: any) => r.role === `@${R1}`), { role: `@${R1}`, name: '@pol-r1' });
   t.same(x.tags, {});
 
-  await roleValidation(t, '/service-edge-router-policies', { name: 'serp-1', semantic: 'AllOf', serviceRoles: ['#a'], edgeRouterRoles: ['#b'] }, 'serviceRoles', 'services');
 
   emptyOk(t, await admin.patch(`/service-edge-router-policies/${id}`, { tags: { x: 'y' } }), 'patch tags');
   const p = await get(admin, `/service-edge-router-policies/${id}`);

@@ -282,9 +282,9 @@ t.test('engine tracks sessions and follows their deletion', async (t) => {
     tx.put('apiSessions', { ...base('A', 'a'), identityId: 'I', token: 'tok-a' });
     tx.put('sessions', { ...base('X', 'x'), identityId: 'I', apiSessionId: 'A', serviceId: 'S', type: 'Dial', token: 'tok-x' });
   });
-  t.ok(engine.isLive('I'), 'identity with an API session is live');
-  t.equal(engine.findSession('A', 'S', 'Dial'), 'X', 'session found by (API session, service, type)');
-  t.equal(engine.findSession('A', 'S', 'Bind'), undefined, 'not for another type');
+  t.ok(engine.updateTimes.isLive('I'), 'identity with an API session is live');
+  t.equal(engine.sessions.find('A', 'S', 'Dial'), 'X', 'session found by (API session, service, type)');
+  t.equal(engine.sessions.find('A', 'S', 'Bind'), undefined, 'not for another type');
   t.same(engine.permissions('I', 'S'), ['Dial']);
   // What identity disable does (ApiSessions.endForIdentityInTx), minus the API sessions.
   const removed = await store.write((tx) => {
@@ -294,11 +294,11 @@ t.test('engine tracks sessions and follows their deletion', async (t) => {
   });
   t.equal(removed, 1, 'one session removed');
   t.equal(store.get('sessions', 'X'), undefined, 'gone from the store');
-  t.equal(engine.findSession('A', 'S', 'Dial'), undefined, 'and from the engine');
+  t.equal(engine.sessions.find('A', 'S', 'Dial'), undefined, 'and from the engine');
   // Losing access removes sessions (revalidation after the bump).
   await store.write((tx) => tx.put('sessions', { ...base('X2', 'x2'), identityId: 'I', apiSessionId: 'A', serviceId: 'S', type: 'Dial', token: 'tok-x2' }));
   await store.write((tx) => tx.put('identities', { ...base('I', 'i'), roleAttributes: [] }));
-  t.ok(engine.doomed.has('X2'), 'hidden at once');
+  t.ok(engine.sessions.doomed.has('X2'), 'hidden at once');
   for (let i = 0; i < 100 && store.get('sessions', 'X2'); i++) await new Promise((r) => setTimeout(r, 10));
   t.equal(store.get('sessions', 'X2'), undefined, 'deleted when the access went');
   t.same(engine.permissions('I', 'S'), ['Invalid']);

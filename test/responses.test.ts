@@ -21,7 +21,8 @@ import { Ajv } from 'ajv';
 import type { ErrorObject, ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import { startServer, sessionIdOf, Client, type Res, type Server } from './helpers/server.js';
-import { selfSignedCert } from './helpers/certs.js';
+import { selfSignedCert } from './helpers/pki.js';
+import { authPolicyBody } from './helpers/bodies.js';
 import clientDoc from '../src/api/spec/client.json' with { type: 'json' };
 import managementDoc from '../src/api/spec/management.json' with { type: 'json' };
 
@@ -240,16 +241,7 @@ async function call(tt: Test, c: Client, api: Api, operationId: string, url: str
 
 const genCaCert = (cn: string) => selfSignedCert(cn, true);
 
-const authPolicy = (name: string) => ({
-  name,
-  primary: {
-    cert: { allowed: true, allowExpiredCerts: false },
-    extJwt: { allowed: false, allowedSigners: [] },
-    updb: { allowed: true, minPasswordLength: 5, maxAttempts: 5, lockoutDurationMinutes: 0, requireMixedCase: false, requireNumberChar: false, requireSpecialChar: false },
-  },
-  secondary: { requireTotp: false, requireExtJwtSigner: null },
-  tags: { p: name },
-});
+const authPolicy = (name: string) => ({ ...authPolicyBody(name, { maxAttempts: 5 }), tags: { p: name } });
 
 const POSTURE: Record<string, any> = {
   OS: { operatingSystems: [{ type: 'Windows', versions: ['10'] }, { type: 'Linux', versions: [] }] },

@@ -73,7 +73,7 @@ t.test('edge router create, detail, enrollment JWT', async (t) => {
   }
 });
 
-t.test('edge router full create, PATCH, PUT, validation, delete', async (t) => {
+t.test('edge router full create, PATCH, PUT, delete', async (t) => {
   const body = {
     name: 'er-full', cost: 100, noTraversal: true, disabled: true, roleAttributes: ['west', 'east'], isTunnelerEnabled: false,
     appData: { rack: 'r1', n: 2 }, ctrlChanListeners: { 'tls:10.0.0.1:6262': ['g1'] }, tags: { dc: 'a', ok: true },
@@ -87,13 +87,6 @@ t.test('edge router full create, PATCH, PUT, validation, delete', async (t) => {
   t.same(x.appData, { rack: 'r1', n: 2 });
   t.same(x.ctrlChanListeners, { 'tls:10.0.0.1:6262': ['g1'] });
   t.same(x.tags, { dc: 'a', ok: true });
-
-  fieldError(t, await admin.post('/edge-routers', { name: 'er-cost', cost: 70000 }), 'cost', 'cost 70000');
-  fieldError(t, await admin.post('/edge-routers', { name: 'er-cost2', cost: -1 }), 'cost', 'cost -1');
-  fieldError(t, await admin.post('/edge-routers', { cost: 1 }), 'name', 'missing name');
-  fieldError(t, await admin.post('/edge-routers', { name: 'er-full' }), 'name', 'duplicate name');
-  fieldError(t, await admin.post('/edge-routers', { name: 'er-attr', roleAttributes: ['#x'] }), 'roleAttributes', 'attr with #');
-  t.equal((await admin.get('/edge-routers?filter=name contains "er-"&limit=-1')).body.data.length, 2, 'nothing written');
 
   await sleep(5);
   emptyOk(t, await admin.patch(`/edge-routers/${id}`, { cost: 5 }), 'patch cost');

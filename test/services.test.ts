@@ -41,12 +41,7 @@ t.test('config types', async (t) => {
   t.same(s.schema, SCHEMA, 'schema round-trips');
   t.same(s.tags, { a: 'b', c: true }, 'tags round-trip');
 
-  fieldError(t, await admin.post('/config-types', { schema: SCHEMA }), 'name', 'missing name');
   fieldError(t, await admin.post('/config-types', { name: 'ct-bad', schema: { type: 'objectionable' } }), 'schema', 'invalid schema');
-  const notObj = await admin.post('/config-types', { name: 'ct-bad2', schema: 'not-object' });
-  t.equal(notObj.status, 400, 'schema string → 400');
-  t.ok(['COULD_NOT_VALIDATE', 'COULD_NOT_PARSE_BODY'].includes(notObj.body?.error?.code));
-  fieldError(t, await admin.post('/config-types', { name: 'ct-plain' }), 'name', 'duplicate name');
   t.equal((await admin.get('/config-types?filter=name="ct-bad"')).body.data.length, 0, 'invalid not written');
 
   // PATCH name only keeps schema; PUT without schema resets it.
@@ -88,16 +83,6 @@ t.test('configs', async (t) => {
 
   // validation
   fieldError(t, await admin.post('/configs', { name: 'cfg-bad', configTypeId: ct, data: { port: 22 } }), '(root)', 'data violating schema');
-  fieldError(t, await admin.post('/configs', { configTypeId: ct, data }), 'name', 'missing name');
-  const noData = await admin.post('/configs', { name: 'cfg-nodata', configTypeId: ct });
-  t.ok(isError(noData, 400, 'COULD_NOT_VALIDATE'), 'missing data → 400');
-  t.equal(noData.body?.error?.cause?.field, 'data', 'missing data field');
-  const strData = await admin.post('/configs', { name: 'cfg-strdata', configTypeId: ct, data: 'invalid' });
-  t.equal(strData.status, 400, 'string data → 400');
-  const noType = await admin.post('/configs', { name: 'cfg-notype', data });
-  t.equal(noType.status, 400, 'missing config type → 400');
-  fieldError(t, await admin.post('/configs', { name: 'cfg-unk', configTypeId: 'no-such-type', data }), 'type', 'unknown config type');
-  fieldError(t, await admin.post('/configs', { name: 'cfg-1', configTypeId: ct2, data: {} }), 'name', 'duplicate name');
   t.equal((await admin.get('/configs?filter=name contains "cfg-"&limit=-1')).body.data.length, 1, 'nothing written by invalid creates');
 
   // PATCH semantics
@@ -181,13 +166,6 @@ t.test('services', async (t) => {
 
   // validation
   fieldError(t, await admin.post('/services', { name: 'svc-dup-cfg', encryptionRequired: true, configs: [cfgA, cfgA2] }), 'configs', 'two configs of the same type');
-  fieldError(t, await admin.post('/services', { encryptionRequired: true }), 'name', 'missing name');
-  const noEnc = await admin.post('/services', { name: 'svc-noenc' });
-  t.equal(noEnc.status, 400, 'missing encryptionRequired → 400');
-  fieldError(t, await admin.post('/services', { name: 'svc-min', encryptionRequired: true }), 'name', 'duplicate name');
-  fieldError(t, await admin.post('/services', { name: 'svc-attr', encryptionRequired: true, roleAttributes: ['#bad'] }), 'roleAttributes', 'attr with #');
-  const unk = await admin.post('/services', { name: 'svc-unk-cfg', encryptionRequired: true, configs: ['nope-config'] });
-  t.equal(unk.status, 400, `unknown config → 400 (${unk.status})`);
   t.equal((await admin.get('/services?filter=name contains "svc-"&limit=-1')).body.data.length, 2, 'nothing written by invalid creates');
 
   // PATCH: only given keys; encryptionRequired immutable
@@ -268,16 +246,6 @@ t.test('terminators', async (t) => {
 
   // validation
   const base0 = { service: svc, router: er, binding: 'transport', address: 'tcp:a:1' };
-  for (const f of ['service', 'router', 'binding', 'address']) {
-    const body: any = { ...base0 };
-    delete body[f];
-    const r = await admin.post('/terminators', body);
-    t.ok(isError(r, 400, 'COULD_NOT_VALIDATE'), `missing ${f} → 400 (${r.status})`);
-  }
-  fieldError(t, await admin.post('/terminators', { ...base0, cost: 70000 }), 'cost', 'cost 70000');
-  fieldError(t, await admin.post('/terminators', { ...base0, cost: -1 }), 'cost', 'cost -1');
-  fieldError(t, await admin.post('/terminators', { ...base0, precedence: 'maybe' }), 'precedence', 'bad precedence');
-  t.ok(isError(await admin.post('/terminators', { ...base0, service: 'no-such-svc' }), 404, 'NOT_FOUND'), 'unknown service → 404');
   t.ok(isError(await admin.post('/terminators', { ...base0, router: 'no-such-router' }), 404, 'NOT_FOUND'), 'unknown router → 404');
   t.equal((await admin.get('/terminators?limit=-1')).body.data.length, 2, 'nothing written by invalid creates');
 

@@ -13,14 +13,17 @@ import { standardEntries } from '../resources/standard.js';
 import { ALIASES, RESOURCES } from '../resources/index.js';
 import { informationalEntries } from './handlers/informational.js';
 import { sessionEntries } from './handlers/session.js';
-import { adminEntries } from './handlers/admin.js';
+import { authenticatorEntries } from './handlers/authenticators.js';
+import { referenceListEntries } from './handlers/reference-lists.js';
 import { policyViewEntries } from './handlers/policy-views.js';
 import { policyClientEntries } from './handlers/policy-client.js';
 import { enrollFlowEntries } from './handlers/enroll-flows.js';
 import { enrollAdminEntries } from './handlers/enroll-admin.js';
 import { enrollCertEntries } from './handlers/enroll-certs.js';
 import { enrollTokenEntries } from './handlers/enroll-token.js';
-import { authEntries } from './handlers/auth.js';
+import { mfaEntries } from './handlers/mfa.js';
+import { identityDisableEntries } from './handlers/identity-disable.js';
+import { externalJwtSignerListEntries } from './handlers/external-jwt-signer-list.js';
 import { controllerEntries } from './handlers/controllers.js';
 import { datastoreEntries } from './handlers/datastore.js';
 
@@ -30,14 +33,17 @@ export function operationEntries(reg: Registry, ops: () => Op[]): Entry[] {
     ...[...RESOURCES, ...ALIASES].flatMap((def) => standardEntries(reg, def)),
     ...informationalEntries(ops),
     ...sessionEntries(reg),
-    ...adminEntries(reg),
+    ...authenticatorEntries(reg),
+    ...referenceListEntries(reg),
     ...policyViewEntries(reg),
     ...policyClientEntries(reg),
     ...enrollFlowEntries(),
     ...enrollAdminEntries(reg),
     ...enrollCertEntries(reg),
     ...enrollTokenEntries(),
-    ...authEntries(reg),
+    ...mfaEntries(),
+    ...identityDisableEntries(),
+    ...externalJwtSignerListEntries(reg),
     ...controllerEntries(reg),
     ...datastoreEntries(reg),
   ];

@@ -17,7 +17,7 @@
  */
 import type { ChangeEvent, Rec, Store, Tx } from '../store/store.js';
 import { timeOrderedId } from '../store/ids.js';
-import { tokenDigest, type SigningKeys } from './tokens.js';
+import { tokenDigest, type SigningKeys, type TokenClaims } from './tokens.js';
 import { allowsPrimary, type PrimaryMethod } from './login-policy.js';
 
 export const API_SESSION_TOKEN = 'api-session';
@@ -74,11 +74,27 @@ function claimedType(token: string): unknown {
   }
 }
 
+interface VerifiedToken {
+  token: string;
+  id: string;
+  /** Access tokens: when the token expires (ms). */
+  exp?: number;
+}
+
+/**
+ * The verified-token cache's key: the token's last 24 characters, inside its signature. A header
+ * value is a fresh string on every request, so a Map lookup hashes it every time, character by
+ * character: ~0.3 µs for a ~350-character JWS against ~30 ns for 24 characters. The entry keeps
+ * the whole token, compared in full on every hit (a flat memory compare).
+ */
+const cacheKey = (token: string) => (token.length > 24 ? token.slice(-24) : token);
+
 export class ApiSessions {
-  /** Tokens whose signature was checked → API-session id; bounded (cleared when full). */
-  private readonly verified = new Map<string, string>();
-  /** OIDC access tokens whose signature was checked → API-session id and expiry (ms). */
-  private readonly verifiedAccess = new Map<string, { id: string; exp: number }>();
+  /**
+   * Tokens whose signature was checked (API-session and OIDC access tokens), by `cacheKey`, with
+   * their API-session id and, for access tokens, expiry (ms); bounded (cleared when full).
+   */
+  private readonly verified = new Map<string, VerifiedToken>();
   private readonly byId = new Map<string, ApiSession>();
   /** Live last-activity times not yet written: id → ms. */
   private readonly activity = new Map<string, number>();
@@ -89,6 +105,16 @@ export class ApiSessions {
   readonly timeoutMs: number;
 
   keys?: SigningKeys;
+  /**
+   * Cluster mode (src/cluster/sessions.ts): API sessions stay on the controller that made them;
+   * their tokens carry what another controller needs to take them on (`claims`), and an unknown
+   * but validly signed token is taken on there (`learn`: the session, now held here too, or
+   * undefined when it was revoked or may no longer log in).
+   */
+  shared?: {
+    claims(s: Omit<ApiSession, 'token' | 'lastActivityAt' | 'updatedAt' | 'tags' | 'isMfaComplete'>): Record<string, unknown>;
+    learn(claims: TokenClaims, token: string): ApiSession | undefined;
+  };
   /** The `iss` of new tokens (the API's base URL, known once the listener is bound). */
   issuer = () => '';
 
@@ -113,6 +139,11 @@ export class ApiSessions {
 
   get timeoutSeconds(): number {
     return Math.round(this.timeoutMs / 1000);
+  }
+
+  /** Cluster mode: an API session taken on from its token (held here from now on). */
+  adopt(s: ApiSession) {
+    this.remember(s);
   }
 
   private remember(s: ApiSession) {
@@ -140,7 +171,8 @@ export class ApiSessions {
     }
     if (ended.length === 0) return;
     for (const id of ended) this.byId.delete(id);
-    void this.store.write((tx) => ApiSessions.deleteInTx(tx, ended)).catch(() => {});
+    // Every controller sees the policy change and ends its own: nothing to revoke elsewhere.
+    void this.store.write((tx) => ApiSessions.deleteInTx(tx, ended), { revoke: false }).catch(() => {});
   }
 
   /**
@@ -174,23 +206,31 @@ export class ApiSessions {
 
   /** The live session for a token, refreshing its activity; undefined when unknown or idle too long. */
   resolve(token: string): ApiSession | undefined {
-    let id = this.verified.get(token);
-    if (id === undefined) id = this.resolveAccess(token);
-    if (id === undefined) {
-      const claims = this.keys?.verify(token, API_SESSION_TOKEN);
-      if (!claims) return undefined;
-      const rec = this.byId.get(claims.jti);
-      if (!rec || rec.identityId !== claims.sub || rec.token !== tokenDigest(token)) return undefined;
-      if (this.verified.size >= 200_000) this.verified.clear();
-      this.verified.set(token, (id = claims.jti));
+    const now = Date.now();
+    const key = cacheKey(token);
+    const hit = this.verified.get(key);
+    let id: string | undefined;
+    if (hit !== undefined && hit.token === token) {
+      if (hit.exp !== undefined && hit.exp <= now) {
+        this.verified.delete(key);
+        return undefined;
+      }
+      id = hit.id;
+    } else {
+      id = this.verifyAccess(token, now);
+      if (id === undefined) {
+        const claims = this.keys?.verify(token, API_SESSION_TOKEN);
+        if (!claims) return undefined;
+        const rec = this.byId.get(claims.jti) ?? this.shared?.learn(claims, token);
+        if (!rec || rec.identityId !== claims.sub || rec.token !== tokenDigest(token)) return undefined;
+        this.cacheVerified(token, (id = claims.jti));
+      }
     }
     const s = this.byId.get(id);
     if (!s) {
-      this.verified.delete(token);
-      this.verifiedAccess.delete(token);
+      this.verified.delete(key);
       return undefined;
     }
-    const now = Date.now();
     if (now - s.lastActivityAt > this.timeoutMs) return undefined;
     s.lastActivityAt = now;
     this.activity.set(s.id, now);
@@ -201,14 +241,7 @@ export class ApiSessions {
    * An OIDC access token: signed by a known key, unexpired, naming a live API session of its
    * subject. It carries `exp`, so the cache keeps the expiry with it.
    */
-  private resolveAccess(token: string): string | undefined {
-    const now = Date.now();
-    const hit = this.verifiedAccess.get(token);
-    if (hit) {
-      if (hit.exp > now) return hit.id;
-      this.verifiedAccess.delete(token);
-      return undefined;
-    }
+  private verifyAccess(token: string, now: number): string | undefined {
     // Only a token that says it is an access token pays for a signature check here (a legacy
     // API-session token is verified once, below, not twice).
     if (claimedType(token) !== ACCESS_TOKEN) return undefined;
@@ -216,9 +249,13 @@ export class ApiSessions {
     if (!claims || typeof claims.exp !== 'number' || typeof claims.z_asid !== 'string') return undefined;
     const rec = this.byId.get(claims.z_asid);
     if (!rec || rec.identityId !== claims.sub || !rec.oidc) return undefined;
-    if (this.verifiedAccess.size >= 200_000) this.verifiedAccess.clear();
-    this.verifiedAccess.set(token, { id: rec.id, exp: claims.exp * 1000 });
+    this.cacheVerified(token, rec.id, claims.exp * 1000);
     return rec.id;
+  }
+
+  private cacheVerified(token: string, id: string, exp?: number) {
+    if (this.verified.size >= 200_000) this.verified.clear();
+    this.verified.set(cacheKey(token), { token, id, exp });
   }
 
   /** The session's identity record (cached; every request needs it). */
@@ -265,7 +302,7 @@ export class ApiSessions {
     if (!keys) throw new Error('API sessions need signing keys');
     const now = Date.now();
     const id = timeOrderedId();
-    const token = keys.sign({ iss: this.issuer(), sub: fields.identityId, jti: id, iat: Math.floor(now / 1000), z_t: API_SESSION_TOKEN });
+    const token = keys.sign({ iss: this.issuer(), sub: fields.identityId, jti: id, iat: Math.floor(now / 1000), z_t: API_SESSION_TOKEN, ...this.shared?.claims({ id, createdAt: now, ...own }) });
     const rec: ApiSession = {
       id,
       createdAt: now,
@@ -282,7 +319,7 @@ export class ApiSessions {
     if (rec.oidc === undefined) delete rec.oidc;
     await this.store.write((tx) => tx.put('apiSessions', rec));
     const session = this.byId.get(rec.id) ?? rec;
-    this.verified.set(token, rec.id);
+    this.cacheVerified(token, rec.id);
     return { session, token };
   }
 
@@ -331,7 +368,8 @@ export class ApiSessions {
   async sweep(now = Date.now()): Promise<number> {
     const expired = [...this.byId.values()].filter((s) => now - s.lastActivityAt > this.timeoutMs).map((s) => s.id);
     if (expired.length === 0) return 0;
-    await this.store.write((tx) => ApiSessions.deleteInTx(tx, expired));
+    // Idle here: another controller holding the same API session expires it by its own activity.
+    await this.store.write((tx) => ApiSessions.deleteInTx(tx, expired), { revoke: false });
     return expired.length;
   }
 

@@ -25,3 +25,8 @@ export function isPermitted(identity: Rec, permission: Permission | undefined): 
   if (permission.action === 'read' && held.includes('admin_readonly')) return true;
   return held.includes(permission.family) || held.includes(`${permission.family}.${permission.action}`);
 }
+
+/** Whether `caller` may change `target` through the identity operations: non-admin identity managers may not touch admins. */
+export function mayManageIdentity(caller: Rec | undefined, target: Rec): boolean {
+  return caller?.isAdmin === true || target.isAdmin !== true;
+}

@@ -12,6 +12,15 @@ import { sharedPki, sharedSealKey } from './pki.js';
 import { Members, type Member } from './members.js';
 import { SharedPresence } from './routers.js';
 import type { Presence } from '../control/presence.js';
+import type { ApiSessions } from '../auth/api-sessions.js';
+import { SharedSessions } from './sessions.js';
+
+/** API sessions and sessions stay on the controller holding them; their tokens and revocations cross (sessions.ts). */
+export function shareSessions(store: Store, cluster: Cluster, sessions: ApiSessions, log: Logger): SharedSessions {
+  const shared = new SharedSessions(store, cluster, sessions, log);
+  shared.start();
+  return shared;
+}
 
 /**
  * Once listening: publish this controller in the membership list, and share router presence.

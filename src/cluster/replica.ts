@@ -25,6 +25,15 @@
  * resumes the watch from the stored revision; a compacted revision, another etcd cluster or
  * prefix, or an empty data directory means a full load at one pinned revision, during which the
  * replica reports not ready.
+ *
+ * API sessions, sessions and API-session certificates are kept by the controller that holds them
+ * (LOCAL_COLLECTIONS): their writes commit to this controller's environment only. What other
+ * controllers must learn goes through etcd as small leased keys in the same transaction as the
+ * write that causes it: `P/c/~revoked/<api session id>` when an API session is ended (not when it
+ * expires idle here), `P/c/~revoked-identity/<identity id>` when an identity is disabled (every
+ * API session made before is over), `P/c/~as/<api session id>` when its MFA state changes
+ * (src/cluster/sessions.ts).
+ * An OIDC API session stays a replicated record: its refresh state must be one on every controller.
  */
 import fs from 'node:fs';
 import { Etcd3, type IKeyValue, type IEvent, type ICompare, type IRequestOp, type ITxnResponse } from 'etcd3';
@@ -32,7 +41,7 @@ import { prefixEnd, watchPrefix } from './watch.js';
 import { noop } from 'cockatiel';
 import { Packr } from 'msgpackr';
 import type { Logger } from 'pino';
-import { Tx, type Coll, type IndexKey, type Op, type ReadTracker, type Rec, type Store, type WriteLog } from '../store/store.js';
+import { Tx, type Coll, type IndexKey, type Op, type ReadTracker, type Rec, type Store, type WriteLog, type WriteOptions } from '../store/store.js';
 import { indexKeys } from '../store/store.js';
 import { ClusterUnavailable, WriteContention } from './errors.js';
 
@@ -56,6 +65,30 @@ const MAX_TXN_OPS = 128;
 const MAX_TXN_BYTES = 1024 * 1024;
 /** How long one etcd call may take before the write is answered 503. */
 const CALL_TIMEOUT_MS = 5000;
+
+/** Collections each controller keeps for itself in cluster mode (docs/cluster.md). */
+export const LOCAL_COLLECTIONS = new Set(['apiSessions', 'sessions', 'apiSessionCertificates']);
+/** Whether a record stays on this controller: of a local collection, and not an OIDC API session. */
+export const isLocal = (collection: string, rec: Rec | undefined) => LOCAL_COLLECTIONS.has(collection) && !(collection === 'apiSessions' && rec?.oidc);
+
+/**
+ * How long a revocation (or an MFA state) stays in etcd. A controller that never saw an API
+ * session takes it from its token only while the token is younger than this (sessions.ts), so no
+ * token outlives the record that revokes it.
+ */
+export const SESSION_NEWS_RETENTION_MS = 24 * 3600_000;
+/** One lease serves the session news of this long (fewer lease grants; each key lives at most this much longer). */
+const NEWS_LEASE_SLICE_MS = 3600_000;
+
+/** What this controller learns of API sessions held elsewhere, from the watch. */
+export interface SessionNews {
+  /** API sessions ended (id → identity id). */
+  revoked: { id: string; identityId: string; at: number }[];
+  /** Identities whose API sessions made until `at` (ms) are all ended. */
+  identities: { id: string; at: number }[];
+  /** API sessions whose MFA state changed. */
+  states: { id: string; isMfaRequired: boolean; isMfaComplete: boolean; mfaPassedAt?: number }[];
+}
 
 // Records are stored in etcd exactly as msgpack, so what a replica decodes is what was written.
 export const packr = new Packr({ useRecords: false, moreTypes: true });
@@ -98,18 +131,22 @@ class Reads implements ReadTracker {
   constructor(private readonly keys: Keys) {}
 
   record(c: Coll, id: string, pending: boolean) {
+    // This controller's own records (API sessions, sessions) are read and written here only.
+    if (LOCAL_COLLECTIONS.has(c.spec.name)) return;
     if (pending) return void this.waits.add(c);
     const k = this.keys.rec(c.spec.name, id);
     if (!this.recs.has(k)) this.recs.set(k, [c, c.db.doesExist(id)]);
   }
 
   unique(c: Coll, field: string, key: IndexKey, pending: boolean) {
+    if (LOCAL_COLLECTIONS.has(c.spec.name)) return;
     if (pending) return void this.waits.add(c);
     const k = this.keys.unique(c.spec.name, field, key);
     if (!this.recs.has(k)) this.recs.set(k, [c, c.unique.get(field)!.doesExist(key)]);
   }
 
   range(c: Coll, pending: boolean) {
+    if (LOCAL_COLLECTIONS.has(c.spec.name)) return;
     if (pending) this.waits.add(c);
     this.ranges.add(c);
   }
@@ -140,6 +177,21 @@ interface Queued {
   fail: (e: unknown) => void;
   /** Times this write was sent again because the first attempt never reached etcd. */
   resent?: number;
+}
+
+/**
+ * Local ops as they stand now: between the write and its etcd round trip the same record may have
+ * changed here (another controller's revocation ended it): `before` is read again, and an op that
+ * changes nothing any more is dropped, so change events stay exact.
+ */
+function current(ops: Op[]): Op[] {
+  const out: Op[] = [];
+  for (const op of ops) {
+    const before = op.coll.pending.has(op.id) ? (op.coll.pending.get(op.id) ?? undefined) : op.coll.db.get(op.id);
+    if (!before && !op.after) continue;
+    out.push({ ...op, before });
+  }
+  return out;
 }
 
 export class Cluster implements WriteLog {
@@ -179,7 +231,7 @@ export class Cluster implements WriteLog {
 
   // ---- writes ----------------------------------------------------------------------------
 
-  async write<T>(fn: (tx: Tx) => T): Promise<T> {
+  async write<T>(fn: (tx: Tx) => T, opts?: WriteOptions): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       if (this.closed) throw new Error('store is closed');
       const reads = new Reads(this.keys);
@@ -192,13 +244,76 @@ export class Cluster implements WriteLog {
         await this.settled(reads.waits);
         continue;
       }
-      if (writes.length === 0) return result;
-      const outcome = await this.commit(writes, reads, snapshot);
-      if (outcome.ok) return result;
+      const local: Op[] = [];
+      const shared: Op[] = [];
+      for (const op of writes) (isLocal(op.coll.spec.name, op.after ?? op.before) ? local : shared).push(op);
+      const news = this.sessionNews(local, shared, opts);
+      if (shared.length === 0 && news.length === 0) {
+        await this.store.commitLocal(local);
+        return result;
+      }
+      // The local part is held as pending while etcd decides, so writes issued meanwhile see it.
+      for (const op of local) op.coll.pending.set(op.id, op.after ?? null);
+      const release = () => {
+        for (const op of local) if (op.coll.pending.get(op.id) === (op.after ?? null)) op.coll.pending.delete(op.id);
+      };
+      let outcome: { ok: boolean; revision: number };
+      try {
+        outcome = await this.commit(shared, reads, snapshot, news.length ? await this.withNewsLease(news) : []);
+      } catch (e) {
+        release();
+        throw e;
+      }
+      release();
+      if (outcome.ok) {
+        await this.store.commitLocal(current(local));
+        return result;
+      }
       this.stats.retries++;
       if (attempt >= MAX_ATTEMPTS) throw new WriteContention('the write kept conflicting with concurrent writes');
       await this.waitApplied(outcome.revision);
     }
+  }
+
+  /**
+   * What other controllers must learn of this write's local part: API sessions it ends (unless it
+   * only expires them here, or every controller ends them on its own) and MFA state changes.
+   */
+  private sessionNews(local: Op[], shared: Op[], opts?: WriteOptions): IRequestOp[] {
+    const out: IRequestOp[] = [];
+    const now = Date.now();
+    // An identity disabled: every API session made before now is over on every controller, also
+    // one a controller never saw (enabling the identity again does not bring them back).
+    for (const { coll, id, before, after } of shared) {
+      if (coll.spec.name === 'identities' && after?.disabledAt && after.disabledAt !== before?.disabledAt)
+        out.push({ request_put: { key: Buffer.from(`${this.keys.records}~revoked-identity/${id}`), value: packr.pack({ at: now }) } });
+    }
+    for (const { coll, id, before, after } of local) {
+      if (coll.spec.name !== 'apiSessions' || !before) continue;
+      if (!after) {
+        if (opts?.revoke !== false) out.push({ request_put: { key: Buffer.from(`${this.keys.records}~revoked/${id}`), value: packr.pack({ identityId: before.identityId, at: now }) } });
+      } else if (before.isMfaRequired !== after.isMfaRequired || before.isMfaComplete !== after.isMfaComplete || before.mfaPassedAt !== after.mfaPassedAt) {
+        out.push({ request_put: { key: Buffer.from(`${this.keys.records}~as/${id}`), value: packr.pack({ isMfaRequired: after.isMfaRequired === true, isMfaComplete: after.isMfaComplete === true, mfaPassedAt: after.mfaPassedAt }) } });
+      }
+    }
+    return out;
+  }
+
+  private newsLease?: { id: string; until: number };
+
+  /** Attach the current news lease (a new one each slice; it expires SESSION_NEWS_RETENTION_MS after its slice). */
+  private async withNewsLease(ops: IRequestOp[]): Promise<IRequestOp[]> {
+    const now = Date.now();
+    if (!this.newsLease || this.newsLease.until <= now) {
+      const lease = this.client.lease(Math.ceil((SESSION_NEWS_RETENTION_MS + NEWS_LEASE_SLICE_MS) / 1000), { autoKeepAlive: false });
+      try {
+        this.newsLease = { id: await lease.grant(), until: now + NEWS_LEASE_SLICE_MS };
+      } catch (e) {
+        throw isUnavailable(e) ? new ClusterUnavailable(`etcd did not grant a lease: ${(e as Error)?.message ?? e}`) : e;
+      }
+    }
+    const lease = this.newsLease.id;
+    return ops.map((op) => ({ request_put: { ...op.request_put!, lease } }));
   }
 
   private async settled(colls: Set<Coll>) {
@@ -208,7 +323,7 @@ export class Cluster implements WriteLog {
   }
 
   /** Send one write's sub-transaction; resolves once the replica applied it, or with the revision that failed it. */
-  private commit(ops: Op[], reads: Reads, snapshot: number): Promise<{ ok: boolean; revision: number }> {
+  private commit(ops: Op[], reads: Reads, snapshot: number, extra: IRequestOp[]): Promise<{ ok: boolean; revision: number }> {
     const compare: ICompare[] = [];
     const guard = (key: string, present: boolean) => {
       const k = Buffer.from(key);
@@ -252,6 +367,12 @@ export class Cluster implements WriteLog {
           success.push({ request_put: { key: Buffer.from(uk), value: Buffer.from(id) } });
         }
       }
+    }
+    for (const op of extra) {
+      const put = op.request_put!;
+      keys.push(put.key!.toString());
+      bytes += put.key!.length + (put.value as Buffer).length;
+      success.push(op);
     }
     for (const op of ops) op.coll.pending.set(op.id, op.after ?? null);
     const clearPending = () => {
@@ -389,17 +510,21 @@ export class Cluster implements WriteLog {
         const first = await this.client.kv.range({ key: start, range_end: end, limit: 1, keys_only: true });
         const revision = Number(first.header.revision);
         const changes: { collection: string; id: string; after?: Rec }[] = [];
+        const news: SessionNews = { revoked: [], states: [], identities: [] };
         let from = start;
         for (;;) {
           const page = await this.client.kv.range({ key: from, range_end: end, revision, limit: 2000 }, { deadline: Date.now() + 30_000 });
           for (const kv of page.kvs) {
             const ch = this.parse(kv, true);
             if (ch) changes.push(ch);
+            else this.parseNews(kv, news);
           }
           if (!page.more || page.kvs.length === 0) break;
           from = Buffer.concat([page.kvs[page.kvs.length - 1].key, Buffer.from([0])]);
         }
-        await this.store.applyReplicated(changes, { revision, log: this.logId }, true);
+        // The records this controller keeps for itself are not in etcd: they stay.
+        await this.store.applyReplicated(changes, { revision, log: this.logId }, true, (coll, id) => LOCAL_COLLECTIONS.has(coll) && isLocal(coll, this.store.get(coll, id)));
+        this.deliver(news);
         this.setApplied(revision);
         this.log.info({ revision, records: changes.length, ms: Date.now() - started }, 'cluster: replica loaded');
         return;
@@ -482,11 +607,13 @@ export class Cluster implements WriteLog {
 
   private async apply(events: IEvent[]): Promise<void> {
     const changes: { collection: string; id: string; after?: Rec }[] = [];
+    const news: SessionNews = { revoked: [], states: [], identities: [] };
     let revision = this.applied;
     for (const ev of events) {
       revision = Math.max(revision, Number(ev.kv.mod_revision));
       const ch = this.parse(ev.kv, ev.type === 'Put');
       if (ch) changes.push(ch);
+      else if (ev.type === 'Put') this.parseNews(ev.kv, news);
     }
     if (revision <= this.applied) return;
     try {
@@ -497,8 +624,39 @@ export class Cluster implements WriteLog {
       await this.fullLoad();
       return;
     }
+    this.deliver(news);
     if (this.detail.startsWith('replica at')) this.detail = `replica at revision ${revision}`;
     this.setApplied(revision);
+  }
+
+  /** Told what this controller learns of API sessions held elsewhere (src/cluster/sessions.ts). */
+  onSessionNews?: (news: SessionNews) => void;
+
+  private deliver(news: SessionNews) {
+    if (news.revoked.length + news.states.length + news.identities.length === 0) return;
+    try {
+      this.onSessionNews?.(news);
+    } catch (e) {
+      this.log.error({ err: e }, 'cluster: handling session news failed');
+    }
+  }
+
+  private parseNews(kv: IKeyValue, news: SessionNews) {
+    const rest = kv.key.toString().slice(this.keys.records.length);
+    try {
+      if (rest.startsWith('~revoked/')) {
+        const v = packr.unpack(kv.value) as { identityId?: unknown; at?: unknown };
+        news.revoked.push({ id: rest.slice('~revoked/'.length), identityId: String(v?.identityId ?? ''), at: Number(v?.at ?? 0) });
+      } else if (rest.startsWith('~revoked-identity/')) {
+        const v = packr.unpack(kv.value) as { at?: unknown };
+        news.identities.push({ id: rest.slice('~revoked-identity/'.length), at: Number(v?.at ?? 0) });
+      } else if (rest.startsWith('~as/')) {
+        const v = packr.unpack(kv.value) as SessionNews['states'][number];
+        news.states.push({ id: rest.slice('~as/'.length), isMfaRequired: v?.isMfaRequired === true, isMfaComplete: v?.isMfaComplete === true, mfaPassedAt: typeof v?.mfaPassedAt === 'number' ? v.mfaPassedAt : undefined });
+      }
+    } catch {
+      // Not ours: ignored.
+    }
   }
 
   async close(): Promise<void> {

@@ -11,7 +11,7 @@ import path from 'node:path';
 import type { Etcd3, IRequestOp } from 'etcd3';
 import { indexKeys, type Rec, type Store } from '../store/store.js';
 import { PKI_FILES } from '../pki/bootstrap.js';
-import { packr } from './replica.js';
+import { isLocal, packr } from './replica.js';
 import { prefixEnd } from './watch.js';
 
 const SHARED_PKI = ['rootCert', 'rootKey', 'intermediateCert', 'intermediateKey'] as const;
@@ -32,6 +32,8 @@ export async function importDataDir(client: Etcd3, prefix: string, store: Store,
   };
   for (const spec of store.collections()) {
     for (const rec of store.scan(spec.name) as Iterable<Rec>) {
+      // API sessions and sessions stay with the controller that made them: clients log in again.
+      if (isLocal(spec.name, rec)) continue;
       ops.push({ request_put: { key: Buffer.from(`${records}${spec.name}/${rec.id}`), value: packr.pack(rec) } });
       for (const field of spec.unique ?? []) for (const k of indexKeys(rec[field])) ops.push({ request_put: { key: Buffer.from(`${prefix}/u/${spec.name}/${field}/${enc(k)}`), value: Buffer.from(rec.id) } });
       count++;

@@ -7,7 +7,8 @@
  *   → { permissions: ['Dial'], config: { 'intercept.v1': {...} }, postureQueries: [...] }
  */
 import type { Rec, Store } from '../store/store.js';
-import type { PolicyEngine, PolicyType } from './engine.js';
+import type { PolicyEngine } from './engine.js';
+import type { PolicyType } from './access.js';
 import type { CheckResult } from './posture.js';
 
 export interface Caller {

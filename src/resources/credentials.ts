@@ -252,7 +252,7 @@ export const authenticators: ResourceDef = {
   collection: 'authenticators',
   path: 'authenticators',
   family: 'identity',
-  // Writes (create, update, patch: src/api/handlers/admin.ts) are for full admins alone; reads for
+  // Writes (create, update, patch: src/api/handlers/authenticators.ts) are for full admins alone; reads for
   // admins and `admin_readonly` (`authenticator` is no grantable family).
   operations: { list: 'listAuthenticators', detail: 'detailAuthenticator', delete: 'deleteAuthenticator' },
   permissions: { list: { family: 'authenticator', action: 'read' }, detail: { family: 'authenticator', action: 'read' }, delete: null },

@@ -55,8 +55,17 @@ export type IndexKey = string | number | boolean;
  * Cluster mode (src/cluster/replica.ts): the replicated log takes every write instead of the local
  * group commit, and the local environment becomes a replica applied from that log.
  */
+export interface WriteOptions {
+  /**
+   * Cluster mode, `false`: the API sessions this write ends are not revoked on the other
+   * controllers — they expired here (idle; another controller expires its copy by its own
+   * activity), or every controller ends its own for the same reason (an auth-policy change).
+   */
+  revoke?: boolean;
+}
+
 export interface WriteLog {
-  write<T>(fn: (tx: Tx) => T): Promise<T>;
+  write<T>(fn: (tx: Tx) => T, opts?: WriteOptions): Promise<T>;
   /** Whether the replica is caught up with the log (readiness). */
   status(): { ready: boolean; detail: string };
   /** The log revision the replica has applied. */
@@ -327,19 +336,33 @@ export class Store extends EventEmitter {
    * Run `fn` synchronously as one atomic write. Throwing inside `fn` applies nothing.
    * Resolves with `fn`'s result once the write is durable; change events fire just before.
    */
-  async write<T>(fn: (tx: Tx) => T): Promise<T> {
+  async write<T>(fn: (tx: Tx) => T, opts?: WriteOptions): Promise<T> {
     if (this.closed) throw new Error('store is closed');
-    if (this.cluster) return this.cluster.write(fn);
+    if (this.cluster) return this.cluster.write(fn, opts);
+    return this.writeLocal(fn);
+  }
+
+  /**
+   * A write of this controller's own environment only, never through the cluster's log: records a
+   * controller keeps for itself in cluster mode (API sessions and sessions it holds). On a single
+   * node it is `write`.
+   */
+  async writeLocal<T>(fn: (tx: Tx) => T): Promise<T> {
+    if (this.closed) throw new Error('store is closed');
     const tx = new Tx(this);
     const result = fn(tx);
-    const ops = tx.finish();
-    if (ops.length === 0) return result;
+    await this.commitLocal(tx.finish());
+    return result;
+  }
+
+  /** Commit finished ops into this environment (the group commit); resolves once durable. */
+  commitLocal(ops: Op[]): Promise<void> {
+    if (ops.length === 0) return Promise.resolve();
     for (const op of ops) op.coll.pending.set(op.id, op.after ?? null);
-    await new Promise<void>((resolve, reject) => {
+    return new Promise<void>((resolve, reject) => {
       this.queue.push({ ops, resolve, reject });
       this.scheduleFlush();
     });
-    return result;
   }
 
   /**
@@ -427,10 +450,11 @@ export class Store extends EventEmitter {
   /**
    * Cluster mode: apply changes that came from the log, and the log revision they bring the replica
    * to, in one LMDB transaction; `before` of each change is read from the replica. Change events
-   * fire after the commit, as for local writes. With `replaceAll` every record not listed is
+   * fire after the commit, as for local writes. With `replaceAll` every record not listed (and not
+   * kept: records this controller keeps for itself) is
    * deleted (a full load), so the events describe exactly the difference.
    */
-  async applyReplicated(changes: { collection: string; id: string; after?: Rec }[], meta: Record<string, unknown>, replaceAll = false): Promise<ChangeEvent[]> {
+  async applyReplicated(changes: { collection: string; id: string; after?: Rec }[], meta: Record<string, unknown>, replaceAll = false, keep?: (collection: string, id: string) => boolean): Promise<ChangeEvent[]> {
     const ops: Op[] = [];
     const listed = replaceAll ? new Set<string>() : undefined;
     for (const ch of changes) {
@@ -440,7 +464,8 @@ export class Store extends EventEmitter {
       ops.push({ coll, id: ch.id, after: ch.after });
     }
     if (listed) {
-      for (const coll of this.colls.values()) for (const id of coll.db.getKeys({})) if (!listed.has(`${coll.spec.name}\u0000${id}`)) ops.push({ coll, id: id as string });
+      for (const coll of this.colls.values())
+        for (const id of coll.db.getKeys({}) as Iterable<string>) if (!listed.has(`${coll.spec.name}\u0000${id}`) && !keep?.(coll.spec.name, id)) ops.push({ coll, id });
     }
     const metaDb = this.metaDb();
     await this.env.transaction(() => {

@@ -1,7 +1,7 @@
 /**
- * Key pairs, CSRs and third-party CAs for the PKI tests, made with the openssl CLI (and, for
- * certificates with chosen validity such as expired ones, with the controller's own template
- * issuer over a test CA key).
+ * Key pairs, CSRs, self-signed certificates and third-party CAs for the PKI tests, made with the
+ * openssl CLI (and, for certificates with chosen validity such as expired ones, with the
+ * controller's own template issuer over a test CA key).
  *
  *   const { key, csr } = newCsr('device-1');
  *   const ca = newCa('Test CA');  const leaf = ca.sign('user-1');   // { cert, key }
@@ -57,17 +57,28 @@ export interface TestCa {
   sign(cn: string, opts?: { sans?: string; validFromMs?: number; validityMs?: number }): { cert: string; key: string };
 }
 
-/** A self-signed CA (EC P-256) that can sign client certificates, with any validity. */
-export function newCa(cn: string): TestCa {
-  const { cert, key } = inTemp((dir) => {
+/** A self-signed EC P-256 certificate, a CA (keyCertSign, cRLSign) or a leaf, valid 30 days, and its key. */
+function selfSigned(cn: string, ca: boolean): { cert: string; key: string } {
+  return inTemp((dir) => {
     const k = path.join(dir, 'k.pem');
     const c = path.join(dir, 'c.pem');
     execFileSync('openssl', [
       'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', k, '-out', c, '-subj', `/CN=${cn}`,
-      '-days', '30', '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign',
+      '-days', '30', '-addext', ca ? 'basicConstraints=critical,CA:TRUE' : 'basicConstraints=critical,CA:FALSE',
+      ...(ca ? ['-addext', 'keyUsage=critical,keyCertSign,cRLSign'] : []),
     ], { stdio: 'ignore' });
     return { cert: fs.readFileSync(c, 'utf8'), key: fs.readFileSync(k, 'utf8') };
   });
+}
+
+/** The PEM of a self-signed certificate (a CA or a leaf) whose key nobody needs. */
+export function selfSignedCert(cn: string, ca: boolean): string {
+  return selfSigned(cn, ca).cert;
+}
+
+/** A self-signed CA (EC P-256) that can sign client certificates, with any validity. */
+export function newCa(cn: string): TestCa {
+  const { cert, key } = selfSigned(cn, true);
   return { cert, key, sign: (leafCn, opts = {}) => issueWith(cert, key, leafCn, opts) };
 }
 

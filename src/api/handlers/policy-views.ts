@@ -299,7 +299,7 @@ export function policyViewEntries(reg: Registry): Entry[] {
     { api: 'management', operationId: 'getIdentityFailedServiceRequests', auth: 'admin', permission: { family: 'identity', action: 'read' }, limit: null, body: 'spec',
       handler: (ctx) => {
         must(ctx, 'identities', ctx.params.id);
-        const data = ctx.app.policy.failedRequests(ctx.params.id).map((f) => ({
+        const data = ctx.app.policy.failures.of(ctx.params.id).map((f) => ({
           apiSessionId: f.apiSessionId,
           serviceId: f.serviceId,
           serviceName: f.serviceName,
@@ -323,7 +323,7 @@ export function policyViewEntries(reg: Registry): Entry[] {
     { api: 'management', operationId: 'detailSessionRoutePath', auth: 'admin', permission: { family: 'ops', action: 'read' }, limit: null, body: 'spec',
       handler: (ctx) => {
         const s = ctx.app.store.get('sessions', ctx.params.id);
-        if (!s || ctx.app.policy.doomed.has(s.id)) throw errors.notFound();
+        if (!s || ctx.app.policy.sessions.doomed.has(s.id)) throw errors.notFound();
         // A route path exists once a circuit is dialed through edge routers; this controller keeps no
         // circuits (the data plane is the routers'), so the path of every session is empty.
         return ok({ routePath: [] });

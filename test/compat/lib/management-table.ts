@@ -5,6 +5,7 @@
 import { generateSync } from 'otplib';
 import { makeCa, signLeaf } from './csr.js';
 import { ADMIN_PASSWORD, ADMIN_USER } from '../../helpers/server.js';
+import { authPolicyBody } from '../../helpers/bodies.js';
 import type { Row, State } from './exerciser.js';
 import { certIdentitySetup, credential, saveCredential, updbIdentitySetup } from './enroll-setup.js';
 
@@ -22,16 +23,7 @@ async function userSession(s: State) {
 const totp = (s: State) => generateSync({ secret: s.get('mfaSecret') });
 const later = () => new Date(Date.now() + 3600_000).toISOString();
 
-const authPolicy = (name: string) => ({
-  name,
-  primary: {
-    cert: { allowed: true, allowExpiredCerts: false },
-    extJwt: { allowed: false, allowedSigners: [] },
-    updb: { allowed: true, minPasswordLength: 5, maxAttempts: 5, lockoutDurationMinutes: 0, requireMixedCase: false, requireNumberChar: false, requireSpecialChar: false },
-  },
-  secondary: { requireTotp: false, requireExtJwtSigner: null },
-  tags: { p: name },
-});
+const authPolicy = (name: string) => ({ ...authPolicyBody(name, { maxAttempts: 5 }), tags: { p: name } });
 
 const POSTURE: Record<string, Record<string, unknown>> = {
   OS: { operatingSystems: [{ type: 'Windows', versions: ['10'] }, { type: 'Linux', versions: [] }] },

@@ -4,13 +4,11 @@
  * equal upstream's files is checked in test/spec.test.ts), patched for the compatibility suites.
  * Nothing here reads outside the repository. The patches, each listed in `PATCHES` below:
  *
- * 1. the spec's own defects (the import fixes the first ones already; the checks here are kept so the
- *    patch list stays complete): the null `controllerSettingsList.items`, the `WWW-Authenticate`
- *    response headers (declared as arrays of strings on responses that never carry them: dropped),
- *    the missing operationId of `DELETE /current-api-session` (named `deleteCurrentAPISession`, as
- *    our served spec does), `required` entries naming properties no schema declares
- *    (`postureResponseProcessCreate` requires a non-existent `process`, `edgeRouterDetail` a
- *    top-level `os`, `version`…), and `link.href` declared `format: uri` although upstream's own
+ * 1. the spec's own defects the import leaves (the brand renames, the null
+ *    `controllerSettingsList.items`, the missing operationId of `DELETE /current-api-session` and
+ *    `required` entries naming properties no schema declares are fixed there, once): the
+ *    `WWW-Authenticate` response headers (declared as arrays of strings on responses that never
+ *    carry them: dropped), and `link.href` declared `format: uri` although upstream's own
  *    links are relative (`./identities/<id>`), so it is checked as `uri-reference`; and
  *    `GET /specs/{id}/spec`, which serves the raw document, not the envelope the spec names;
  *    `GET /edge-routers/{id}/service-edge-router-policies`, declared as a list of service policies
@@ -39,14 +37,6 @@ export interface PatchNote { api: Api; what: string }
 
 function patch(api: Api, doc: any, notes: PatchNote[]): void {
   const defs = doc.definitions ?? {};
-  if (Array.isArray(defs.mfaProviders?.enum) && defs.mfaProviders.enum.includes('ziti')) {
-    defs.mfaProviders.enum = defs.mfaProviders.enum.map((e: string) => (e === 'ziti' ? 'mesh' : e));
-    notes.push({ api, what: 'mfaProviders enum ziti -> mesh' });
-  }
-  if (defs.controllerSettingsList && defs.controllerSettingsList.items == null) {
-    defs.controllerSettingsList.items = { $ref: '#/definitions/controllerSettingDetail' };
-    notes.push({ api, what: 'controllerSettingsList.items null -> controllerSettingDetail' });
-  }
   // `link.href` is declared `format: uri`, but upstream's own examples and controller send relative
   // references (`./identities/<id>`): a strict uri check rejects every upstream response.
   if (defs.link?.properties?.href?.format === 'uri') {
@@ -117,12 +107,7 @@ function patch(api: Api, doc: any, notes: PatchNote[]): void {
     for (const m of HTTP_METHODS) {
       const op = item?.[m];
       if (!op) continue;
-      if (!op.operationId) {
-        if (p === '/current-api-session' && m === 'delete') {
-          op.operationId = 'deleteCurrentAPISession';
-          notes.push({ api, what: 'DELETE /current-api-session operationId -> deleteCurrentAPISession' });
-        } else throw new Error(`${api}: ${m} ${p} has no operationId`);
-      }
+      if (!op.operationId) throw new Error(`${api}: ${m} ${p} has no operationId`);
       for (const r of Object.values<any>(op.responses ?? {})) {
         if (r?.headers?.['WWW-Authenticate']) {
           delete r.headers['WWW-Authenticate'];
@@ -133,30 +118,6 @@ function patch(api: Api, doc: any, notes: PatchNote[]): void {
     }
   }
   if (headers) notes.push({ api, what: `dropped ${headers} WWW-Authenticate response header declarations` });
-  // `required` naming a property the (allOf-merged) schema does not declare
-  const declared = (s: any, acc: Set<string>, seen: Set<string>): Set<string> => {
-    if (!s || typeof s !== 'object') return acc;
-    if (typeof s.$ref === 'string') {
-      const n = s.$ref.replace('#/definitions/', '');
-      if (!seen.has(n)) { seen.add(n); declared(defs[n], acc, seen); }
-    }
-    if (s.properties) for (const k of Object.keys(s.properties)) acc.add(k);
-    if (Array.isArray(s.allOf)) for (const x of s.allOf) declared(x, acc, seen);
-    return acc;
-  };
-  for (const [name, s] of Object.entries<any>(defs)) {
-    const props = declared(s, new Set(), new Set());
-    const fix = (x: any) => {
-      if (!Array.isArray(x?.required)) return;
-      const bad = x.required.filter((r: string) => !props.has(r));
-      if (!bad.length) return;
-      x.required = x.required.filter((r: string) => props.has(r));
-      if (!x.required.length) delete x.required;
-      notes.push({ api, what: `${name}: removed required ${bad.join(',')} (no such property)` });
-    };
-    fix(s);
-    if (Array.isArray(s?.allOf)) s.allOf.forEach(fix);
-  }
 }
 
 export interface LoadedSpec { api: Api; doc: any; file: string; basePath: string; notes: PatchNote[] }

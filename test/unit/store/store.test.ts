@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { Store, UniqueViolation, type ChangeEvent } from '../src/store/store.js';
+import { Store, UniqueViolation, type ChangeEvent } from '../../../src/store/store.js';
 
 function open(t: { teardown(fn: () => unknown): void }) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-store-'));

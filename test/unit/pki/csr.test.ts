@@ -7,10 +7,10 @@
  */
 import t, { type Test } from 'tap';
 import crypto from 'node:crypto';
-import { parseCsr, CsrError } from '../src/pki/csr.js';
-import { CertIssuer } from '../src/pki/cert-issuer.js';
-import { bitString, derTlv, oid, seq, toPem } from '../src/pki/der.js';
-import { newCa } from './helpers/pki.js';
+import { parseCsr, CsrError } from '../../../src/pki/csr.js';
+import { CertIssuer } from '../../../src/pki/cert-issuer.js';
+import { bitString, derTlv, oid, seq, toPem } from '../../../src/pki/der.js';
+import { newCa } from '../../helpers/pki.js';
 
 const SIG_OIDS: Record<string, string> = {
   sha256: '1.2.840.10045.4.3.2',

@@ -1,9 +1,8 @@
 /**
- * Management operations beyond the standard resource set that need no policy engine: authenticator
- * writes (password hashing in the pool), the caller's own authenticators, and sub-lists that follow
- * plain references. (Controller settings and identity tracing: handlers/controllers.ts.)
+ * Authenticator writes (passwords hashed in the worker pool, certificates parsed) and the caller's
+ * own authenticators; their list, detail and delete are the family's standard operations.
  */
-import type { Ctx, Entry, Handler } from '../../core/context.js';
+import type { Ctx, Entry } from '../../core/context.js';
 import type { Reply } from '../../core/operation.js';
 import { ApiError, errors } from '../../core/errors.js';
 import { created, empty, ok } from '../../core/envelope.js';
@@ -14,9 +13,8 @@ import { createRecord, write } from '../../resources/write.js';
 import { checkPassword, checkUsername, hashPassword } from '../../auth/passwords.js';
 import { parseCert } from '../../pki/certs.js';
 import { issued, x509 } from '../../pki/chain.js';
-import type { Rec } from '../../store/store.js';
 
-export function adminEntries(reg: Registry): Entry[] {
+export function authenticatorEntries(reg: Registry): Entry[] {
   const authDef = reg.def('authenticators');
   const view = (ctx: Ctx) => ({ store: ctx.app.store, ctx });
 
@@ -50,11 +48,6 @@ export function adminEntries(reg: Registry): Entry[] {
     });
     return empty();
   }
-
-  const sub = (parent: string, child: string, where: (ctx: Ctx) => (r: Rec) => boolean, candidates?: (ctx: Ctx) => string[]): Handler => (ctx) => {
-    mustGet(ctx.app.store, reg.def(parent), ctx.params.id);
-    return listRecords(reg, reg.def(child), ctx, { where: where(ctx), candidates: candidates?.(ctx) });
-  };
 
   return [
     { api: 'management', operationId: 'createAuthenticator', auth: 'admin', permission: null, limit: 'heavy', body: 'spec',
@@ -101,18 +94,5 @@ export function adminEntries(reg: Registry): Entry[] {
       handler: (ctx) => updateAuthenticator(ctx, ctx.params.id, 'put', ctx.identity!.id) },
     { api: 'both', operationId: 'patchCurrentIdentityAuthenticator', auth: 'session', permission: null, limit: 'heavy', body: 'spec',
       handler: (ctx) => updateAuthenticator(ctx, ctx.params.id, 'patch', ctx.identity!.id) },
-
-    { api: 'management', operationId: 'listConfigsForConfigType', auth: 'admin', permission: { family: 'config', action: 'read' }, limit: null, body: 'spec',
-      handler: sub('configTypes', 'configs', () => () => true, (ctx) => ctx.app.store.idsByIndex('configs', 'configTypeId', ctx.params.id)) },
-    { api: 'management', operationId: 'listConfigServices', auth: 'admin', permission: { family: 'service', action: 'read' }, limit: null, body: 'spec',
-      handler: sub('configs', 'services', () => () => true, (ctx) => ctx.app.store.idsByIndex('services', 'configs', ctx.params.id)) },
-    { api: 'management', operationId: 'listServiceConfig', auth: 'admin', permission: { family: 'config', action: 'read' }, limit: null, body: 'spec',
-      handler: sub('services', 'configs', () => () => true, (ctx) => ctx.app.store.get('services', ctx.params.id)?.configs ?? []) },
-    { api: 'management', operationId: 'getIdentityAuthenticators', auth: 'admin', permission: { family: 'authenticator', action: 'read' }, limit: null, body: 'spec',
-      handler: sub('identities', 'authenticators', () => () => true, (ctx) => ctx.app.store.idsByIndex('authenticators', 'identityId', ctx.params.id)) },
-    { api: 'management', operationId: 'getIdentityEnrollments', auth: 'admin', permission: { family: 'enrollment', action: 'read' }, limit: null, body: 'spec',
-      handler: sub('identities', 'enrollments', () => () => true, (ctx) => ctx.app.store.idsByIndex('enrollments', 'identityId', ctx.params.id)) },
-    { api: 'management', operationId: 'listServiceTerminators', auth: 'admin', permission: { family: 'terminator', action: 'read' }, limit: null, body: 'spec',
-      handler: sub('services', 'terminators', () => () => true, (ctx) => ctx.app.store.idsByIndex('terminators', 'serviceId', ctx.params.id)) },
   ];
 }

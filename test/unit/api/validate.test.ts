@@ -1,8 +1,8 @@
 import t from 'tap';
-import { upstreamOperations, upstreamDocument } from '../src/api/spec/index.js';
-import { BodyValidator, NAME_MAX_LENGTH } from '../src/api/validate.js';
-import { buildServedSpec, specSummaries, specDetail } from '../src/api/openapi.js';
-import { ApiError } from '../src/core/errors.js';
+import { upstreamOperations, upstreamDocument } from '../../../src/api/spec/index.js';
+import { BodyValidator, NAME_MAX_LENGTH } from '../../../src/api/validate.js';
+import { buildServedSpec, specSummaries, specDetail } from '../../../src/api/openapi.js';
+import { ApiError } from '../../../src/core/errors.js';
 
 const mgmt = new BodyValidator('management');
 const client = new BodyValidator('client');

@@ -1,6 +1,6 @@
 import t from 'tap';
-import { parseFilter, compileFilter, checkSort, planIndex, type SymbolTable } from '../src/core/filter/index.js';
-import { ApiError } from '../src/core/errors.js';
+import { parseFilter, compileFilter, checkSort, planIndex, type SymbolTable } from '../../../../src/core/filter/index.js';
+import { ApiError } from '../../../../src/core/errors.js';
 
 const related: Record<string, { name: string; active?: boolean }> = {
   p1: { name: 'alice', active: true },

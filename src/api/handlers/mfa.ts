@@ -1,15 +1,12 @@
 /**
- * Authentication complete: the caller's MFA (enroll, detail, QR code, verify, recovery
- * codes, disable, `authenticate/mfa`, TOTP tokens for posture), administrator MFA removal,
- * identity disable/enable, and the client's unauthenticated external JWT signer list.
+ * Multi-factor authentication: the caller's TOTP enrollment (enroll, detail, QR code, verify,
+ * recovery codes, delete), `authenticate/mfa`, TOTP tokens for posture responses, and an
+ * administrator removing an identity's MFA.
  */
 import crypto from 'node:crypto';
 import type { Ctx, Entry } from '../../core/context.js';
-import type { Reply } from '../../core/operation.js';
 import { ApiError, errors } from '../../core/errors.js';
 import { created, empty, ok } from '../../core/envelope.js';
-import { listRecords } from '../../resources/list.js';
-import { type Registry } from '../../resources/registry.js';
 import { write } from '../../resources/write.js';
 import type { Rec, Tx } from '../../store/store.js';
 import { splitHostPort } from '../../config.js';
@@ -17,14 +14,14 @@ import { signJwt } from '../../pki/jwt.js';
 import {
   checkCodeInTx, isValidTotp, mfaErrors, mfaRecoveryCodes, mfaSecret, newMfaRecord, newSealedRecoveryCodes, provisioningUrl, qrPng, type MfaRecord,
 } from '../../auth/mfa.js';
-import { MAX_DISABLE_MINUTES, disableIdentityInTx, enableIdentityInTx } from '../../auth/disable.js';
 import { policyOf } from '../../auth/login-policy.js';
+import { mayManageIdentity } from '../../auth/permissions.js';
 
 /** Lifetime of a TOTP token (proof of a TOTP check at a point in time, for posture responses). */
 const TOTP_TOKEN_SECONDS = 5 * 60;
 
 /** The TOTP issuer: the controller's advertised host name. */
-function totpIssuer(ctx: Ctx): string {
+export function totpIssuer(ctx: Ctx): string {
   const addr = ctx.app.config.advertisedAddress;
   return addr ? splitHostPort(addr).host : 'mesh';
 }
@@ -57,7 +54,7 @@ function mfaBase(mfa: MfaRecord) {
 }
 
 /** Mark an API session as having passed TOTP now (authenticate/mfa, enrollment verify). */
-function passMfaInTx(tx: Tx, apiSessionId: string, now: number) {
+export function passMfaInTx(tx: Tx, apiSessionId: string, now: number) {
   const s = tx.get('apiSessions', apiSessionId);
   if (s) tx.put('apiSessions', { ...s, isMfaRequired: true, isMfaComplete: true, mfaPassedAt: now });
 }
@@ -66,7 +63,7 @@ function passMfaInTx(tx: Tx, apiSessionId: string, now: number) {
  * MFA removed from an identity: its API sessions lose their MFA pass (MFA posture checks fail);
  * they stay fully authenticated unless the auth policy itself requires TOTP.
  */
-function dropMfaInTx(ctx: Ctx, tx: Tx, identity: Rec) {
+export function dropMfaInTx(ctx: Ctx, tx: Tx, identity: Rec) {
   const requireTotp = policyOf(ctx.app.store, identity)?.secondary?.requireTotp === true;
   for (const id of tx.idsByIndex('apiSessions', 'identityId', identity.id)) {
     const s = tx.get('apiSessions', id);
@@ -94,14 +91,7 @@ async function guarded<T>(ctx: Ctx, fn: () => T | Promise<T>): Promise<T> {
   }
 }
 
-/** Non-admin identity managers may not change admin identities. */
-function mayManage(ctx: Ctx, target: Rec) {
-  if (ctx.identity?.isAdmin !== true && target.isAdmin === true) throw errors.unauthorized();
-}
-
-export function authEntries(reg: Registry): Entry[] {
-  const signerDef = reg.def('externalJwtSigners');
-
+export function mfaEntries(): Entry[] {
   return [
     { api: 'both', operationId: 'enrollMfa', auth: 'partial', permission: null, limit: 'heavy', body: 'spec',
       handler: async (ctx) => {
@@ -224,7 +214,7 @@ export function authEntries(reg: Registry): Entry[] {
         await write(ctx.app.store, (tx) => {
           const cur = tx.get('identities', ctx.params.id);
           if (!cur) throw errors.notFound();
-          mayManage(ctx, cur);
+          if (!mayManageIdentity(ctx.identity, cur)) throw errors.unauthorized();
           if (!cur.mfa) return;
           const { mfa: _m, ...rest } = cur;
           tx.put('identities', { ...rest, updatedAt: Math.max(Date.now(), cur.updatedAt + 1) } as Rec);
@@ -232,53 +222,5 @@ export function authEntries(reg: Registry): Entry[] {
         });
         return empty();
       } },
-
-    { api: 'management', operationId: 'disableIdentity', auth: 'admin', permission: { family: 'identity', action: 'update' }, limit: null, body: 'spec',
-      handler: async (ctx) => {
-        const minutes = ctx.body?.durationMinutes;
-        if (!Number.isInteger(minutes) || minutes < 0 || minutes > MAX_DISABLE_MINUTES)
-          throw errors.field('durationMinutes', `must be an integer from 0 (indefinitely) to ${MAX_DISABLE_MINUTES}`, minutes);
-        await write(ctx.app.store, (tx) => {
-          const cur = tx.get('identities', ctx.params.id);
-          if (!cur) throw errors.notFound();
-          mayManage(ctx, cur);
-          disableIdentityInTx(tx, cur, minutes);
-        });
-        return empty();
-      } },
-
-    { api: 'management', operationId: 'enableIdentity', auth: 'admin', permission: { family: 'identity', action: 'update' }, limit: null, body: 'spec',
-      handler: async (ctx) => {
-        await write(ctx.app.store, (tx) => {
-          const cur = tx.get('identities', ctx.params.id);
-          if (!cur) throw errors.notFound();
-          mayManage(ctx, cur);
-          enableIdentityInTx(tx, cur);
-        });
-        return empty();
-      } },
-
-    // Unauthenticated: what a client needs to obtain a token, never secrets or key material.
-    { api: 'client', operationId: 'listExternalJwtSigners', auth: 'none', permission: null, limit: null, body: 'spec',
-      handler: (ctx) =>
-        listRecords(reg, signerDef, ctx, { where: (r) => r.enabled === true }, (r) => {
-          const issuerUrl = /^https?:\/\/\S+$/i.test(r.issuer ?? '') ? (r.issuer as string).replace(/\/+$/, '') : undefined;
-          return {
-            id: r.id,
-            createdAt: new Date(r.createdAt).toISOString(),
-            updatedAt: new Date(r.updatedAt).toISOString(),
-            tags: r.tags ?? {},
-            _links: { self: { href: `./external-jwt-signers/${r.id}` } },
-            name: r.name,
-            externalAuthUrl: r.externalAuthUrl ?? issuerUrl ?? '',
-            clientId: r.clientId ?? null,
-            audience: r.audience ?? null,
-            scopes: r.scopes ?? [],
-            targetToken: r.targetToken ?? 'ACCESS',
-            enrollToCertEnabled: r.enrollToCertEnabled === true,
-            enrollToTokenEnabled: r.enrollToTokenEnabled === true,
-            ...(issuerUrl ? { openIdConfigurationUrl: `${issuerUrl}/.well-known/openid-configuration` } : {}),
-          };
-        }) },
   ];
 }

@@ -1,0 +1,180 @@
+/**
+ * API sessions and sessions in a cluster: each controller keeps those it holds (LOCAL_COLLECTIONS
+ * in replica.ts, never in etcd), so logins, session creates and activity cost no etcd round trip.
+ *
+ * - A token made on A works on B: its claims (`z_as`) carry what the API session is made of; B
+ *   checks the signature (the signing keys are shared), that nothing revoked it and that the
+ *   identity may still log in that way, and from then on holds the API session too.
+ * - Ending one is news for every controller: the write that ends an API session puts
+ *   `~revoked/<id>` into etcd in the same transaction (replica.ts), and every controller drops its
+ *   copy (and the sessions made under it) when its watch delivers that — within the watch latency.
+ *   An MFA step passed on one controller (`~as/<id>`) updates every copy the same way.
+ * - What every controller sees anyway ends each one's copies on its own: an identity deleted or
+ *   disabled, an authenticator deleted, an API session (OIDC, replicated) deleted. A disable is
+ *   also news (`~revoked-identity/<id>`), so a token made before it is never taken on afterwards,
+ *   even once the identity is enabled again.
+ * - Idle expiry is local: each controller ends its copy by its own activity (no news).
+ */
+import type { Logger } from 'pino';
+import type { ChangeEvent, Rec, Store, Tx } from '../store/store.js';
+import { ApiSessions, type ApiSession } from '../auth/api-sessions.js';
+import { tokenDigest, type TokenClaims } from '../auth/tokens.js';
+import { allowsPrimary, isDisabledAt, type PrimaryMethod } from '../auth/login-policy.js';
+import { SESSION_NEWS_RETENTION_MS, type Cluster, type SessionNews } from './replica.js';
+
+/** What a token says of its API session, beyond `sub` (identity) and `jti` (id). */
+interface Carried {
+  /** authenticator id */
+  a: string;
+  /** primary method */
+  m?: string;
+  /** ext-jwt signer of the login */
+  ps?: string;
+  /** required ext-jwt signer */
+  es?: string;
+  /** config types */
+  ct: string[];
+  /** MFA required */
+  mr: boolean;
+  /** client address at login */
+  ip: string;
+  /** created (ms) */
+  c: number;
+}
+
+/** Revoked ids are remembered here this long (the news keys live as long in etcd). */
+const PURGE_MS = 60_000;
+
+export class SharedSessions {
+  /** API session id → when the revocation stops mattering (ms). */
+  private readonly revoked = new Map<string, number>();
+  /** Identity id → every API session made until then (ms) is over; and when that stops mattering. */
+  private readonly identities = new Map<string, { at: number; until: number }>();
+  /** Latest MFA state of API sessions, as news said (applied to a copy taken on later). */
+  private readonly states = new Map<string, SessionNews['states'][number] & { until: number }>();
+  private timer?: NodeJS.Timeout;
+
+  constructor(
+    private readonly store: Store,
+    private readonly cluster: Cluster,
+    private readonly sessions: ApiSessions,
+    private readonly log: Logger,
+  ) {}
+
+  start() {
+    this.sessions.shared = {
+      claims: (s) => ({ z_as: { a: s.authenticatorId, m: s.method, ps: s.primarySignerId, es: s.extJwtSignerId, ct: s.configTypes, mr: s.isMfaRequired, ip: s.ipAddress, c: s.createdAt } satisfies Carried }),
+      learn: (claims, token) => this.learn(claims, token),
+    };
+    this.cluster.onSessionNews = (news) => this.news(news);
+    this.store.on('change', (events: ChangeEvent[]) => this.changed(events));
+    this.timer = setInterval(() => this.purge(), PURGE_MS);
+    this.timer.unref();
+  }
+
+  close() {
+    clearInterval(this.timer);
+    this.cluster.onSessionNews = undefined;
+    this.sessions.shared = undefined;
+  }
+
+  /** A validly signed API-session token this controller does not hold: take it on, or refuse it. */
+  private learn(claims: TokenClaims, token: string): ApiSession | undefined {
+    const c = claims.z_as as Carried | undefined;
+    if (!c || typeof c !== 'object' || typeof c.a !== 'string' || !Array.isArray(c.ct) || typeof c.c !== 'number') return undefined;
+    const now = Date.now();
+    // Older than the revocations etcd keeps: it could have been revoked unseen. Log in again.
+    if (c.c < now - SESSION_NEWS_RETENTION_MS) return undefined;
+    if (this.revoked.has(claims.jti)) return undefined;
+    if ((this.identities.get(claims.sub)?.at ?? -1) >= c.c) return undefined;
+    const identity = this.store.get('identities', claims.sub);
+    if (!identity || isDisabledAt(identity)) return undefined;
+    const authenticator = this.store.get('authenticators', c.a);
+    // Made with an authenticator since removed (or replaced), or before the identity was last disabled.
+    if (!authenticator || authenticator.identityId !== claims.sub || authenticator.createdAt > c.c) return undefined;
+    if (typeof identity.disabledAt === 'number' && identity.disabledAt >= c.c) return undefined;
+    if (c.m && !allowsPrimary(this.store, { method: c.m as PrimaryMethod, identity, signerId: c.ps })) return undefined;
+    const state = this.states.get(claims.jti);
+    const rec: ApiSession = {
+      id: claims.jti,
+      createdAt: c.c,
+      updatedAt: now,
+      tags: {},
+      token: tokenDigest(token),
+      identityId: claims.sub,
+      authenticatorId: c.a,
+      ipAddress: String(c.ip ?? ''),
+      configTypes: c.ct.filter((x): x is string => typeof x === 'string'),
+      isMfaRequired: state ? state.isMfaRequired : c.mr === true,
+      isMfaComplete: state?.isMfaComplete === true,
+      lastActivityAt: now,
+    };
+    if (c.m) rec.method = c.m;
+    if (c.ps) rec.primarySignerId = c.ps;
+    if (c.es) rec.extJwtSignerId = c.es;
+    if (state?.mfaPassedAt !== undefined) rec.mfaPassedAt = state.mfaPassedAt;
+    this.sessions.adopt(rec);
+    // Held here from now on (sessions made under it refer to it); written here only.
+    void this.store
+      .writeLocal((tx) => {
+        if (!tx.exists('apiSessions', rec.id) && !this.revoked.has(rec.id)) tx.put('apiSessions', rec);
+      })
+      .catch((e) => this.log.warn({ err: String((e as Error).message) }, 'cluster: could not keep an API session taken on from its token'));
+    return rec;
+  }
+
+  /** News from etcd: API sessions ended, MFA states changed. */
+  private news(news: SessionNews) {
+    const until = Date.now() + SESSION_NEWS_RETENTION_MS;
+    for (const r of news.revoked) this.revoked.set(r.id, until);
+    for (const s of news.states) this.states.set(s.id, { ...s, until });
+    for (const i of news.identities) if ((this.identities.get(i.id)?.at ?? -1) < i.at) this.identities.set(i.id, { at: i.at, until });
+    const ended = news.revoked.map((r) => r.id);
+    const states = news.states;
+    void this.store
+      .writeLocal((tx) => {
+        ApiSessions.deleteInTx(tx, ended.filter((id) => tx.exists('apiSessions', id)));
+        for (const s of states) {
+          const cur = tx.get('apiSessions', s.id);
+          if (!cur || (cur.isMfaRequired === s.isMfaRequired && cur.isMfaComplete === s.isMfaComplete && cur.mfaPassedAt === s.mfaPassedAt)) continue;
+          const next: Rec = { ...cur, isMfaRequired: s.isMfaRequired, isMfaComplete: s.isMfaComplete, updatedAt: Date.now() };
+          if (s.mfaPassedAt === undefined) delete next.mfaPassedAt;
+          else next.mfaPassedAt = s.mfaPassedAt;
+          tx.put('apiSessions', next);
+        }
+      })
+      .catch((e) => this.log.warn({ err: String((e as Error).message) }, 'cluster: could not apply API-session news'));
+  }
+
+  /** Changes every controller sees: each ends its own copies of what they end. */
+  private changed(events: ChangeEvent[]) {
+    const identities: string[] = [];
+    const authenticators: [identityId: string, authenticatorId: string][] = [];
+    const apiSessions: string[] = [];
+    for (const ev of events) {
+      if (ev.collection === 'identities') {
+        if (!ev.after || (ev.after.disabledAt && ev.after.disabledAt !== ev.before?.disabledAt && isDisabledAt(ev.after))) identities.push(ev.id);
+      } else if (ev.collection === 'authenticators' && ev.before && !ev.after) authenticators.push([String(ev.before.identityId), ev.id]);
+      else if (ev.collection === 'apiSessions' && ev.before && !ev.after) apiSessions.push(ev.id);
+    }
+    if (identities.length + authenticators.length + apiSessions.length === 0) return;
+    void this.store
+      .writeLocal((tx: Tx) => {
+        for (const id of identities) ApiSessions.endForIdentityInTx(tx, id);
+        for (const [identityId, authenticatorId] of authenticators) ApiSessions.deleteInTx(tx, tx.idsByIndex('apiSessions', 'identityId', identityId).filter((id) => tx.get('apiSessions', id)?.authenticatorId === authenticatorId));
+        // Sessions (and certificates) made here under an API session ended elsewhere.
+        for (const id of apiSessions) {
+          for (const sid of tx.idsByIndex('sessions', 'apiSessionId', id)) tx.delete('sessions', sid);
+          for (const cid of tx.idsByIndex('apiSessionCertificates', 'apiSessionId', id)) tx.delete('apiSessionCertificates', cid);
+        }
+      })
+      .catch((e) => this.log.warn({ err: String((e as Error).message) }, 'cluster: could not end API sessions after a change'));
+  }
+
+  private purge() {
+    const now = Date.now();
+    for (const [id, until] of this.revoked) if (until <= now) this.revoked.delete(id);
+    for (const [id, s] of this.states) if (s.until <= now) this.states.delete(id);
+    for (const [id, s] of this.identities) if (s.until <= now) this.identities.delete(id);
+  }
+}
