@@ -153,9 +153,7 @@ function ref(collection: string): Promise<string> {
 
 async function createOne(def: ResourceDef): Promise<{ id: string; body: Body }> {
   const body = await validBody(def);
-  const r = await admin.post(`/${def.path}`, body);
-  if (r.status !== 201) throw new Error(`create ${def.path} ${JSON.stringify(body)}: ${r.status} ${r.text}`);
-  return { id: r.body.data.id, body };
+  return { id: await admin.create(`/${def.path}`, body), body };
 }
 
 /** A create body: the spec's required properties, the declaration's references, roles and attributes, tags. */
