@@ -198,6 +198,15 @@ t.test('GET /controllers lists every live controller; enrollment JWTs name all o
     t.same(list.map((c) => c.id).sort(), [...selves].sort());
     t.ok(list.every((c) => c.isOnline && c.apiAddresses['edge-client'][0].url.startsWith('https://')));
   }
+  // /version: HA_CONTROLLER, and every API's base URLs name every live controller, this one first.
+  for (const [i, srv] of ctrls.entries()) {
+    const v = (await srv.raw('GET', '/edge/client/v1/version')).body.data;
+    t.ok(v.capabilities.includes('HA_CONTROLLER'), `controller ${i} announces HA_CONTROLLER`);
+    const urls = v.apiVersions['edge-client'].v1.apiBaseUrls as string[];
+    t.equal(urls.length, 3, 'three base URLs');
+    t.equal(urls[0], `${srv.origin}/edge/client/v1`, 'its own first');
+    t.same(new Set(urls), new Set(ctrls.map((c) => `${c.origin}/edge/client/v1`)), 'and the two others');
+  }
   const iid = (await admins[1].post('/identities', { name: 'jwt-ctrls', type: 'Device', isAdmin: false, enrollment: { ott: true } })).body.data.id;
   const jwt = (await admins[1].get(`/identities/${iid}`)).body.data.enrollment.ott.jwt as string;
   const claims = JSON.parse(Buffer.from(jwt.split('.')[1], 'base64url').toString());
@@ -412,7 +421,7 @@ t.test('controllers cut off from etcd go not ready, keep serving reads, and catc
   t.pass('a write after the outage reaches the others');
 });
 
-t.test('kill -9 of a controller: its router reconnects to another and is online on every controller; the dead one leaves GET /controllers', async (t) => {
+t.test('kill -9 of a controller: its router reconnects to another and is online on every controller; the dead one leaves GET /controllers and the routers are told', async (t) => {
   const [a, b, c] = ctrls;
   const http = await createClient({ origin: a.origin, ca: a.ca, connections: 2, kind: 'https' });
   t.teardown(() => http.close());
@@ -444,6 +453,10 @@ t.test('kill -9 of a controller: its router reconnects to another and is online 
   await closed;
   // The router picks another controller of its list and connects there.
   const c1b = router(r1, c);
+  const told: { id: string; ctrlAddress: string }[][] = [];
+  c1b.on('message', (m: { type: string; controllers?: { id: string; ctrlAddress: string }[] }) => {
+    if (m.type === 'controllers') told.push(m.controllers!);
+  });
   await c1b.connect();
   t.teardown(async () => {
     await c1b.close().catch(() => undefined);
@@ -453,4 +466,14 @@ t.test('kill -9 of a controller: its router reconnects to another and is online 
   t.ok(await online(adminB, r2.id), 'router 2, on B all along, still online');
   const list = await within(10_000, async () => ((await adminB.get('/controllers')).body.data as unknown[]).length === 2);
   t.ok(list >= 0, 'A dropped out of GET /controllers once its lease expired');
+  t.equal(told.at(-1)?.length, 2, 'the router on C was told over the control channel that A left');
+  t.notOk(told.at(-1)?.some((x) => x.ctrlAddress === `wss://127.0.0.1:${a.port}/ctrl/v1`), 'A is not in it');
+
+  // A controller joining is told too, and so is its leaving.
+  const d = await startServer(t, { env: env() });
+  await within(10_000, async () => told.at(-1)?.length === 3);
+  t.ok(told.at(-1)!.some((x) => x.ctrlAddress === `wss://127.0.0.1:${d.port}/ctrl/v1`), 'the router heard of D joining');
+  await d.stop();
+  await within(10_000, async () => told.at(-1)?.length === 2);
+  t.pass('and of D leaving');
 });

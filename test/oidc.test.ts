@@ -244,7 +244,8 @@ t.test('certificate login on the certificate listener; the TOTP step when MFA is
   const queries = await srv.raw('GET', `/oidc/login/auth-queries?id=${flow.id}`);
   t.equal(queries.body.authQueries.length, 1, 'auth-queries lists the pending TOTP');
   const badTotp = await srv.raw('POST', '/oidc/login/totp', Buffer.from(JSON.stringify({ id: flow.id, code: 'abcdef' })), { 'content-type': 'application/json' });
-  t.equal(badTotp.status, 401, 'wrong TOTP: 401');
+  t.equal(badTotp.status, 400, 'wrong TOTP: 400 (what SDKs read as "did not verify")');
+  t.equal(badTotp.body.error.code, 'MFA_INVALID_TOKEN', 'MFA_INVALID_TOKEN');
   const totp = await srv.raw('POST', '/oidc/login/totp', Buffer.from(JSON.stringify({ id: flow.id, code: totpCode(secret) })), { 'content-type': 'application/json' });
   const code2 = await finish(t, srv, totp);
   const tok2 = await exchange(srv, { grant_type: 'authorization_code', code: code2, redirect_uri: REDIRECT, code_verifier: p2.verifier });
@@ -314,6 +315,35 @@ t.test('ext-JWT login step; token exchange', async (t) => {
   const reuse = await exchange(srv, { grant_type: TX, subject_token: tok.body.refresh_token, subject_token_type: RT });
   t.equal(reuse.status, 400, 'rotated refresh token reused in an exchange: 400');
   t.equal((await client.get('/current-identity', bearer(a2.body.access_token))).status, 401, 'the family ended');
+
+  // An auth policy whose secondary factor is this signer's token: proven at the login step.
+  const pol = await admin.post('/auth-policies', {
+    name: 'oidc-secondary-ext-jwt',
+    primary: { cert: { allowed: true, allowExpiredCerts: true }, extJwt: { allowed: true, allowedSigners: [] }, updb: { allowed: true, minPasswordLength: 5, maxAttempts: 0, lockoutDurationMinutes: 0, requireMixedCase: false, requireNumberChar: false, requireSpecialChar: false } },
+    secondary: { requireTotp: false, requireExtJwtSigner: signer.body.data.id },
+  });
+  t.equal(pol.status, 201, 'policy requiring the ext-JWT signer as a secondary factor');
+  const secondId = await createUser(admin, 'oidc-ext-2fa', 'oidc-password-8');
+  t.equal((await admin.patch(`/identities/${secondId}`, { authPolicyId: pol.body.data.id })).status, 200, 'assigned');
+  const p2 = pkce();
+  const q2 = new URLSearchParams({ client_id: 'openziti', response_type: 'code', scope: 'openid', redirect_uri: REDIRECT, code_challenge: p2.challenge, code_challenge_method: 'S256', state: 'st-1' });
+  const id2 = new URL(String((await srv.raw('GET', `/oidc/authorize?${q2}`)).headers.location)).searchParams.get('authRequestID')!;
+  const creds = Buffer.from(JSON.stringify({ id: id2, username: 'oidc-ext-2fa', password: 'oidc-password-8' }));
+  const without = await srv.raw('POST', '/oidc/login/password', creds, JSONH);
+  t.equal(without.status, 200, 'password alone: the login stays pending');
+  t.equal(without.body.authQueries[0]?.typeId, 'EXT-JWT', 'with an EXT-JWT auth query');
+  t.equal(without.body.authQueries[0]?.id, signer.body.data.id, 'naming the signer');
+  t.notOk(without.headers['totp-required'], 'no TOTP asked');
+  t.equal((await srv.raw('GET', `/oidc/authorize/callback?id=${id2}`)).status, 401, 'no code without the factor');
+  const withToken = await srv.raw('POST', '/oidc/login/password', creds, { ...JSONH, authorization: `Bearer ${await idpToken(secondId)}` });
+  const code2 = await finish(t, srv, withToken);
+  const tok2 = await exchange(srv, { grant_type: 'authorization_code', code: code2, redirect_uri: REDIRECT, code_verifier: p2.verifier });
+  t.equal(tok2.status, 200, 'with the signer token at the login step: a code, exchanged');
+  const me2 = await client.get('/current-identity', bearer(tok2.body.access_token));
+  t.equal(me2.status, 200, 'the access token alone works: the factor was proven at login');
+  t.equal(me2.body.data?.id, secondId, 'as the identity');
+  const afterExchange = await srv.raw('POST', '/oidc/login/password', Buffer.from(JSON.stringify({ id: id2, username: 'oidc-ext-2fa', password: 'oidc-password-8' })), { ...JSONH, authorization: `Bearer ${await idpToken(identityId)}` });
+  t.equal(afterExchange.status, 401, 'the request is gone once exchanged');
 });
 
 t.test('TOTP enrollment during an OIDC login when the auth policy requires TOTP', async (t) => {
@@ -398,6 +428,18 @@ t.test('TOTP enrollment during an OIDC login when the auth policy requires TOTP'
   const code2 = await finish(t, srv, await post('/oidc/login/totp', { id: flow2.id, code: totpCode(secret) }));
   t.equal((await exchange(srv, { grant_type: 'authorization_code', code: code2, redirect_uri: REDIRECT, code_verifier: p2.verifier })).status, 200, 'second login with the enrolled TOTP');
 
+  // A recovery code shown at enrollment passes the TOTP step once.
+  const recovery = second.body.recoveryCodes[0] as string;
+  const pr = pkce();
+  const flowR = await codeFlow(t, srv, 'oidc-enroll', 'oidc-password-4', pr.challenge);
+  const codeR = await finish(t, srv, await post('/oidc/login/totp', { id: flowR.id, code: recovery }));
+  t.equal((await exchange(srv, { grant_type: 'authorization_code', code: codeR, redirect_uri: REDIRECT, code_verifier: pr.verifier })).status, 200, 'a login with a recovery code');
+  const pr2 = pkce();
+  const flowR2 = await codeFlow(t, srv, 'oidc-enroll', 'oidc-password-4', pr2.challenge);
+  const usedUp = await post('/oidc/login/totp', { id: flowR2.id, code: recovery });
+  t.equal(usedUp.status, 400, 'the same recovery code again: 400');
+  t.equal(usedUp.body.error.code, 'MFA_INVALID_TOKEN', 'MFA_INVALID_TOKEN');
+
   // With a good code a verified enrollment is dropped (the identity's sessions lose their MFA pass).
   const p3 = pkce();
   const flow3 = await codeFlow(t, srv, 'oidc-enroll', 'oidc-password-4', p3.challenge);
@@ -405,4 +447,187 @@ t.test('TOTP enrollment during an OIDC login when the auth policy requires TOTP'
   t.equal(del.status, 200, 'verified enrollment dropped with a good code');
   t.equal((await admin.get(`/identities/${identityId}`)).body.data.isMfaEnabled, false, 'MFA no longer enabled');
   t.equal((await client.get('/current-identity', bearer)).status, 401, 'the earlier login is partial again (the policy requires TOTP)');
+});
+
+t.test('a CSR at login: a session certificate, and tokens bound to it (refresh and exchange only with it)', async (t) => {
+  const srv = await startServer(t);
+  const admin = await srv.login();
+  const identityId = await createUser(admin, 'oidc-csr', 'oidc-password-5');
+  const JSONH = { 'content-type': 'application/json' };
+  const claimsOf = (jwt: string) => JSON.parse(Buffer.from(jwt.split('.')[1], 'base64url').toString('utf8'));
+  const fingerprint = (pem: string) => new crypto.X509Certificate(pem).fingerprint.replace(/:/g, '').toLowerCase();
+  const TX = 'urn:ietf:params:oauth:grant-type:token-exchange';
+  const AT = 'urn:ietf:params:oauth:token-type:access_token';
+
+  /** authorize → password login carrying `csrPem` → callback → exchange. */
+  async function loginWithCsr(csrPem: string) {
+    const { verifier, challenge } = pkce();
+    const q = new URLSearchParams({ client_id: 'openziti', response_type: 'code', scope: 'openid offline_access', redirect_uri: REDIRECT, code_challenge: challenge, code_challenge_method: 'S256', state: 'st-1' });
+    const id = new URL(String((await srv.raw('GET', `/oidc/authorize?${q}`)).headers.location)).searchParams.get('authRequestID')!;
+    const login = await srv.raw('POST', '/oidc/login/password', Buffer.from(JSON.stringify({ id, username: 'oidc-csr', password: 'oidc-password-5', csrPem })), JSONH);
+    const code = await finish(t, srv, login);
+    return exchange(srv, { grant_type: 'authorization_code', code, redirect_uri: REDIRECT, code_verifier: verifier });
+  }
+
+  const bad = await loginWithCsr('-----BEGIN CERTIFICATE REQUEST-----\nnot a csr\n-----END CERTIFICATE REQUEST-----\n');
+  t.equal(bad.status, 400, 'a CSR that does not parse: 400 at the exchange');
+  t.equal(bad.body.error, 'invalid_request', 'invalid_request');
+  t.match(bad.body.error_description, /^invalid CSR/, 'naming the CSR');
+
+  const first = newCsr('oidc-csr-session');
+  const tok = await loginWithCsr(first.csr);
+  t.equal(tok.status, 200, 'exchanged with a CSR');
+  t.match(tok.body.session_cert, /^-----BEGIN CERTIFICATE-----/, 'session_cert in the answer');
+  const fp1 = fingerprint(tok.body.session_cert);
+  t.same(claimsOf(tok.body.access_token).z_cfs, [fp1], 'the access token is bound to it (z_cfs)');
+  t.same(claimsOf(tok.body.refresh_token).z_cfs, [fp1], 'and the refresh token');
+  const bearer = { headers: { authorization: `Bearer ${tok.body.access_token}` } };
+  const listed = await new Client(srv, '/edge/client/v1').get('/current-api-session/certificates', bearer);
+  t.equal(listed.status, 200, 'the session certificates of the login');
+  t.equal(listed.body.data.length, 1, 'one');
+  t.equal(listed.body.data[0].fingerprint, fp1, 'the one issued');
+
+  // The bound refresh token works only over TLS presenting the session certificate.
+  const noCert = await exchange(srv, { grant_type: 'refresh_token', refresh_token: tok.body.refresh_token });
+  t.equal(noCert.status, 400, 'refresh without the certificate: 400');
+  t.equal(noCert.body.error, 'access_denied', 'access_denied');
+  const withCert = new https.Agent({ ca: srv.ca, cert: tok.body.session_cert, key: first.key, keepAlive: false });
+  const onCert = (fields: Record<string, string>) => srv.rawOn(srv.certPort, withCert, 'POST', '/oidc/oauth/token', form({ client_id: 'openziti', ...fields }), FORM);
+  // A new CSR rotates the session certificate.
+  const second = newCsr('oidc-csr-session-2');
+  const r1 = await onCert({ grant_type: 'refresh_token', refresh_token: tok.body.refresh_token, csr_pem: second.csr });
+  t.equal(r1.status, 200, 'refresh over TLS with the session certificate');
+  t.match(r1.body.session_cert, /^-----BEGIN CERTIFICATE-----/, 'with a new session certificate for csr_pem');
+  const fp2 = fingerprint(r1.body.session_cert);
+  t.not(fp2, fp1, 'another certificate');
+  t.same(claimsOf(r1.body.refresh_token).z_cfs, [fp2], 'the new tokens are bound to the new certificate');
+  const stale = await onCert({ grant_type: 'refresh_token', refresh_token: r1.body.refresh_token });
+  t.equal(stale.status, 400, 'the replaced certificate no longer refreshes');
+  t.equal(stale.body.error, 'access_denied', 'access_denied');
+  const withSecond = new https.Agent({ ca: srv.ca, cert: r1.body.session_cert, key: second.key, keepAlive: false });
+  const r2 = await srv.rawOn(srv.certPort, withSecond, 'POST', '/oidc/oauth/token', form({ client_id: 'openziti', grant_type: 'refresh_token', refresh_token: r1.body.refresh_token }), FORM);
+  t.equal(r2.status, 200, 'the new certificate refreshes');
+  t.notOk(r2.body.session_cert, 'no certificate without csr_pem');
+  // Token exchange of a bound access token: the same rule.
+  t.equal((await exchange(srv, { grant_type: TX, subject_token: r2.body.access_token, subject_token_type: AT })).body.error, 'access_denied', 'exchange without the certificate: access_denied');
+  const ex = await srv.rawOn(srv.certPort, withSecond, 'POST', '/oidc/oauth/token', form({ client_id: 'openziti', grant_type: TX, subject_token: r2.body.access_token, subject_token_type: AT }), FORM);
+  t.equal(ex.status, 200, 'exchange with the certificate');
+  t.equal((await new Client(srv, '/edge/client/v1').get('/current-identity', { headers: { authorization: `Bearer ${ex.body.access_token}` } })).body.data?.id, identityId, 'the exchanged token is the identity');
+
+  const certs = await new Client(srv, '/edge/client/v1').get('/current-api-session/certificates', { headers: { authorization: `Bearer ${ex.body.access_token}` } });
+  t.same(certs.body.data.map((c: { fingerprint: string }) => c.fingerprint).sort(), [fp1, fp2].sort(), 'both session certificates are listed for the login');
+
+  // Ending the login ends its bound tokens like any other.
+  const asid = claimsOf(r2.body.access_token).z_asid;
+  t.equal((await admin.delete(`/api-sessions/${asid}`)).status, 200, 'admin ends the login');
+  t.equal((await new Client(srv, '/edge/client/v1').get('/current-identity', { headers: { authorization: `Bearer ${ex.body.access_token}` } })).status, 401, 'its access token is refused');
+  t.equal((await srv.rawOn(srv.certPort, withSecond, 'POST', '/oidc/oauth/token', form({ client_id: 'openziti', grant_type: 'refresh_token', refresh_token: r2.body.refresh_token }), FORM)).body.error, 'invalid_grant', 'and its refresh token, even with the certificate');
+});
+
+t.test('a certificate login binds its tokens to the certificate', async (t) => {
+  const srv = await startServer(t);
+  const admin = await srv.login();
+  const dev = await admin.post('/identities', { name: 'oidc-bound-dev', type: 'Device', isAdmin: false, enrollment: { ott: true } });
+  const ott = (await admin.get(`/identities/${dev.body.data.id}`)).body.data.enrollment.ott.token;
+  const { key, csr } = newCsr('oidc-bound-dev');
+  const en = await srv.client.post('/enroll/ott', { token: ott, clientCsr: csr });
+  t.equal(en.status, 200, 'enrolled');
+  const agent = new https.Agent({ ca: srv.ca, cert: en.body.data.cert, key, keepAlive: false });
+  const onCert = (m: string, p: string, b?: Buffer, h?: Record<string, string>) => srv.rawOn(srv.certPort, agent, m, p, b, h);
+  const { verifier, challenge } = pkce();
+  const q = new URLSearchParams({ client_id: 'openziti', response_type: 'code', scope: 'openid offline_access', redirect_uri: REDIRECT, code_challenge: challenge, code_challenge_method: 'S256', state: 'st-1' });
+  const id = new URL(String((await onCert('GET', `/oidc/authorize?${q}`)).headers.location)).searchParams.get('authRequestID')!;
+  const code = await finish(t, srv, await onCert('POST', '/oidc/login/cert', Buffer.from(JSON.stringify({ id })), { 'content-type': 'application/json' }));
+  const tok = await exchange(srv, { grant_type: 'authorization_code', code, redirect_uri: REDIRECT, code_verifier: verifier });
+  t.equal(tok.status, 200, 'code exchanged');
+  const fp = new crypto.X509Certificate(en.body.data.cert).fingerprint.replace(/:/g, '').toLowerCase();
+  const claims = JSON.parse(Buffer.from(tok.body.refresh_token.split('.')[1], 'base64url').toString('utf8'));
+  t.same(claims.z_cfs, [fp], 'bound to the login certificate (z_cfs)');
+  t.equal(claims.z_acf, fp, 'named as the authentication certificate (z_acf)');
+  const plain = await exchange(srv, { grant_type: 'refresh_token', refresh_token: tok.body.refresh_token });
+  t.equal(plain.status, 400, 'refresh without the certificate: 400');
+  t.equal(plain.body.error, 'access_denied', 'access_denied');
+  const other = newCsr('someone-else');
+  const otherDev = await admin.post('/identities', { name: 'oidc-other-dev', type: 'Device', isAdmin: false, enrollment: { ott: true } });
+  const otherOtt = (await admin.get(`/identities/${otherDev.body.data.id}`)).body.data.enrollment.ott.token;
+  const otherEn = await srv.client.post('/enroll/ott', { token: otherOtt, clientCsr: other.csr });
+  const otherAgent = new https.Agent({ ca: srv.ca, cert: otherEn.body.data.cert, key: other.key, keepAlive: false });
+  const wrongCert = await srv.rawOn(srv.certPort, otherAgent, 'POST', '/oidc/oauth/token', form({ client_id: 'openziti', grant_type: 'refresh_token', refresh_token: tok.body.refresh_token }), FORM);
+  t.equal(wrongCert.body.error, 'access_denied', "another identity's certificate: access_denied");
+  const ok = await onCert('POST', '/oidc/oauth/token', form({ client_id: 'openziti', grant_type: 'refresh_token', refresh_token: tok.body.refresh_token }), FORM);
+  t.equal(ok.status, 200, 'refresh over TLS with the login certificate');
+});
+
+t.test('bad input anywhere under /oidc: a 4xx with a JSON error, never a 5xx', async (t) => {
+  const srv = await startServer(t);
+  const admin = await srv.login();
+  await createUser(admin, 'oidc-bad', 'oidc-password-6');
+  const { challenge } = pkce();
+  const q = (extra: Record<string, string>) => new URLSearchParams({ client_id: 'openziti', response_type: 'code', scope: 'openid', redirect_uri: REDIRECT, code_challenge: challenge, code_challenge_method: 'S256', ...extra });
+  const id = new URL(String((await srv.raw('GET', `/oidc/authorize?${q({})}`)).headers.location)).searchParams.get('authRequestID')!;
+  const J = { 'content-type': 'application/json' };
+  const json = (v: unknown) => Buffer.from(typeof v === 'string' ? v : JSON.stringify(v));
+  const cases: [string, string, string, Buffer | undefined, Record<string, string>][] = [
+    ['redirect URI matching a pattern but not a URL', 'GET', `/oidc/authorize?${q({ redirect_uri: 'http://127.0.0.1:[x]/auth/callback' })}`, undefined, {}],
+    ['authorize with a JSON array', 'POST', '/oidc/authorize', json([]), J],
+    ['authorize with broken JSON', 'POST', '/oidc/authorize', json('{'), J],
+    ['password step, password a number', 'POST', '/oidc/login/password', json({ id, username: 'oidc-bad', password: 12345 }), J],
+    ['password step, username an object', 'POST', '/oidc/login/password', json({ id, username: { a: 1 }, password: 'x' }), J],
+    ['password step, configTypes an object', 'POST', '/oidc/login/password', json({ id, username: 'oidc-bad', password: 'oidc-password-6', configTypes: { a: 1 } }), J],
+    ['password step, id a number', 'POST', '/oidc/login/password', json({ id: 7, username: 'oidc-bad', password: 'x' }), J],
+    ['password step, a JSON string', 'POST', '/oidc/login/password', json('"x"'), J],
+    ['ext-jwt step, a malformed bearer', 'POST', '/oidc/login/ext-jwt', json({ id }), { ...J, authorization: 'Bearer a.b.c' }],
+    ['cert step without a certificate', 'POST', '/oidc/login/cert', json({ id }), J],
+    ['totp step, code a number', 'POST', '/oidc/login/totp', json({ id, code: 123456 }), J],
+    ['totp enroll verify, code an array', 'POST', '/oidc/login/totp/enroll/verify', json({ id, code: ['1'] }), J],
+    ['totp enroll delete, broken JSON', 'DELETE', '/oidc/login/totp/enroll', json('{'), J],
+    ['token, grant_type an array', 'POST', '/oidc/oauth/token', json({ client_id: 'openziti', grant_type: ['refresh_token'] }), J],
+    ['token, code an object', 'POST', '/oidc/oauth/token', json({ client_id: 'openziti', grant_type: 'authorization_code', code: { a: 1 } }), J],
+    ['token, refresh token a number', 'POST', '/oidc/oauth/token', json({ client_id: 'openziti', grant_type: 'refresh_token', refresh_token: 5 }), J],
+    ['token, exchange with an audience object', 'POST', '/oidc/oauth/token', json({ client_id: 'openziti', grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange', subject_token: 'x', subject_token_type: 'urn:ietf:params:oauth:token-type:access_token', audience: { a: 1 } }), J],
+    ['token, csr_pem on an unbound refresh token', 'POST', '/oidc/oauth/token', json({ client_id: 'openziti', grant_type: 'refresh_token', refresh_token: 'a.b.c', csr_pem: 'junk' }), J],
+    ['token, no client', 'POST', '/oidc/oauth/token', json({}), J],
+    ['revoke, token an object', 'POST', '/oidc/revoke', json({ token: { a: 1 } }), J],
+    ['end session, logout URI matching a pattern but not a URL', 'GET', `/oidc/end_session?${new URLSearchParams({ post_logout_redirect_uri: 'http://127.0.0.1:[x]/auth/logout' })}`, undefined, {}],
+    ['end session, broken JSON', 'POST', '/oidc/end_session', json('{'), J],
+    ['userinfo, garbage bearer', 'GET', '/oidc/userinfo', undefined, { authorization: 'Bearer x' }],
+    ['auth queries of no request', 'GET', '/oidc/login/auth-queries?id=nope', undefined, {}],
+    ['callback of no request', 'GET', '/oidc/authorize/callback?id=nope', undefined, {}],
+    ['an unknown endpoint', 'GET', '/oidc/nothing-here', undefined, {}],
+    ['a known endpoint, wrong method', 'PUT', '/oidc/oauth/token', json({}), J],
+  ];
+  for (const [what, method, p, body, headers] of cases) {
+    const r = await srv.raw(method, p, body, headers);
+    t.ok(r.status >= 400 && r.status < 500, `${what}: 4xx (got ${r.status} ${r.text.slice(0, 160)})`);
+    t.ok(r.body && typeof r.body === 'object', `${what}: a JSON error`);
+  }
+  t.equal((await srv.raw('GET', '/oidc/.well-known/openid-configuration')).status, 200, 'the controller still answers');
+});
+
+t.test("the login as upstream's Go SDK posts it: client native, a form with flat env/sdk fields and configTypes", async (t) => {
+  const srv = await startServer(t);
+  const admin = await srv.login();
+  const identityId = await createUser(admin, 'oidc-sdk', 'oidc-password-7');
+  const ct = await admin.post('/config-types', { name: 'oidc-sdk-config', schema: {} });
+  t.equal(ct.status, 201, 'a config type');
+  const { verifier, challenge } = pkce();
+  const q = new URLSearchParams({ client_id: 'native', response_type: 'code', scope: 'openid offline_access', state: 'st-1', code_challenge: challenge, code_challenge_method: 'S256', redirect_uri: REDIRECT, nonce: 'n-sdk' });
+  const auth = await srv.raw('GET', `/oidc/authorize?${q}`);
+  t.equal(auth.status, 302, 'authorize for the native client');
+  const id = String(auth.headers['auth-request-id']);
+  const fields = new URLSearchParams({
+    id, username: 'oidc-sdk', password: 'oidc-password-7',
+    envArch: 'amd64', envOs: 'linux', envOsRelease: '6.1', envOsVersion: '#1 SMP',
+    sdkAppID: 'oidc-test-app', sdkAppVersion: '1.2.3', sdkBranch: 'main', sdkRevision: 'abc123', sdkType: 'golang', sdkVersion: 'v1.2.0',
+  });
+  fields.append('configTypes', 'oidc-sdk-config');
+  const login = await srv.raw('POST', '/oidc/login/password', Buffer.from(fields.toString()), FORM);
+  const code = await finish(t, srv, login);
+  const tok = await srv.raw('POST', '/oidc/oauth/token', form({ client_id: 'native', grant_type: 'authorization_code', code, redirect_uri: REDIRECT, code_verifier: verifier }), FORM);
+  t.equal(tok.status, 200, 'exchanged for the native client');
+  const claims = JSON.parse(Buffer.from(tok.body.access_token.split('.')[1], 'base64url').toString('utf8'));
+  t.same(claims.z_ct, [ct.body.data.id], 'the config types asked for are on the token (by id)');
+  const me = (await admin.get(`/identities/${identityId}`)).body.data;
+  t.match(me.envInfo, { arch: 'amd64', os: 'linux', osRelease: '6.1', osVersion: '#1 SMP' }, 'envInfo kept on the identity');
+  t.match(me.sdkInfo, { appId: 'oidc-test-app', appVersion: '1.2.3', branch: 'main', revision: 'abc123', type: 'golang', version: 'v1.2.0' }, 'sdkInfo kept on the identity');
 });

@@ -3,7 +3,7 @@
  * lease (a few seconds' TTL, kept alive by the client), holding what `GET /controllers` shows of
  * it and the addresses routers and clients reach it at. A controller that dies (or is cut off from
  * etcd) drops out when its lease expires. The list is read from etcd every second, so it trails by
- * at most that.
+ * at most that; a change is told to `changed` listeners (the control channel tells its routers).
  */
 import type { Etcd3, Lease } from 'etcd3';
 import type { Logger } from 'pino';
@@ -37,6 +37,8 @@ export class Members {
   private timer?: NodeJS.Timeout;
   private known = new Map<string, Member>();
   private closed = false;
+  /** Called when the live controllers change (one joined, left, or moved its addresses). */
+  readonly changed: (() => void)[] = [];
   /** Called with each new lease (the first, and after a lost one): what hangs on it is put again. */
   readonly registered: ((lease: Lease) => void)[] = [];
 
@@ -99,7 +101,10 @@ export class Members {
         }
       }
       next.set(this.self.id, this.self);
+      const key = (m: Map<string, Member>) => JSON.stringify([...m.values()].map((x) => [x.id, x.ctrlAddress, x.baseUrl]).sort());
+      const moved = key(next) !== key(this.known);
       this.known = next;
+      if (moved) for (const f of this.changed) f();
     } catch {
       // etcd unreachable: keep the last list (readiness reports the outage).
     }

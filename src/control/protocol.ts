@@ -93,7 +93,9 @@ export type ControllerMessage =
       traces: TraceSpec[];
     }
   | { type: 'router-update'; router: RouterSettings }
+  | { type: 'controllers'; controllers: { id: string; ctrlAddress: string }[] }
   | { type: 'trace'; trace: TraceSpec }
+  | { type: 'session-removed'; ids: string[]; tokens: string[] }
   | { type: 'ping'; seq: number }
   | { type: 'pong'; seq: number }
   | { type: 'error'; code: string; message: string };

@@ -102,6 +102,22 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
     };
     /** Set while a large body is being written with backpressure (see streamBody). */
     let streaming = false;
+    /** Set while reads from the connection are paused (see the pipelining note below). */
+    let paused = false;
+    /** Set once the answer's last bytes are being written: reads stay on from then. */
+    let ending = false;
+    const pauseReads = () => {
+      if (paused || ending) return;
+      paused = true;
+      res.pause();
+    };
+    // Called before the last write of an answer: uWS forbids touching a completed response.
+    const resumeReads = () => {
+      ending = true;
+      if (!paused) return;
+      paused = false;
+      res.resume();
+    };
     res.onAborted(() => {
       req.aborted = true;
       if (streaming) done();
@@ -116,6 +132,7 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
       const [key, value] = headerBlock(reply.headers, contentType, closing);
       const large = req.method !== 'head' && body.length > STREAM_ABOVE;
       res.cork(() => {
+        if (!large) resumeReads();
         res.writeStatus(statusLine(reply.status));
         res.writeHeader(key, value);
         // HEAD: the headers of the GET and no body. (Passing a reported length to
@@ -146,6 +163,7 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
           while (pos < total && !req.aborted) {
             const end = Math.min(pos + STREAM_PIECE, total);
             const piece = buf.buffer.slice(buf.byteOffset + pos, buf.byteOffset + end) as ArrayBuffer;
+            if (end === total) resumeReads();
             const at = res.getWriteOffset();
             const [ok, finished] = res.tryEnd(piece, total);
             if (finished) return finish();
@@ -160,6 +178,7 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
       res.onWritable((offset) => {
         if (req.aborted || !pending) return true;
         const { piece, at, end } = pending;
+        if (end === total) resumeReads();
         const [ok, finished] = res.tryEnd(piece.slice(offset - at), total);
         if (finished) {
           finish();
@@ -179,14 +198,30 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
       console.error('router rejected', e);
       send(routerRejected());
     });
-    // Pipelining: uWS answers requests sent back to back on a connection only while each answer is
-    // written before the next request is parsed; a request arriving while an answer is pending
-    // makes it close the connection, aborting that answer. Requests without a body (reads, and
-    // the bodiless POSTs that answer at once) run at once, so pipelined ones are answered in order.
-    // A request with a body (a create or an update) starts only after the rest of what arrived
-    // with it was parsed: when uWS closes the connection for a pipelined successor it has done
-    // nothing, and the client's retry of the unanswered requests is safe (RFC 9112 §9.3.2).
-    const dispatchAfterParse = () => setImmediate(() => (req.aborted ? done() : run()));
+    // Pipelining (RFC 9112 §9.3.2). uWS answers requests sent back to back on a connection only
+    // while each answer is written before the next request is parsed: a request parsed while an
+    // answer is pending makes it close the connection, aborting that answer. So
+    // - a request whose answer is not written at once stops further reads from the connection
+    //   (pause) until its answer is being written (resume): a successor that arrives meanwhile waits
+    //   in the socket and is answered in turn;
+    // - a request other than GET or HEAD starts only after the rest of what arrived with it was
+    //   parsed, because pausing does not stop uWS parsing what it already read: when it closes the
+    //   connection for a successor in the same read, that request has done nothing and the
+    //   client's retry of the unanswered requests is safe;
+    // - GET and HEAD run at once: most answer before uWS parses further, and one that does not
+    //   pauses reads before the next read (setImmediate runs before the loop polls sockets again).
+    const dispatchAfterParse = () =>
+      setImmediate(() => {
+        if (req.aborted) return done();
+        pauseReads();
+        run();
+      });
+    const runNow = () => {
+      run();
+      setImmediate(() => {
+        if (!req.aborted) pauseReads();
+      });
+    };
 
     if (stopped) {
       // Drained and stopping: like an HTTP server shutting down, drop kept-alive connections
@@ -202,7 +237,8 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
     }
     // A GET may carry a body (upstream's recovery-code view takes `{code}`; Elasticsearch's `_search` is sent that way).
     if (req.method === 'head' || (declared === 0 && headers['transfer-encoding'] === undefined)) {
-      run();
+      if (req.method === 'get' || req.method === 'head') runNow();
+      else dispatchAfterParse();
       return;
     }
     const chunks: Buffer[] = [];
@@ -221,7 +257,7 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
       if (isLast) {
         req.body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
         // A GET with a body is a read: answered at once like other reads, so pipelined ones stay in order.
-        if (req.method === 'get') run();
+        if (req.method === 'get') runNow();
         else dispatchAfterParse();
       }
     });

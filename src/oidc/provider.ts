@@ -21,9 +21,13 @@
 import crypto from 'node:crypto';
 import type { App, Ctx, Op } from '../core/context.js';
 import type { Reply, Req } from '../core/operation.js';
-import { ApiError } from '../core/errors.js';
+import { ApiError, errors } from '../core/errors.js';
 import { primaryLogin, resolveConfigTypes } from '../api/handlers/session.js';
 import { dropMfaInTx, passMfaInTx, totpIssuer } from '../api/handlers/mfa.js';
+import { subjectText } from '../api/handlers/enroll-certs.js';
+import { fingerprintOf } from '../pki/certs.js';
+import { signCsrs, VALIDITY, withChain } from '../pki/sign-csr.js';
+import { newId } from '../resources/write.js';
 import { secondaryFactors } from '../auth/login-policy.js';
 import { checkCodeInTx, isValidTotp, mfaErrors, mfaRecoveryCodes, mfaSecret, newMfaRecord, provisioningUrl, type MfaRecord } from '../auth/mfa.js';
 import type { Rec } from '../store/store.js';
@@ -59,6 +63,21 @@ interface AuthRequest {
   apiSessionId?: string;
   authTime?: number;
   method?: string;
+  /** SHA-1 of the client certificate a certificate login presented: the tokens are bound to it. */
+  authCertFingerprint?: string;
+  /** `csrPem` of the login step: signed at the code exchange into a session certificate. */
+  csrPem?: string;
+}
+
+/**
+ * Certificate binding of a login's tokens (upstream's `z_cfs`/`z_acf` claims): a certificate
+ * login binds them to its certificate, a CSR to the session certificate made from it. A bound
+ * refresh token or exchange subject is accepted only over a TLS connection presenting one of
+ * those certificates, and only then may it carry `csr_pem` for a new session certificate.
+ */
+interface CertBinding {
+  fingerprints: string[];
+  authCertFingerprint?: string;
 }
 
 /** An OAuth error answer (RFC 6749 §5.2 shape). */
@@ -109,6 +128,27 @@ export function parseFields(req: Req): Record<string, unknown> {
 }
 
 const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
+
+const ENV_FIELDS = ['arch', 'domain', 'hostname', 'os', 'osRelease', 'osVersion'];
+const SDK_FIELDS = ['appId', 'appVersion', 'branch', 'revision', 'type', 'version'];
+
+/**
+ * The `envInfo`/`sdkInfo` a login step carries: objects in JSON (as `/authenticate` takes them),
+ * or flat form fields as upstream's SDKs post them (`envArch`, `envOsRelease`, `sdkAppID`…).
+ * Only strings of the known fields are kept; undefined when none was sent.
+ */
+export function loginInfo(body: Record<string, unknown>, prefix: 'env' | 'sdk'): Record<string, string> | undefined {
+  const fields = prefix === 'env' ? ENV_FIELDS : SDK_FIELDS;
+  const nested = body[`${prefix}Info`];
+  const obj = nested !== null && typeof nested === 'object' && !Array.isArray(nested) ? (nested as Record<string, unknown>) : {};
+  const out: Record<string, string> = {};
+  for (const f of fields) {
+    const flat = `${prefix}${f[0].toUpperCase()}${f.slice(1)}`;
+    const v = obj[f] ?? body[flat] ?? (f === 'appId' ? body.sdkAppID : undefined);
+    if (typeof v === 'string' && v !== '') out[f] = v.slice(0, 256);
+  }
+  return Object.keys(out).length ? out : undefined;
+}
 
 export class OidcProvider {
   private readonly requests = new Map<string, AuthRequest>();
@@ -173,6 +213,8 @@ export class OidcProvider {
 
   /** The configured URIs plus those of the controller settings (`/controller-settings`, global and this controller's). */
   private allowed(key: 'redirectUris' | 'postLogoutUris', uri: string): boolean {
+    // A pattern's `*` can match text that is no URL (`http://127.0.0.1:[x]/…`): nothing could be sent there.
+    if (!URL.canParse(uri)) return false;
     const configured = key === 'redirectUris' ? this.settings.redirectUris : this.settings.postLogoutUris;
     const fromSettings = effectiveSettings(this.app.store, this.app.controllerId).effective.oidc[key] ?? [];
     return configured.some((p) => globMatch(p, uri)) || fromSettings.some((p) => globMatch(p, uri));
@@ -236,18 +278,34 @@ export class OidcProvider {
   private async loginStep(method: string, req: Req, requestId: string): Promise<Reply> {
     const body = parseFields(req);
     const r = this.pending(body.id ?? body.authRequestID ?? req.query.get('authRequestID') ?? req.query.get('id'));
+    const ct = body.configTypes;
+    if (ct !== undefined && typeof ct !== 'string' && !(Array.isArray(ct) && ct.every((c) => typeof c === 'string')))
+      throw errors.field('configTypes', 'must be a list of config type names or ids', ct);
+    if (body.csrPem !== undefined && typeof body.csrPem !== 'string') throw errors.field('csrPem', 'must be a PEM encoded certificate signing request', body.csrPem);
     const ctx: Ctx = { app: this.app, req, op: undefined as unknown as Op, params: {}, body, requestId };
     const { identity, result } = await primaryLogin(ctx, method);
+    // What the client says of itself, kept on the identity as `/authenticate` keeps it.
+    const envInfo = loginInfo(body, 'env');
+    const sdkInfo = loginInfo(body, 'sdk');
+    if (envInfo || sdkInfo)
+      await this.app.store.write((tx) => {
+        const cur = tx.get('identities', identity.id);
+        if (cur) tx.put('identities', { ...cur, envInfo: envInfo ?? cur.envInfo, sdkInfo: sdkInfo ?? cur.sdkInfo });
+      });
     const secondary = secondaryFactors(this.app.store, identity);
+    // The auth policy's secondary external-JWT factor is proven here, at login, by a token of that
+    // signer among the request's Bearer tokens (as upstream does); the login's tokens then stand
+    // for it. Without one the login stays pending with an EXT-JWT auth query and gets no code.
+    const extJwtPassed = secondary.extJwtSignerId !== undefined && (await this.app.auth.extJwt.satisfiesSecondary(req.headers['authorization'], secondary.extJwtSignerId, identity.id));
     const { session } = await this.app.sessions.create({
       identityId: identity.id,
       authenticatorId: result.authenticatorId,
       method,
       primarySignerId: result.externalJwtSignerId,
       ipAddress: req.remoteAddress,
-      configTypes: resolveConfigTypes(ctx, body.configTypes),
+      configTypes: resolveConfigTypes(ctx, typeof ct === 'string' ? [ct] : ct),
       isMfaRequired: secondary.isMfaRequired,
-      extJwtSignerId: secondary.extJwtSignerId,
+      extJwtSignerId: extJwtPassed ? undefined : secondary.extJwtSignerId,
       extra: result.sessionFields,
     });
     // A second login for the same request replaces the first one's API session.
@@ -255,23 +313,39 @@ export class OidcProvider {
     r.apiSessionId = session.id;
     r.method = method;
     r.authTime = Date.now();
-    if (session.isMfaRequired && !session.isMfaComplete) return this.authQueriesReply(r, identity.mfa as MfaRecord | undefined);
-    return this.callback(r);
+    const leaf = method === 'cert' ? (req.peerLeaf ?? req.peerCertificates?.[0]) : undefined;
+    r.authCertFingerprint = leaf ? fingerprintOf(leaf) : undefined;
+    r.csrPem = str(body.csrPem);
+    return this.next(r, session);
   }
 
-  private authQueriesReply(r: AuthRequest, mfa: MfaRecord | undefined): Reply {
-    const authQueries = [
-      { typeId: 'TOTP', provider: 'ziti', format: 'numeric', httpMethod: 'POST', httpUrl: `${this.issuer}/login/totp`, minLength: 6, maxLength: 6, isTotpEnrolled: mfa?.isVerified === true },
-    ];
-    return { status: 200, body: { authQueries }, headers: { 'totp-required': 'true', 'auth-request-id': r.id } };
+  /** What the login's API session still has to pass (upstream's auth queries of an OIDC login). */
+  private pendingQueries(s: ApiSession): Record<string, unknown>[] {
+    const queries: Record<string, unknown>[] = [];
+    if (s.isMfaRequired && !s.isMfaComplete) {
+      const mfa = this.app.store.get('identities', s.identityId)?.mfa as MfaRecord | undefined;
+      queries.push({ typeId: 'TOTP', provider: 'ziti', format: 'numeric', httpMethod: 'POST', httpUrl: `${this.issuer}/login/totp`, minLength: 6, maxLength: 6, isTotpEnrolled: mfa?.isVerified === true });
+    }
+    if (s.extJwtSignerId) {
+      const signer = this.app.store.get('externalJwtSigners', s.extJwtSignerId);
+      queries.push({ typeId: 'EXT-JWT', provider: 'URL', id: s.extJwtSignerId, httpUrl: signer?.externalAuthUrl ?? '', clientId: signer?.clientId ?? '', scopes: signer?.scopes ?? [] });
+    }
+    return queries;
+  }
+
+  /** After a step: the auth queries still open (200, header `totp-required` when TOTP is one), or the 302 to the callback. */
+  private next(r: AuthRequest, s: ApiSession): Reply {
+    const authQueries = this.pendingQueries(s);
+    if (authQueries.length === 0) return this.callback(r);
+    const totp = authQueries.some((q) => q.typeId === 'TOTP');
+    return { status: 200, body: { authQueries }, headers: { ...(totp ? { 'totp-required': 'true' } : {}), 'auth-request-id': r.id } };
   }
 
   /** `GET /oidc/login/auth-queries?id=`: what the pending request still has to pass. */
   authQueries(id: string | null): Reply {
     const r = this.pending(id);
     const s = r.apiSessionId ? this.app.sessions.get(r.apiSessionId) : undefined;
-    if (!s || !s.isMfaRequired || s.isMfaComplete) return { status: 200, body: { authQueries: [] } };
-    return this.authQueriesReply(r, this.app.store.get('identities', s.identityId)?.mfa as MfaRecord | undefined);
+    return { status: 200, body: { authQueries: s ? this.pendingQueries(s) : [] } };
   }
 
   /** `/oidc/login/totp`: the TOTP step of a request whose login needs it. */
@@ -280,23 +354,21 @@ export class OidcProvider {
     const r = this.pending(body.id ?? body.authRequestID);
     const s = r.apiSessionId ? this.app.sessions.get(r.apiSessionId) : undefined;
     if (!s) throw new ApiError('INVALID_AUTH');
-    const identity = this.app.store.get('identities', s.identityId);
-    const mfa = identity?.mfa as MfaRecord | undefined;
-    if (!mfa?.isVerified) throw new OAuthError('invalid_request', 'TOTP supplied but not enabled on the identity');
-    // The brake of every MFA code check: too many wrong codes for the identity → 429.
-    const throttle = this.app.auth.mfaThrottle;
-    throttle.check(s.identityId);
-    if (!isValidTotp(mfaSecret(this.app.store.sealer, mfa), body.code)) {
-      throttle.fail(s.identityId);
-      throw new ApiError('INVALID_AUTH');
-    }
-    throttle.succeed(s.identityId);
+    const notEnabled = () => new OAuthError('invalid_request', 'TOTP supplied but not enabled on the identity');
+    if (!(this.app.store.get('identities', s.identityId)?.mfa as MfaRecord | undefined)?.isVerified) throw notEnabled();
+    // As `/authenticate/mfa` (and upstream's step): a TOTP code or an unused recovery code (then
+    // used up), under the identity's brake; a wrong one is 400 MFA_INVALID_TOKEN, which SDKs read
+    // as "the code did not verify".
     const now = Date.now();
-    await this.app.store.write((tx) => {
-      const cur = tx.get('apiSessions', s.id);
-      if (cur) tx.put('apiSessions', { ...cur, isMfaComplete: true, mfaPassedAt: now, updatedAt: now });
-    });
-    return this.callback(r);
+    await this.braked(s.identityId, () =>
+      this.app.store.write((tx) => {
+        const cur = tx.get('identities', s.identityId);
+        if (!cur || !(cur.mfa as MfaRecord | undefined)?.isVerified) throw notEnabled();
+        checkCodeInTx(this.app.store.sealer, tx, cur, str(body.code) ?? '', { allowRecovery: true });
+        passMfaInTx(tx, s.id, now);
+      }),
+    );
+    return this.next(r, this.app.sessions.get(s.id) ?? s);
   }
 
   /**
@@ -392,7 +464,7 @@ export class OidcProvider {
         passMfaInTx(tx, s.id, now);
       }),
     );
-    return this.callback(r);
+    return this.next(r, this.app.sessions.get(s.id) ?? s);
   }
 
   /** A code check under the identity's brute-force brake: braked → 429; a wrong code counts, a good one clears the count. */
@@ -413,7 +485,7 @@ export class OidcProvider {
   authorizeCallback(id: string | null): Reply {
     const r = this.pending(id);
     const s = r.apiSessionId ? this.app.sessions.get(r.apiSessionId) : undefined;
-    if (!s || (s.isMfaRequired && !s.isMfaComplete)) throw new ApiError('INVALID_AUTH');
+    if (!s || this.pendingQueries(s).length > 0) throw new ApiError('INVALID_AUTH');
     const code = randomId();
     this.codes.set(code, { requestId: r.id, expiresAt: Date.now() + CODE_TTL_MS });
     return this.redirect(r.redirectUri, { code, state: r.state });
@@ -428,9 +500,9 @@ export class OidcProvider {
       case 'authorization_code':
         return this.codeGrant(clientId, f);
       case 'refresh_token':
-        return this.refreshGrant(clientId, f);
+        return this.refreshGrant(req, clientId, f);
       case TOKEN_EXCHANGE:
-        return this.exchangeGrant(clientId, f);
+        return this.exchangeGrant(req, clientId, f);
       default:
         throw new OAuthError('unsupported_grant_type', `grant_type must be authorization_code, refresh_token or ${TOKEN_EXCHANGE}`);
     }
@@ -457,7 +529,59 @@ export class OidcProvider {
     if (!verifier || !/^[A-Za-z0-9._~-]{43,128}$/.test(verifier)) throw await end('code_verifier is required (43 to 128 characters)');
     const challenge = b64url(crypto.createHash('sha256').update(verifier).digest());
     if (!sameSecret(challenge, r.codeChallenge)) throw await end('code_verifier does not match the code_challenge');
-    return this.issue(s, { clientId, scopes: r.scopes, nonce: r.nonce, authTime: r.authTime, method: r.method, withIdToken: true });
+    const binding: CertBinding = { fingerprints: r.authCertFingerprint ? [r.authCertFingerprint] : [], authCertFingerprint: r.authCertFingerprint };
+    let sessionCert: string | undefined;
+    if (r.csrPem) {
+      try {
+        sessionCert = await this.sessionCertificate(s, r.csrPem, binding);
+      } catch (e) {
+        if (e instanceof OAuthError) await end(e.description);
+        throw e;
+      }
+    }
+    return this.issue(s, { clientId, scopes: r.scopes, nonce: r.nonce, authTime: r.authTime, method: r.method, withIdToken: true, binding, sessionCert });
+  }
+
+  /**
+   * Signs a CSR into a certificate of the API session (listed under `/current-api-session/certificates`,
+   * ended with the session) and binds the tokens to it in place of an earlier session certificate.
+   */
+  private async sessionCertificate(s: ApiSession, csr: string, binding: CertBinding): Promise<string> {
+    let cert;
+    try {
+      [cert] = await signCsrs(this.app, [{ csr, profile: 'client', validityMs: VALIDITY.apiSession, field: 'csrPem' }]);
+    } catch (e) {
+      if (e instanceof ApiError) throw new OAuthError('invalid_request', `invalid CSR: ${e.errorCause && 'reason' in e.errorCause ? e.errorCause.reason : e.message}`);
+      throw e;
+    }
+    const now = Date.now();
+    const rec: Rec = {
+      id: newId(), createdAt: now, updatedAt: now, tags: {}, apiSessionId: s.id, identityId: s.identityId,
+      certificate: cert.pem, fingerprint: cert.fingerprint, subject: subjectText(new crypto.X509Certificate(cert.pem)), validFrom: cert.notBefore, validTo: cert.notAfter,
+    };
+    const stored = await this.app.store.write((tx) => {
+      if (!tx.exists('apiSessions', s.id)) return false;
+      tx.put('apiSessionCertificates', rec);
+      return true;
+    });
+    if (!stored) throw new OAuthError('invalid_grant', 'the login of this token has ended');
+    binding.fingerprints = [...(binding.authCertFingerprint ? [binding.authCertFingerprint] : []), cert.fingerprint];
+    return withChain(this.app, cert.pem);
+  }
+
+  /**
+   * The binding a refresh token or exchange subject carries; when it is bound, the TLS client
+   * certificate of this request must be one of its certificates, and `csr_pem` renews the
+   * session certificate.
+   */
+  private async proofOfPossession(req: Req, s: ApiSession, claims: Record<string, unknown>, f: Record<string, unknown>): Promise<{ binding: CertBinding; sessionCert?: string }> {
+    const fingerprints = Array.isArray(claims.z_cfs) ? claims.z_cfs.filter((x): x is string => typeof x === 'string') : [];
+    const binding: CertBinding = { fingerprints, authCertFingerprint: typeof claims.z_acf === 'string' ? claims.z_acf : undefined };
+    if (fingerprints.length === 0) return { binding };
+    const leaf = req.peerLeaf ?? req.peerCertificates?.[0];
+    if (!leaf || !fingerprints.includes(fingerprintOf(leaf))) throw new OAuthError('access_denied', 'peer certificate fingerprint does not match token');
+    const csr = str(f.csr_pem);
+    return { binding, sessionCert: csr ? await this.sessionCertificate(s, csr, binding) : undefined };
   }
 
   /** The live OIDC API session of a refresh token, ending its family when the token was already rotated. */
@@ -472,12 +596,13 @@ export class OidcProvider {
       await this.app.sessions.delete(s.id);
       throw new OAuthError('invalid_grant', 'the refresh token was already used; its tokens are revoked');
     }
-    return { s, oidc: s.oidc, jti: claims.jti };
+    return { s, oidc: s.oidc, jti: claims.jti, claims };
   }
 
-  private async refreshGrant(clientId: string, f: Record<string, unknown>): Promise<Reply> {
-    const { s, oidc, jti } = await this.currentRefresh(clientId, str(f.refresh_token));
-    return this.issue(s, { clientId, scopes: oidc.scopes, previousRefresh: jti, withIdToken: true });
+  private async refreshGrant(req: Req, clientId: string, f: Record<string, unknown>): Promise<Reply> {
+    const { s, oidc, jti, claims } = await this.currentRefresh(clientId, str(f.refresh_token));
+    const { binding, sessionCert } = await this.proofOfPossession(req, s, claims, f);
+    return this.issue(s, { clientId, scopes: oidc.scopes, previousRefresh: jti, withIdToken: true, binding, sessionCert });
   }
 
   /**
@@ -485,7 +610,7 @@ export class OidcProvider {
    * refresh token for new access and refresh tokens (rotating it like the refresh grant); audience
    * `openziti` (or `native`), scopes `openid` and `offline_access` only.
    */
-  private async exchangeGrant(clientId: string, f: Record<string, unknown>): Promise<Reply> {
+  private async exchangeGrant(req: Req, clientId: string, f: Record<string, unknown>): Promise<Reply> {
     const subjectType = str(f.subject_token_type);
     const requested = str(f.requested_token_type) ?? subjectType;
     for (const aud of [f.audience].flat()) {
@@ -498,14 +623,17 @@ export class OidcProvider {
     if (!token) throw new OAuthError('invalid_request', 'subject_token is required');
     if (subjectType === TOKEN_TYPE_ACCESS) {
       if (requested !== TOKEN_TYPE_ACCESS) throw new OAuthError('invalid_request', 'an access token can only be exchanged for an access token');
+      const claims = this.app.keys.verify(token, ACCESS_TOKEN);
       const s = this.sessionOfToken(token, [ACCESS_TOKEN]);
-      if (!s?.oidc) throw new OAuthError('invalid_grant', 'the subject token is invalid, expired or revoked');
-      return this.issue(s, { clientId, scopes: s.oidc.scopes, accessOnly: true, withIdToken: false, issuedType: TOKEN_TYPE_ACCESS });
+      if (!claims || !s?.oidc) throw new OAuthError('invalid_grant', 'the subject token is invalid, expired or revoked');
+      const { binding, sessionCert } = await this.proofOfPossession(req, s, claims, f);
+      return this.issue(s, { clientId, scopes: s.oidc.scopes, accessOnly: true, withIdToken: false, issuedType: TOKEN_TYPE_ACCESS, binding, sessionCert });
     }
     if (subjectType === TOKEN_TYPE_REFRESH) {
       if (requested !== TOKEN_TYPE_ACCESS && requested !== TOKEN_TYPE_REFRESH) throw new OAuthError('invalid_request', 'a refresh token can only be exchanged for access or refresh tokens');
-      const { s, oidc, jti } = await this.currentRefresh(clientId, token);
-      return this.issue(s, { clientId, scopes: oidc.scopes, previousRefresh: jti, withIdToken: false, issuedType: TOKEN_TYPE_REFRESH });
+      const { s, oidc, jti, claims } = await this.currentRefresh(clientId, token);
+      const { binding, sessionCert } = await this.proofOfPossession(req, s, claims, f);
+      return this.issue(s, { clientId, scopes: oidc.scopes, previousRefresh: jti, withIdToken: false, issuedType: TOKEN_TYPE_REFRESH, binding, sessionCert });
     }
     throw new OAuthError('invalid_request', `exchange subject type (${subjectType ?? ''}) is not supported`);
   }
@@ -528,6 +656,9 @@ export class OidcProvider {
       accessOnly?: boolean;
       /** Token exchange: the `issued_token_type` of the answer. */
       issuedType?: string;
+      binding?: CertBinding;
+      /** A session certificate signed for this request (PEM with its chain): `session_cert` of the answer. */
+      sessionCert?: string;
     },
   ): Promise<Reply> {
     const keys = this.app.keys;
@@ -541,7 +672,8 @@ export class OidcProvider {
       return true;
     });
     if (!rotated) throw new OAuthError('invalid_grant', 'the refresh token was already used or revoked');
-    const common = { iss: this.issuer, sub: s.identityId, aud: ['openziti'], iat: now, z_asid: s.id, scopes: o.scopes };
+    const bound = o.binding && o.binding.fingerprints.length > 0 ? { z_cfs: o.binding.fingerprints, ...(o.binding.authCertFingerprint ? { z_acf: o.binding.authCertFingerprint } : {}) } : {};
+    const common = { iss: this.issuer, sub: s.identityId, aud: ['openziti'], iat: now, z_asid: s.id, scopes: o.scopes, ...bound };
     const accessExp = now + this.settings.accessTokenSeconds;
     const access = keys.sign({ ...common, jti: randomId(), exp: accessExp, z_t: ACCESS_TOKEN, z_ct: s.configTypes, z_authid: s.authenticatorId });
     const body: Record<string, unknown> = {
@@ -552,6 +684,7 @@ export class OidcProvider {
     };
     if (!o.accessOnly) body.refresh_token = keys.sign({ ...common, jti: refreshJti, exp: now + this.settings.refreshTokenSeconds, z_t: REFRESH_TOKEN });
     if (o.issuedType) body.issued_token_type = o.issuedType;
+    if (o.sessionCert) body.session_cert = o.sessionCert;
     if (o.withIdToken) {
       const amr = o.method ? [o.method === 'password' ? 'pwd' : o.method] : undefined;
       body.id_token = keys.sign({
@@ -584,7 +717,9 @@ export class OidcProvider {
   /** `/oidc/revoke` (RFC 7009): ends the token's API session; 200 whatever the token was. */
   async revoke(req: Req): Promise<Reply> {
     const f = parseFields(req);
-    const s = this.sessionOfToken(str(f.token), [ACCESS_TOKEN, REFRESH_TOKEN]);
+    // A token that is not valid is answered 200 (RFC 7009); one that is missing is a bad request.
+    if (typeof f.token !== 'string' || f.token === '') throw new OAuthError('invalid_request', 'token is required');
+    const s = this.sessionOfToken(f.token, [ACCESS_TOKEN, REFRESH_TOKEN]);
     if (s) await this.app.sessions.delete(s.id);
     return { status: 200, body: '', contentType: 'text/plain' };
   }

@@ -60,6 +60,21 @@ function postedId(req: Req): string {
   }
 }
 
+const EXT_JWT_NEEDED = 'This login also needs a token of an external identity provider, which this form cannot send; use a client that sends it with the login.';
+
+/**
+ * A step's answer for a browser: its redirect as it is; auth queries still open as the page of
+ * the next step (the TOTP form, or the offer to set TOTP up; a pending external-JWT factor cannot
+ * be passed from a form).
+ */
+function browserNext(reply: Reply, id: string): Reply {
+  if (reply.status !== 200) return reply;
+  const queries = (reply.body as { authQueries: { typeId: string; isTotpEnrolled?: boolean }[] }).authQueries;
+  const totp = queries.find((q) => q.typeId === 'TOTP');
+  if (!totp) return html(loginPage(id, EXT_JWT_NEEDED), 401);
+  return html(totp.isTotpEnrolled === false ? enrollStartPage(id) : totpPage(id), 200, reply.headers);
+}
+
 async function enrollmentPage(oidc: OidcProvider, req: Req, id: string, reason?: string): Promise<string> {
   let e: ReturnType<OidcProvider['pendingEnrollment']>;
   try {
@@ -101,7 +116,7 @@ export function oidcRoute(oidc: OidcProvider): RawRoute {
         if (p === '/oidc/login/totp' && m === 'post') {
           if (!browser) return await oidc.totp(req);
           const id = postedId(req);
-          return await browserStep(() => oidc.totp(req), (reason) => totpPage(id, reason));
+          return await browserStep(async () => browserNext(await oidc.totp(req), id), (reason) => totpPage(id, reason));
         }
         if (p === '/oidc/login/totp/enroll' && m === 'post') {
           if (!browser) return await oidc.startTotpEnrollment(req);
@@ -116,7 +131,7 @@ export function oidcRoute(oidc: OidcProvider): RawRoute {
         if (p === '/oidc/login/totp/enroll/verify' && m === 'post') {
           if (!browser) return await oidc.verifyTotpEnrollment(req);
           const id = postedId(req);
-          return await browserStep(() => oidc.verifyTotpEnrollment(req), (reason) => enrollmentPage(oidc, req, id, reason));
+          return await browserStep(async () => browserNext(await oidc.verifyTotpEnrollment(req), id), (reason) => enrollmentPage(oidc, req, id, reason));
         }
         const step = p.startsWith('/oidc/login/') ? p.slice('/oidc/login/'.length) : undefined;
         if (step && Object.hasOwn(LOGIN_METHODS, step)) {
@@ -130,13 +145,7 @@ export function oidcRoute(oidc: OidcProvider): RawRoute {
           if (m === 'post') {
             if (!browser || method !== 'password') return await oidc.login(method, req, requestId);
             const id = postedId(req);
-            return await browserStep(async () => {
-              const reply = await oidc.login(method, req, requestId);
-              if (reply.status !== 200) return reply;
-              // TOTP is still to pass: its form, or enrollment for an identity that has none.
-              const queries = (reply.body as { authQueries: { isTotpEnrolled?: boolean }[] }).authQueries;
-              return html(queries.some((q) => q.isTotpEnrolled === false) ? enrollStartPage(id) : totpPage(id), 200, reply.headers);
-            }, (reason) => loginPage(id, reason));
+            return await browserStep(async () => browserNext(await oidc.login(method, req, requestId), id), (reason) => loginPage(id, reason));
           }
         }
       } catch (e) {

@@ -29,7 +29,7 @@ function ownCertAuthenticator(ctx: Ctx): Rec {
 }
 
 /** Go's pkix.Name.String() order: most specific RDN first, comma separated. */
-function subjectText(cert: crypto.X509Certificate): string {
+export function subjectText(cert: crypto.X509Certificate): string {
   return cert.subject.split('\n').reverse().join(',');
 }
 

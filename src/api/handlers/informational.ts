@@ -17,15 +17,18 @@ const yamlCache = new WeakMap<object, string>();
 export const CAPABILITIES = ['OIDC_AUTH', 'HA_CONTROLLER'] as const;
 
 export function versionDocument(ctx: Ctx) {
-  const base = ctx.app.baseUrl;
-  const apiVersion = (path: string) => ({ v1: { path, apiBaseUrls: [base + path] } });
+  // Cluster mode: every live controller serves every API, so each API lists them all, this one
+  // first (GET /controllers has the same list with more detail); upstream announces HA_CONTROLLER.
+  const members = ctx.app.cluster?.members();
+  const bases = members ? [ctx.app.baseUrl, ...members.slice(1).map((m) => m.baseUrl)] : [ctx.app.baseUrl];
+  const apiVersion = (path: string) => ({ v1: { path, apiBaseUrls: bases.map((b) => b + path) } });
   return {
     version: ctx.app.version,
     revision: ctx.app.revision,
     buildDate: ctx.app.buildDate,
     runtimeVersion: process.version,
-    // OIDC login is served under /oidc (src/oidc/); HA_CONTROLLER is not announced here.
-    capabilities: ['OIDC_AUTH'],
+    // OIDC login is served under /oidc (src/oidc/).
+    capabilities: members ? ['OIDC_AUTH', 'HA_CONTROLLER'] : ['OIDC_AUTH'],
     apiVersions: {
       edge: apiVersion(BASE_PATHS.client),
       'edge-client': apiVersion(BASE_PATHS.client),
