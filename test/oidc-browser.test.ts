@@ -15,6 +15,8 @@ import type { AddressInfo } from 'node:net';
 import t, { type Test } from 'tap';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { startServer, Client, type Server } from './helpers/server.js';
+import { createUser } from './helpers/users.js';
+import { authPolicyBody } from './helpers/bodies.js';
 import { totpCode } from '../src/auth/mfa.js';
 
 const CANDIDATES = [process.env.MESH_CHROMIUM, '/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome'].filter((p): p is string => !!p);
@@ -43,13 +45,6 @@ function authorizeUrl(srv: Server, redirectUri: string, challenge: string, state
   return `${srv.origin}/oidc/authorize?${q}`;
 }
 
-async function createUser(admin: Client, name: string, password: string, extra: Record<string, unknown> = {}) {
-  const r = await admin.post('/identities', { name, type: 'User', isAdmin: false, ...extra });
-  if (r.status !== 201) throw new Error(`identity: ${r.text}`);
-  const a = await admin.post('/authenticators', { method: 'updb', identityId: r.body.data.id, username: name, password });
-  if (a.status !== 201) throw new Error(`authenticator: ${a.text}`);
-  return r.body.data.id as string;
-}
 
 /** Type the credentials into the login page and submit it; resolves once the next page has loaded. */
 async function submitPassword(page: Page, username: string, password: string) {
@@ -131,11 +126,7 @@ t.test('PKCE code flow in a real browser: password, TOTP enrollment, TOTP', asyn
   }
 
   // An auth policy requiring TOTP: the browser enrolls an authenticator during the login, then logs in with it.
-  const pol = await admin.post('/auth-policies', {
-    name: 'browser-totp',
-    primary: { cert: { allowed: true, allowExpiredCerts: true }, extJwt: { allowed: true, allowedSigners: [] }, updb: { allowed: true, minPasswordLength: 5, maxAttempts: 0, lockoutDurationMinutes: 0, requireMixedCase: false, requireNumberChar: false, requireSpecialChar: false } },
-    secondary: { requireTotp: true },
-  });
+  const pol = await admin.post('/auth-policies', { ...authPolicyBody('browser-totp'), secondary: { requireTotp: true, requireExtJwtSigner: null } });
   t.equal(pol.status, 201, 'policy requiring TOTP');
   const mfaId = await createUser(admin, 'browser-mfa', 'browser-password-2', { authPolicyId: pol.body.data.id });
   let secret = '';

@@ -14,18 +14,13 @@ import path from 'node:path';
 import t, { type Test } from 'tap';
 import { createLocalJWKSet, jwtVerify, SignJWT } from 'jose';
 import { startServer, Client, type Server } from './helpers/server.js';
+import { createUser } from './helpers/users.js';
+import { authPolicyBody } from './helpers/bodies.js';
 import { newCsr } from './helpers/pki.js';
 import { totpCode } from '../src/auth/mfa.js';
 
 const REDIRECT = 'http://127.0.0.1:20314/auth/callback';
 
-async function createUser(admin: Client, name: string, password: string) {
-  const r = await admin.post('/identities', { name, type: 'User', isAdmin: false });
-  if (r.status !== 201) throw new Error(`identity: ${r.text}`);
-  const a = await admin.post('/authenticators', { method: 'updb', identityId: r.body.data.id, username: name, password });
-  if (a.status !== 201) throw new Error(`authenticator: ${a.text}`);
-  return r.body.data.id as string;
-}
 
 const form = (fields: Record<string, string>) => Buffer.from(new URLSearchParams(fields).toString());
 const FORM = { 'content-type': 'application/x-www-form-urlencoded' };
@@ -324,11 +319,7 @@ t.test('ext-JWT login step; token exchange', async (t) => {
   t.equal((await client.get('/current-identity', bearer(a2.body.access_token))).status, 401, 'the family ended');
 
   // An auth policy whose secondary factor is this signer's token: proven at the login step.
-  const pol = await admin.post('/auth-policies', {
-    name: 'oidc-secondary-ext-jwt',
-    primary: { cert: { allowed: true, allowExpiredCerts: true }, extJwt: { allowed: true, allowedSigners: [] }, updb: { allowed: true, minPasswordLength: 5, maxAttempts: 0, lockoutDurationMinutes: 0, requireMixedCase: false, requireNumberChar: false, requireSpecialChar: false } },
-    secondary: { requireTotp: false, requireExtJwtSigner: signer.body.data.id },
-  });
+  const pol = await admin.post('/auth-policies', { ...authPolicyBody('oidc-secondary-ext-jwt'), secondary: { requireTotp: false, requireExtJwtSigner: signer.body.data.id } });
   t.equal(pol.status, 201, 'policy requiring the ext-JWT signer as a secondary factor');
   const secondId = await createUser(admin, 'oidc-ext-2fa', 'oidc-password-8');
   t.equal((await admin.patch(`/identities/${secondId}`, { authPolicyId: pol.body.data.id })).status, 200, 'assigned');
@@ -356,11 +347,7 @@ t.test('ext-JWT login step; token exchange', async (t) => {
 t.test('TOTP enrollment during an OIDC login when the auth policy requires TOTP', async (t) => {
   const srv = await startServer(t);
   const admin = await srv.login();
-  const pol = await admin.post('/auth-policies', {
-    name: 'oidc-totp-required',
-    primary: { cert: { allowed: true, allowExpiredCerts: true }, extJwt: { allowed: true, allowedSigners: [] }, updb: { allowed: true, minPasswordLength: 5, maxAttempts: 0, lockoutDurationMinutes: 0, requireMixedCase: false, requireNumberChar: false, requireSpecialChar: false } },
-    secondary: { requireTotp: true },
-  });
+  const pol = await admin.post('/auth-policies', { ...authPolicyBody('oidc-totp-required'), secondary: { requireTotp: true, requireExtJwtSigner: null } });
   t.equal(pol.status, 201, 'policy requiring TOTP');
   const identityId = await createUser(admin, 'oidc-enroll', 'oidc-password-4');
   t.equal((await admin.patch(`/identities/${identityId}`, { authPolicyId: pol.body.data.id })).status, 200, 'policy assigned');
