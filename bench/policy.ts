@@ -135,12 +135,15 @@ async function main() {
     // Controller CPU time per request: a figure that other load on the machine does not distort.
     const windows: Record<string, [number, number]> = {};
     const monoUs = () => Number(process.hrtime.bigint() / 1000n);
+    // The main thread's share too: work moved to the worker pool leaves the event loop free.
     const cpuPer = async (name: string, run: () => Promise<LoadResult>) => {
       const c0 = ctl!.cpuMs() ?? NaN;
+      const m0 = ctl!.mainThreadCpuMs() ?? NaN;
       const w0 = monoUs();
       const r = await run();
       windows[name] = [w0, monoUs()];
-      return { r, cpuMsPerRequest: ((ctl!.cpuMs() ?? NaN) - c0) / Math.max(1, r.requests) };
+      const n = Math.max(1, r.requests);
+      return { r, cpuMsPerRequest: ((ctl!.cpuMs() ?? NaN) - c0) / n, mainCpuMsPerRequest: ((ctl!.mainThreadCpuMs() ?? NaN) - m0) / n };
     };
 
     // 1. Client service list, limit 100, worst-case identity, one request at a time.
@@ -164,17 +167,17 @@ async function main() {
     // latency-bound and the saturated regime.
     const levels = sessionClients.filter((c) => c > 0);
     const perLevel = Math.floor(Math.min(sessionSpecs.length, 60_000) / Math.max(1, levels.length));
-    const sessionLevels: { clients: number; result: LoadResult; cpuMsPerRequest: number; ratio?: number }[] = [];
+    const sessionLevels: { clients: number; result: LoadResult; cpuMsPerRequest: number; mainCpuMsPerRequest: number; ratio?: number }[] = [];
     for (const [i, clients] of levels.entries()) {
       if (perLevel === 0) break;
       const c = await createClient({ origin: ctl.origin, ca: ctl.ca, connections: clients, kind: clientKind });
       try {
         // Connections opened (TLS handshakes) before the clock starts: a poll on each.
         await runLoad({ client: c, concurrency: clients, requests: pollSpecs, count: clients * 4 });
-        const { r, cpuMsPerRequest } = await cpuPer(`session create c=${clients}`, () => runLoad({ client: c, concurrency: clients, requests: sessionSpecs.slice(i * perLevel, (i + 1) * perLevel), count: perLevel, label: `session creates c=${clients}` }));
-        sessionLevels.push({ clients, result: r, cpuMsPerRequest, ratio: ratio(r.okPerSec, lmdb.get(clients)?.perSec) });
+        const { r, cpuMsPerRequest, mainCpuMsPerRequest } = await cpuPer(`session create c=${clients}`, () => runLoad({ client: c, concurrency: clients, requests: sessionSpecs.slice(i * perLevel, (i + 1) * perLevel), count: perLevel, label: `session creates c=${clients}` }));
+        sessionLevels.push({ clients, result: r, cpuMsPerRequest, mainCpuMsPerRequest, ratio: ratio(r.okPerSec, lmdb.get(clients)?.perSec) });
         chart.add(`session creates c=${clients}`, r.timeline);
-        log(`session creates, ${clients} clients: ${fmt(r.okPerSec, 0)}/s p50 ${fmt(r.latency.p50)} ms p99 ${fmt(r.latency.p99)} ms (${r.ok} created, errors ${JSON.stringify(r.errors)}); controller CPU ${fmt(cpuMsPerRequest, 3)} ms/request`);
+        log(`session creates, ${clients} clients: ${fmt(r.okPerSec, 0)}/s p50 ${fmt(r.latency.p50)} ms p99 ${fmt(r.latency.p99)} ms (${r.ok} created, errors ${JSON.stringify(r.errors)}); controller CPU ${fmt(cpuMsPerRequest, 3)} ms/request (main thread ${fmt(mainCpuMsPerRequest, 3)})`);
       } finally {
         await c.close();
       }
@@ -183,10 +186,10 @@ async function main() {
 
     // 3. Service-update polls.
     await runLoad({ client, concurrency, requests: pollSpecs, durationMs: 500 });
-    const { r: polls, cpuMsPerRequest: pollCpu } = await cpuPer('service-update polls', () => runLoad({ client: client!, concurrency, requests: pollSpecs, durationMs, label: 'service-update polls' }));
+    const { r: polls, cpuMsPerRequest: pollCpu, mainCpuMsPerRequest: pollMainCpu } = await cpuPer('service-update polls', () => runLoad({ client: client!, concurrency, requests: pollSpecs, durationMs, label: 'service-update polls' }));
     chart.add('service-update polls', polls.timeline);
     const pollRatio = ratio(polls.okPerSec, trivialC.perSec);
-    log(`service-update polls: ${fmt(polls.okPerSec, 0)}/s p99 ${fmt(polls.latency.p99)} ms; controller CPU ${fmt(pollCpu, 3)} ms/request`);
+    log(`service-update polls: ${fmt(polls.okPerSec, 0)}/s p99 ${fmt(polls.latency.p99)} ms; controller CPU ${fmt(pollCpu, 3)} ms/request (main thread ${fmt(pollMainCpu, 3)})`);
 
     // 4. A policy change affecting every identity: the `#all` service policy gains a new service.
     const others = [1, 2, 3].map((k) => seeded.identityIds[Math.floor((k * seeded.identityIds.length) / 4)]);
@@ -239,9 +242,9 @@ async function main() {
       ceilings: { trivialAnswerAtOne: { ...trivial1, timeline: undefined }, trivialAnswer: { ...trivialC, timeline: undefined }, lmdbPut: [...lmdb.values()].map((x) => ({ ...x, timeline: undefined })) },
       chart: path.relative(ROOT, chartFile),
       serviceList: { c1: { ...list1, timeline: undefined }, [`c${Math.min(concurrency, 8)}`]: { ...listC, timeline: undefined }, cpuMsPerRequest: listCpu, ratioToTrivial: listRatio },
-      sessions: best && { ...best.result, timeline: undefined, clients: best.clients, cpuMsPerRequest: best.cpuMsPerRequest, ratioToLmdbPut: best.ratio, lmdbPutPerSec: bestLmdb?.perSec },
-      sessionLevels: sessionLevels.map((l) => ({ clients: l.clients, okPerSec: l.result.okPerSec, ratioToLmdbPut: l.ratio, latency: l.result.latency, errors: l.result.errors, cpuMsPerRequest: l.cpuMsPerRequest })),
-      polls: { ...polls, timeline: undefined, cpuMsPerRequest: pollCpu, ratioToTrivial: pollRatio },
+      sessions: best && { ...best.result, timeline: undefined, clients: best.clients, cpuMsPerRequest: best.cpuMsPerRequest, mainCpuMsPerRequest: best.mainCpuMsPerRequest, ratioToLmdbPut: best.ratio, lmdbPutPerSec: bestLmdb?.perSec },
+      sessionLevels: sessionLevels.map((l) => ({ clients: l.clients, okPerSec: l.result.okPerSec, ratioToLmdbPut: l.ratio, latency: l.result.latency, errors: l.result.errors, cpuMsPerRequest: l.cpuMsPerRequest, mainCpuMsPerRequest: l.mainCpuMsPerRequest })),
+      polls: { ...polls, timeline: undefined, cpuMsPerRequest: pollCpu, mainCpuMsPerRequest: pollMainCpu, ratioToTrivial: pollRatio },
       loadAverage: os.loadavg(),
       policyChange: { visibleMs: changeMs, patchMs },
       memory: { rssMiB, peakMiB },
@@ -254,7 +257,11 @@ async function main() {
       if (prof) for (const [name, w] of Object.entries(windows)) log(`\n== ${name} ==\n${formatProfile(summarizeProfile(prof, { root: ROOT, window: w }), 20)}`);
       // With --keep-data the whole-run profile stays too (e.g. for what the alert scans cost).
       if (!argv['keep-data']) fs.rmSync(profDir, { recursive: true, force: true });
-      else log(`profile kept in ${prof}`);
+      else if (prof) {
+        // The phases' windows beside it, so two runs' profiles can be compared phase by phase.
+        fs.writeFileSync(`${prof}.windows.json`, JSON.stringify(windows));
+        log(`profile kept in ${prof} (phase windows in ${prof}.windows.json)`);
+      }
     }
   } finally {
     await client?.close();

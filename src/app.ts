@@ -124,6 +124,8 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   });
   await keys.start();
   sessions.keys = keys;
+  // Session tokens are signed in the workers, off the event loop.
+  keys.pool = pool;
   // Cluster mode: API sessions stay on this controller; tokens and revocations cross (docs/cluster.md).
   if (join && cluster) join.shareSessions(store, cluster, sessions, clusterLog);
   const ended = await sessions.endPlainTokenSessions();
@@ -183,6 +185,10 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     heartbeatIntervalMs: settings.routerHeartbeatMs, heartbeatTimeoutMs: settings.routerHeartbeatTimeoutMs,
     handshakeTimeoutMs: settings.routerHandshakeTimeoutMs, maxPendingHandshakes: settings.routerMaxPendingHandshakes,
     controllers: settings.clusterEtcd ? () => (app.cluster?.members() ?? []).map((m) => ({ id: m.id, ctrlAddress: m.ctrlAddress })) : undefined,
+    sessionToken: (rec) => {
+      for (const s of policy.sessions.of(rec.identityId)) if (s.id === rec.id) return s.token;
+      return undefined;
+    },
   });
   const metrics = new Metrics(app, channel, events.audit);
   const health = new Health(app);

@@ -5,7 +5,9 @@
  */
 import t from 'tap';
 import { startServer, isError, type Client, type Server } from './helpers/server.js';
-import { createLocalJWKSet, jwtVerify } from 'jose';
+import fs from 'node:fs';
+import path from 'node:path';
+import { createLocalJWKSet, importPKCS8, jwtVerify, SignJWT } from 'jose';
 import { Fixture, ids } from './helpers/policy-fixture.js';
 import { sleep } from './helpers/assert.js';
 
@@ -45,8 +47,10 @@ t.test('session create: check order, errors, idempotence', async (t) => {
   const jwks = createLocalJWKSet((await srv.raw('GET', '/oidc/keys')).body);
   const { payload } = await jwtVerify(s.token, jwks);
   t.match(payload, { sub: u.id, jti: s.id, z_t: 'session', z_asid: s.apiSessionId, z_svc: S, z_st: 'Dial' }, 'signed claims a router needs, verified with the JWKS');
+  t.type(payload.exp, 'number', 'the token carries exp');
+  t.equal(payload.exp! - payload.iat!, Number(r.headers['expiration-seconds']), 'it lives as long as an idle API session');
   const listed = await u.client.get(`/sessions/${s.id}`);
-  t.not(listed.body.data.token, s.token, 'the stored and listed token is a digest, not the token');
+  t.equal(listed.body.data.token, '', 'nothing of the token is stored or listed');
   t.same(s.edgeRouters, [], 'no router is connected');
   const again = await u.client.post('/sessions', { serviceId: S, type: 'Dial' });
   t.equal(again.status, 201, 'repeat → 201');
@@ -68,6 +72,13 @@ t.test('session create: check order, errors, idempotence', async (t) => {
   t.ok(isError(await u.client.get(`/services/${S}/edge-routers`, { headers: { 'session-token': `${sh}.${forged}.${ss}` } }), 401, 'UNAUTHORIZED'), 'tampered session token → 401');
   t.ok(isError(await u.client.get(`/services/${S}/edge-routers`, { headers: { 'session-token': `${sh}.${sp}.` } }), 401, 'UNAUTHORIZED'), 'unsigned session token → 401');
   t.ok(isError(await u.client.get(`/services/${S}/edge-routers`, { headers: { 'session-token': 'garbage' } }), 401, 'UNAUTHORIZED'), 'malformed session token → 401');
+  // The same claims re-signed with the controller's own key, but expired: refused.
+  const kid = JSON.parse(Buffer.from(sh, 'base64url').toString()).kid;
+  const ownKey = await importPKCS8(fs.readFileSync(path.join(srv.dataDir, 'signing-keys', `${kid}.pem`), 'utf8'), 'ES256');
+  const resign = (c: Record<string, unknown>) => new SignJWT(c).setProtectedHeader({ alg: 'ES256', kid, typ: 'JWT' }).sign(ownKey);
+  const nowS = Math.floor(Date.now() / 1000);
+  t.equal((await u.client.get(`/services/${S}/edge-routers`, { headers: { 'session-token': await resign({ ...payload, iat: nowS, exp: nowS + 60 }) } })).status, 200, 'unexpired re-signed claims → 200 (the check is the signature and the live session)');
+  t.ok(isError(await u.client.get(`/services/${S}/edge-routers`, { headers: { 'session-token': await resign({ ...payload, iat: nowS - 120, exp: nowS - 60 }) } }), 401, 'UNAUTHORIZED'), 'expired session token → 401');
   // Bind.
   await f.sp('ss-bind', 'Bind', ['#ss-id'], ['#ss-svc']);
   const b = await u.client.post('/sessions', { serviceId: S, type: 'Bind' });
@@ -108,6 +119,37 @@ t.test('session create: check order, errors, idempotence', async (t) => {
   t.ok(isError(await u.client.get(`/sessions/${s.id}`), 404, 'NOT_FOUND'), 'session gone with the access');
   for (let i = 0; i < 50 && (await admin.get(`/sessions/${s.id}`)).status !== 404; i++) await sleep(20);
   t.ok(isError(await admin.get(`/sessions/${s.id}`), 404, 'NOT_FOUND'), 'and deleted from the store');
+});
+
+t.test('a burst of creates: each answer carries its own session\'s token, signed in the worker pool', async (t) => {
+  const u = await f.user('burst-user', ['burst-id']);
+  const services = await Promise.all(Array.from({ length: 6 }, (_, i) => f.svc(`burst-s${i}`, ['burst-svc'])));
+  await f.router('burst-r', ['burst-r']);
+  await f.sp('burst-dial', 'Dial', ['#burst-id'], ['#burst-svc']);
+  await f.sp('burst-bind', 'Bind', ['#burst-id'], ['#burst-svc']);
+  await f.erp('burst-erp', ['#burst-id'], ['#burst-r']);
+  await f.serp('burst-serp', ['#burst-svc'], ['#burst-r']);
+  const logins = [u.client, ...(await Promise.all(Array.from({ length: 3 }, () => u.login())))];
+  const asks = logins.flatMap((c) => services.flatMap((serviceId) => ['Dial', 'Bind'].map((type) => ({ c, serviceId, type }))));
+  // Every ask twice at once: the pair shares one session and one token.
+  const answers = await Promise.all([...asks, ...asks].map(({ c, serviceId, type }) => c.post('/sessions', { serviceId, type })));
+  t.ok(answers.every((a) => a.status === 201), `${answers.length} creates → 201`);
+  const jwks = createLocalJWKSet((await srv.raw('GET', '/oidc/keys')).body);
+  const ids = new Set<string>();
+  let matching = 0;
+  for (const [i, a] of answers.entries()) {
+    const d = a.body.data;
+    const { payload } = await jwtVerify(d.token, jwks);
+    const ask = asks[i % asks.length];
+    if (payload.jti === d.id && payload.z_asid === d.apiSessionId && payload.z_svc === ask.serviceId && d.serviceId === ask.serviceId && payload.z_st === ask.type && d.type === ask.type && payload.sub === u.id) matching++;
+    ids.add(d.id);
+  }
+  t.equal(matching, answers.length, 'every token names its own session, API session, service and type');
+  t.equal(ids.size, asks.length, 'one session per (API session, service, type)');
+  t.same(answers.slice(asks.length).map((a) => a.body.data.token), answers.slice(0, asks.length).map((a) => a.body.data.token), 'concurrent twins answer the same token');
+  const again = await logins[1].post('/sessions', { serviceId: services[2], type: 'Bind' });
+  t.equal(again.body.data.token, answers[asks.findIndex((a) => a.c === logins[1] && a.serviceId === services[2] && a.type === 'Bind')].body.data.token, 'a later repeat answers the same token');
+  t.equal((await logins[1].get(`/services/${services[2]}/edge-routers`, { headers: { 'session-token': again.body.data.token } })).status, 200, 'and the controller accepts it');
 });
 
 t.test('service-update timestamp moves exactly on relevant changes', async (t) => {

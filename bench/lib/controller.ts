@@ -51,6 +51,8 @@ export interface ControllerProcess {
   memory(): { rssKiB: number; hwmKiB: number } | undefined;
   /** CPU time (user + system) the controller has used so far, in ms (undefined if unreadable). */
   cpuMs(): number | undefined;
+  /** The same for its main thread alone (the event loop; worker pool and native threads excluded). */
+  mainThreadCpuMs(): number | undefined;
   /** SIGINT (clean shutdown; lets --cpu-prof write its file), SIGKILL after `graceMs`. */
   stop(graceMs?: number): Promise<{ code: number | null; signal: string | null }>;
 }
@@ -142,6 +144,7 @@ export async function spawnController(opts: SpawnOptions): Promise<ControllerPro
     listeners: () => [...out.matchAll(/listening on (https:\/\/[^\s]+)/g)].map((m) => m[1]),
     memory: () => readMemory(proc.pid!),
     cpuMs: () => readCpuMs(proc.pid!),
+    mainThreadCpuMs: () => readCpuMs(proc.pid!, proc.pid!),
     stop: (graceMs = 20_000) =>
       (stopping ??= (async () => {
         if (proc.exitCode === null && proc.signalCode === null) {
@@ -172,9 +175,9 @@ export function readMemory(pid: number): { rssKiB: number; hwmKiB: number } | un
 }
 
 /** utime + stime of a process from /proc/<pid>/stat, in ms (assumes the usual 100 Hz clock tick). */
-export function readCpuMs(pid: number): number | undefined {
+export function readCpuMs(pid: number, thread?: number): number | undefined {
   try {
-    const s = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const s = fs.readFileSync(thread === undefined ? `/proc/${pid}/stat` : `/proc/${pid}/task/${thread}/stat`, 'utf8');
     const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
     return (Number(f[11]) + Number(f[12])) * 10; // fields 14 and 15 of the full line
   } catch {

@@ -15,12 +15,14 @@
  *
  * Signing and verifying use node:crypto with KeyObjects parsed once (ES256 sign ~26–37 µs, verify
  * ~70–110 µs here); callers cache verified tokens (ApiSessions) so a signature is checked once per
- * token, not once per request.
+ * token, not once per request. Tokens minted at request rates (sessions) are signed in the worker
+ * pool, many per task (`signInPool`), so the event loop does not pay for the signature.
  */
 import crypto, { type KeyObject } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { ChangeEvent, Rec, Store } from '../store/store.js';
+import type { WorkerPool } from '../pool.js';
 
 declare module '../core/context.js' {
   interface Services {
@@ -59,6 +61,16 @@ export interface TokenClaims {
 
 const b64url = (b: Buffer | string) => Buffer.from(b).toString('base64url');
 
+/** The protected header of every token signed with `kid`, encoded. */
+export const jwsHeader = (kid: string) => b64url(JSON.stringify({ alg: 'ES256', kid, typ: 'JWT' }));
+
+/** A compact JWS (ES256) of the claims: the one encoding used on the event loop and in the workers. */
+export function signJws(key: KeyObject, header: string, claims: TokenClaims): string {
+  const input = `${header}.${b64url(JSON.stringify(claims))}`;
+  const sig = crypto.sign('sha256', Buffer.from(input), { key, dsaEncoding: 'ieee-p1363' });
+  return `${input}.${sig.toString('base64url')}`;
+}
+
 /** What the store keeps of a token: its SHA-256, enough to match a presented token, useless to present. */
 export const tokenDigest = (token: string) => crypto.createHash('sha256').update(token).digest('base64url');
 
@@ -76,10 +88,44 @@ export interface SessionTokenFacts {
  * A session's (dial or bind) token: signed with the controller's key, carrying what a router needs
  * to admit the dial or bind without asking the controller — identity (`sub`), service (`z_svc`),
  * type (`z_st`), API session (`z_asid`) — verifiable with the JWKS. Valid while the session
- * exists: the session's record ends it, as an API session's record ends its token.
+ * exists and until `exp`: the session's record ends it, as an API session's record ends its
+ * token, and routers are told (the control channel's `session-removed`); `exp` bounds what a
+ * router that missed that message would still admit. Nothing of the token is stored (its `jti`
+ * is the session's id), so it is signed in the worker pool while the session's write commits.
  */
-export function signSessionToken(keys: SigningKeys, issuer: string, s: SessionTokenFacts): string {
-  return keys.sign({ iss: issuer, sub: s.identityId, jti: s.id, iat: Math.floor(Date.now() / 1000), z_t: SESSION_TOKEN, z_asid: s.apiSessionId, z_svc: s.serviceId, z_st: s.type });
+export function signSessionToken(keys: SigningKeys, issuer: string, s: SessionTokenFacts, lifetimeSeconds: number): Promise<string> {
+  return keys.signInPool(sessionTokenClaims(issuer, s, lifetimeSeconds));
+}
+
+export function sessionTokenClaims(issuer: string, s: SessionTokenFacts, lifetimeSeconds: number, now = Date.now()): TokenClaims {
+  const iat = Math.floor(now / 1000);
+  return { iss: issuer, sub: s.identityId, jti: s.id, iat, exp: iat + lifetimeSeconds, z_t: SESSION_TOKEN, z_asid: s.apiSessionId, z_svc: s.serviceId, z_st: s.type };
+}
+
+/** The `exp` (seconds) a compact JWS claims, unverified (undefined when it has none or is not one). */
+export function claimedExpiry(token: string): number | undefined {
+  const first = token.indexOf('.');
+  const second = token.indexOf('.', first + 1);
+  if (first <= 0 || second <= first) return undefined;
+  try {
+    const exp = JSON.parse(Buffer.from(token.slice(first + 1, second), 'base64url').toString('utf8'))?.exp;
+    return typeof exp === 'number' ? exp : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Most tokens in one pool task (~2 ms of a worker): a task costs the event loop ~40 µs of
+ * messaging however many tokens it carries, so tokens travel together (see `signInPool`).
+ */
+const MAX_SIGN_BATCH = 64;
+/** How long a token waits for others to share its signing task. */
+const SIGN_WINDOW_MS = 1;
+
+interface WaitingToken {
+  claims: TokenClaims;
+  resolve: (token: string) => void;
 }
 
 /** RFC 7638 thumbprint of an EC public JWK: the key's id, the same on every controller. */
@@ -89,7 +135,13 @@ function thumbprint(jwk: { crv: string; x: string; y: string }): string {
 
 export class SigningKeys {
   private readonly verifiers = new Map<string, Verifier>();
-  private current!: { kid: string; key: KeyObject; header: string };
+  private current!: { kid: string; key: KeyObject; header: string; pem?: string };
+  /** Where `signInPool` signs; unset (tests of the keys alone), it signs on the calling thread. */
+  pool?: WorkerPool;
+  private waiting: WaitingToken[] = [];
+  private flushTimer?: NodeJS.Timeout;
+  /** Signing tasks in the pool now. */
+  private signing = 0;
   private readonly dir: string;
   private timer?: NodeJS.Timeout;
 
@@ -167,7 +219,7 @@ export class SigningKeys {
   }
 
   private use(kid: string, key: KeyObject) {
-    this.current = { kid, key, header: b64url(JSON.stringify({ alg: 'ES256', kid, typ: 'JWT' })) };
+    this.current = { kid, key, header: jwsHeader(kid) };
   }
 
   /** Make a new current key now; the previous one is retired (it keeps verifying). */
@@ -211,9 +263,54 @@ export class SigningKeys {
   }
 
   sign(claims: TokenClaims): string {
-    const input = `${this.current.header}.${b64url(JSON.stringify(claims))}`;
-    const sig = crypto.sign('sha256', Buffer.from(input), { key: this.current.key, dsaEncoding: 'ieee-p1363' });
-    return `${input}.${sig.toString('base64url')}`;
+    return signJws(this.current.key, this.current.header, claims);
+  }
+
+  /**
+   * `sign`, in the worker pool, batched: the tokens asked for within SIGN_WINDOW_MS travel in one
+   * task (at most MAX_SIGN_BATCH; at most one task per worker in flight, the rest wait for the
+   * next). A task costs the event loop ~15–45 µs of messaging however many tokens it carries —
+   * more than signing one token inline — so tokens must travel together for the pool to pay: at
+   * thousands of creates a second a task carries several to dozens, and the window is far shorter
+   * than the session's durable commit, which the signature runs alongside. The private key
+   * crosses as PKCS#8 PEM, parsed once per worker. Should the pool refuse (its queue full) or
+   * fail, the tokens are signed here instead: a token is never refused for that.
+   */
+  signInPool(claims: TokenClaims): Promise<string> {
+    if (!this.pool) return Promise.resolve(this.sign(claims));
+    return new Promise((resolve) => {
+      this.waiting.push({ claims, resolve });
+      if (this.waiting.length >= MAX_SIGN_BATCH) this.flushSigning();
+      else this.scheduleSigning();
+    });
+  }
+
+  private scheduleSigning() {
+    if (this.flushTimer || this.waiting.length === 0) return;
+    this.flushTimer = setTimeout(() => this.flushSigning(), SIGN_WINDOW_MS);
+  }
+
+  private flushSigning() {
+    clearTimeout(this.flushTimer);
+    this.flushTimer = undefined;
+    const pool = this.pool!;
+    const { kid, key } = this.current;
+    const keyPem = (this.current.pem ??= key.export({ format: 'pem', type: 'pkcs8' }) as string);
+    while (this.waiting.length > 0 && this.signing < pool.threads) {
+      const group = this.waiting.splice(0, MAX_SIGN_BATCH);
+      this.signing++;
+      pool.run('signTokens', { kid, keyPem, claims: group.map((w) => w.claims) }).then(
+        (tokens) => {
+          for (let j = 0; j < group.length; j++) group[j].resolve(tokens[j]);
+        },
+        () => {
+          for (const w of group) w.resolve(signJws(key, jwsHeader(kid), w.claims));
+        },
+      ).finally(() => {
+        this.signing--;
+        this.scheduleSigning();
+      });
+    }
   }
 
   /**

@@ -14,7 +14,7 @@
  * closed and marked offline. A closed TCP connection is noticed at once.
  * Store change events close a router's session when its record is deleted, re-enrolled (the
  * fingerprint changes or is cleared: the old certificate no longer authenticates) or disabled, and
- * push its new settings otherwise. A second connection of the same router supersedes the first.
+ * push its new settings otherwise; removed sessions (dial/bind) are announced to every edge router. A second connection of the same router supersedes the first.
  */
 import crypto from 'node:crypto';
 import type { Logger } from 'pino';
@@ -62,6 +62,11 @@ export interface ChannelOptions {
   maxPendingHandshakes: number;
   /** Cluster mode: every live controller, so a router knows where to reconnect if this one dies. */
   controllers?: () => { id: string; ctrlAddress: string }[];
+  /**
+   * The token this controller issued for a session record, while it still holds it (read as the
+   * record's deletion is being announced, before the session registry forgets it).
+   */
+  sessionToken?: (session: Rec) => string | undefined;
 }
 
 /** Counters read by the metrics scrape. */
@@ -78,6 +83,9 @@ export interface ChannelStats {
 type Phase = 'hello' | 'proof' | 'open' | 'closed';
 
 const COLLECTION_KIND: Record<string, RouterKind> = { edgeRouters: 'edge', routers: 'transit' };
+
+/** Removed sessions per `session-removed` message. */
+const SESSIONS_PER_MESSAGE = 100;
 /** A router sends a few frames per heartbeat; a peer sending this many between two sweeps is flooding. */
 const MAX_FRAMES_PER_SWEEP = 500;
 
@@ -154,6 +162,9 @@ export class ControlChannel {
     this.log = opts.log;
     this.auth = new RouterAuthenticator(opts.signingCertPem);
     opts.store.on('change', (events: ChangeEvent[]) => this.onStoreChange(events));
+    // First among the listeners: the tokens of removed sessions are still known to the session
+    // registry only until its own listener has run.
+    opts.store.prependListener('change', (events: ChangeEvent[]) => this.announceRemovedSessions(events));
     opts.traces.on('change', (trace) => {
       for (const s of this.byRouter.values()) s.send({ type: 'trace', trace });
     });
@@ -330,6 +341,31 @@ export class ControlChannel {
         this.drop(s, CLOSE.revoked, 're-enrolled', 'the router certificate was revoked (re-enrolled or replaced)');
       else if (after.disabled) this.drop(s, CLOSE.routerDisabled, 'disabled', 'this router was disabled');
       else s.send({ type: 'router-update', router: routerSettings(after, kind) });
+    }
+  }
+
+  /**
+   * Sessions (dial/bind) whose record left the store — deleted by their owner or an admin, ended
+   * with their API session, their identity disabled or deleted, access or posture lost — are
+   * announced to every connected edge router at once, as upstream's SessionRemoved: one
+   * `session-removed` per store write, naming every session it removed by id (the `jti` of its
+   * token, which is how a router holding a signed token matches it) and, where this controller
+   * still holds it, the token itself. In a cluster every controller applies the same deletion and
+   * tells its own routers.
+   */
+  private announceRemovedSessions(events: ChangeEvent[]) {
+    let removed: { id: string; token?: string }[] | undefined;
+    for (const ev of events) {
+      if (ev.collection !== 'sessions' || ev.after || !ev.before) continue;
+      (removed ??= []).push({ id: ev.id, token: this.opts.sessionToken?.(ev.before) });
+    }
+    if (!removed) return;
+    // At most SESSIONS_PER_MESSAGE sessions per message (a mass removal, say an identity with
+    // thousands of sessions, goes in frames of a few dozen KiB), as upstream chunks its own.
+    for (let i = 0; i < removed.length; i += SESSIONS_PER_MESSAGE) {
+      const chunk = removed.slice(i, i + SESSIONS_PER_MESSAGE);
+      const msg: ControllerMessage = { type: 'session-removed', ids: chunk.map((r) => r.id), tokens: chunk.flatMap((r) => (r.token === undefined ? [] : [r.token])) };
+      for (const s of this.byRouter.values()) if (s.kind === 'edge') s.send(msg);
     }
   }
 

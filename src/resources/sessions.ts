@@ -68,6 +68,9 @@ export const sessions: ResourceDef = {
   },
   render(rec, { store, ctx }) {
     return {
+      // Nothing of a session's token is stored (it is a signed JWT naming the session): the create
+      // answer carries it, lists and details show an empty string in its place.
+      token: '',
       // API sessions have no name: upstream renders their entityRef with name "" (ToEntityRef("", ...)),
       // and entityRef.name is a plain string in the spec, so never null while the API session exists.
       apiSession: store.has('apiSessions', rec.apiSessionId as string)

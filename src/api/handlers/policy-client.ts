@@ -14,7 +14,7 @@ import { renderRecord } from '../../resources/render.js';
 import { standardHandlers } from '../../resources/standard.js';
 import { write } from '../../resources/write.js';
 import { parseListParams, runList } from '../../core/query.js';
-import { SESSION_TOKEN, signSessionToken, tokenDigest, type SessionTokenFacts } from '../../auth/tokens.js';
+import { SESSION_TOKEN, claimedExpiry, signSessionToken, type SessionTokenFacts } from '../../auth/tokens.js';
 import type { Rec } from '../../store/store.js';
 import type { PolicyType } from '../../policy/access.js';
 import { timeOrderedId } from '../../store/ids.js';
@@ -59,8 +59,8 @@ function hideDoomed(ctx: Ctx): { where?: (r: Rec) => boolean } {
   return doomed.size ? { where: (r: Rec) => !doomed.has(r.id) } : {};
 }
 
-/** Concurrent creates of the same (API session, service, type) share one write. */
-const inFlight = new Map<string, Promise<Rec>>();
+/** Concurrent creates of the same (API session, service, type) share one write and one token. */
+const inFlight = new Map<string, Promise<{ rec: Rec; token: string }>>();
 
 async function createSession(reg: Registry, ctx: Ctx): Promise<Reply> {
   const body = (ctx.body ?? {}) as { serviceId?: unknown; type?: unknown; tags?: unknown };
@@ -96,51 +96,68 @@ async function createSession(reg: Registry, ctx: Ctx): Promise<Reply> {
   // Idempotent per (API session, service, type).
   const key = `${apiSession.id}\u0000${serviceId}\u0000${type}`;
   let pending = inFlight.get(key);
-  let token: string | undefined;
   if (!pending) {
     const existing = engine.sessions.find(apiSession.id, serviceId, type);
     const found = existing ? ctx.app.store.get('sessions', existing) : undefined;
-    // The same session again: the token this process issued for it, else a fresh one (any token
-    // naming a live session is valid).
-    if (found) return withToken(ok(renderRecord(reg, reg.def('sessions'), found, { store: ctx.app.store, ctx }), 201), engine.sessions.live(identity.id, found.id)?.token ?? sessionToken(ctx, found));
+    if (found) {
+      // The same session again: the token this process issued for it while it has more than half
+      // its lifetime left, else a fresh one (any unexpired token naming a live session is valid).
+      const live = engine.sessions.live(identity.id, found.id);
+      const held = live?.token;
+      const exp = held === undefined ? undefined : claimedExpiry(held);
+      let token: string;
+      if (held !== undefined && exp !== undefined && exp * 1000 - Date.now() > (ctx.app.sessions.timeoutMs / 2)) token = held;
+      else {
+        token = await sessionToken(ctx, found);
+        if (live) live.token = token;
+      }
+      return withToken(ok(renderRecord(reg, reg.def('sessions'), found, { store: ctx.app.store, ctx }), 201), token);
+    }
     const now = Date.now();
     // Time-ordered, like every entity id: the write appends to the ends of the session B-trees
     // instead of dirtying a random page of each (a commit of 32 sessions 2.5× faster).
     const id = timeOrderedId();
-    token = sessionToken(ctx, { id, identityId: identity.id, apiSessionId: apiSession.id, serviceId, type });
+    // The record holds nothing of the token (its jti is the session id, its signature proves the
+    // rest), so the token is signed in the worker pool while the write commits.
+    const signing = sessionToken(ctx, { id, identityId: identity.id, apiSessionId: apiSession.id, serviceId, type });
     const rec: Rec = {
       id,
       createdAt: now,
       updatedAt: now,
       tags: body.tags && typeof body.tags === 'object' ? body.tags : {},
-      // Only a digest is stored: a copied data directory holds no usable token.
-      token: tokenDigest(token),
       type,
       apiSessionId: apiSession.id,
       serviceId: serviceId,
       identityId: identity.id,
       servicePolicyIds: decision.policies.map((p) => p.id),
     };
-    pending = write(ctx.app.store, (tx) => {
+    const writing = write(ctx.app.store, (tx) => {
       // The API session or the service may have gone meanwhile.
       if (!tx.exists('apiSessions', apiSession.id)) throw errors.unauthorized();
       if (!tx.exists('services', serviceId)) throw errors.notFound();
       tx.put('sessions', rec);
       return rec;
     });
+    pending = Promise.all([writing, signing]).then(([rec, token]) => {
+      // Remembered so that a repeated create answers the same token.
+      const live = engine.sessions.live(identity.id, rec.id);
+      if (live) live.token = token;
+      return { rec, token };
+    });
     inFlight.set(key, pending);
     pending.finally(() => inFlight.delete(key)).catch(() => {});
   }
-  const rec = await pending;
-  if (token) {
-    const live = engine.sessions.live(identity.id, rec.id);
-    if (live) live.token = token;
-  } else token = engine.sessions.live(identity.id, rec.id)?.token;
-  return withToken(ok(renderRecord(reg, reg.def('sessions'), rec, { store: ctx.app.store, ctx }), 201), token ?? sessionToken(ctx, rec));
+  const { rec, token } = await pending;
+  return withToken(ok(renderRecord(reg, reg.def('sessions'), rec, { store: ctx.app.store, ctx }), 201), token);
 }
 
-function sessionToken(ctx: Ctx, s: SessionTokenFacts | Rec): string {
-  return signSessionToken(ctx.app.keys, ctx.app.baseUrl, s as SessionTokenFacts);
+/**
+ * A session token lives as long as an API session does without a request (the inactivity
+ * timeout): like upstream's service access tokens, which expire with the access token that asked
+ * for them.
+ */
+function sessionToken(ctx: Ctx, s: SessionTokenFacts | Rec): Promise<string> {
+  return signSessionToken(ctx.app.keys, ctx.app.baseUrl, s as SessionTokenFacts, ctx.app.sessions.timeoutSeconds);
 }
 
 function withToken(reply: Reply, token: string): Reply {
