@@ -10,6 +10,7 @@
  * Small defaults finish in about a minute; the issue's case is `--identities 50000 --large 4`.
  * Prints a summary and writes bench/results/list-stall-<time>.json.
  */
+import fs from 'node:fs';
 import path from 'node:path';
 import { spawnController, login, MGMT, ROOT } from './lib/controller.js';
 import { createClient, requestJson, type HttpClient, type RequestSpec } from './lib/http.js';
@@ -29,6 +30,7 @@ latency, the 429s (by design beyond a few at once) and the controller's peak RSS
     'identities': { type: 'string', default: '5000', arg: 'N', help: 'identities to seed' },
     'large': { type: 'string', default: '4', arg: 'K', help: 'clients asking for large answers at once' },
     'small': { type: 'string', default: '300', arg: 'S', help: 'small requests measured idle and under load' },
+    'node-args': { type: 'string', default: '', arg: 'FLAGS', help: 'node flags for the controller, e.g. "--trace-gc" or "--cpu-prof --cpu-prof-dir=DIR"; its output is then written beside the results' },
   },
 }, isMainThread ? process.argv.slice(2) : []);
 const IDENTITIES = intFlag(argv, 'identities', 1, 10000000);
@@ -74,7 +76,8 @@ async function smallLatencies(client: HttpClient, spec: RequestSpec, n: number):
 }
 
 async function main() {
-  const ctl = await spawnController({ password: PASSWORD });
+  const nodeArgs = String(argv['node-args'] ?? '').split(/\s+/).filter(Boolean);
+  const ctl = await spawnController({ password: PASSWORD, nodeArgs });
   const setup = await createClient({ origin: ctl.origin, ca: ctl.ca, connections: 16 });
   const smallClient = await createClient({ origin: ctl.origin, ca: ctl.ca, connections: 1 });
   try {
@@ -118,7 +121,14 @@ async function main() {
       at: new Date().toISOString(),
     };
     console.log(JSON.stringify(result, null, 2));
-    console.log(`results: ${path.relative(ROOT, writeResults('list-stall', result))}`);
+    const written = writeResults('list-stall', result);
+    console.log(`results: ${path.relative(ROOT, written)}`);
+    if (nodeArgs.length > 0) {
+      await ctl.stop();
+      const log = written.replace(/\.json$/, '.controller.log');
+      fs.writeFileSync(log, ctl.output());
+      console.log(`controller output: ${path.relative(ROOT, log)}`);
+    }
   } finally {
     await Promise.all([setup.close(), smallClient.close()]);
     await ctl.stop();

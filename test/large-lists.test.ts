@@ -48,3 +48,31 @@ t.test('concurrent large lists: whole answers or 429, never more than allowed at
   t.equal(again.body.meta.pagination.totalCount, N, 'filter total');
 });
 
+
+t.test('a large answer is sent in pieces: whole, the same on both listeners, and the same as read page by page', async (t) => {
+  // A reader with identity.read only lists without the credentials and from fresh renders, not the kept JSON.
+  const reader = `reader-${Date.now()}`;
+  const readerId = (await admin.post('/identities', { name: reader, type: 'User', isAdmin: false, permissions: ['identity.read'] })).body.data.id;
+  await admin.post('/authenticators', { method: 'updb', identityId: readerId, username: reader, password: 'reader-password-1' });
+  const readOnly = await srv.login(reader, 'reader-password-1');
+  // Pages of 500 through the API listener: the reference.
+  const paged: unknown[] = [];
+  for (let offset = 0; ; offset += 500) {
+    const r = await admin.get(`/identities?limit=500&offset=${offset}`);
+    t.equal(r.status, 200);
+    paged.push(...r.body.data);
+    if (r.body.data.length < 500) break;
+  }
+  const certAdmin = srv.tlsClient('management');
+  certAdmin.token = admin.token;
+  for (const [label, c] of [['API listener', admin], ['certificate listener', certAdmin], ['read-only caller', readOnly]] as const) {
+    const r = await c.get('/identities?limit=-1');
+    t.equal(r.status, 200, `${label}: 200`);
+    t.ok(Buffer.byteLength(r.text) > 1024 * 1024, `${label}: over 1 MiB, so sent in pieces (${Buffer.byteLength(r.text)} bytes)`);
+    t.equal(r.headers['content-length'], String(Buffer.byteLength(r.text)), `${label}: content-length is the body's length`);
+    t.same(r.body.meta.pagination, { limit: -1, offset: 0, totalCount: paged.length }, `${label}: pagination`);
+    const ids = r.body.data.map((x: { id: string }) => x.id);
+    t.same(ids, paged.map((x: any) => x.id), `${label}: every identity, in order`);
+    if (label !== 'read-only caller') t.same(r.body.data, paged, `${label}: each entry as read page by page`);
+  }
+});

@@ -8,7 +8,6 @@
  * Chromium comes from the system (Debian's `chromium`, installed by .ci/run); MESH_CHROMIUM names
  * another executable. Without one the test fails: it is part of `npm test`.
  */
-import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -17,6 +16,7 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { startServer, Client, type Server } from './helpers/server.js';
 import { createUser } from './helpers/users.js';
 import { authPolicyBody } from './helpers/bodies.js';
+import { pkce } from './helpers/oidc.js';
 import { totpCode } from '../src/auth/mfa.js';
 
 const CANDIDATES = [process.env.MESH_CHROMIUM, '/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome'].filter((p): p is string => !!p);
@@ -35,16 +35,11 @@ async function receiver(t: Test) {
   return { hits, redirectUri: `http://127.0.0.1:${port}/auth/callback` };
 }
 
-function pkce() {
-  const verifier = crypto.randomBytes(32).toString('base64url');
-  return { verifier, challenge: crypto.createHash('sha256').update(verifier).digest('base64url') };
-}
 
 function authorizeUrl(srv: Server, redirectUri: string, challenge: string, state: string) {
   const q = new URLSearchParams({ client_id: 'openziti', response_type: 'code', scope: 'openid offline_access', redirect_uri: redirectUri, code_challenge: challenge, code_challenge_method: 'S256', state });
   return `${srv.origin}/oidc/authorize?${q}`;
 }
-
 
 /** Type the credentials into the login page and submit it; resolves once the next page has loaded. */
 async function submitPassword(page: Page, username: string, password: string) {

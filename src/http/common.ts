@@ -1,7 +1,7 @@
 /** What both transports (uWS and node:https) share: reply encoding and in-flight tracking. */
 import http from 'node:http';
 import type { Reply, Req } from '../core/operation.js';
-import { renderError } from '../core/envelope.js';
+import { BodyPieces, PIECE_BYTES, renderError } from '../core/envelope.js';
 import { errors } from '../core/errors.js';
 import { shortId } from '../store/ids.js';
 
@@ -22,15 +22,28 @@ export const routerRejected = (): Reply => renderError(errors.unhandled(), short
 
 export const STATUS_TEXT: Record<number, string> = http.STATUS_CODES as Record<number, string>;
 
-/** A Reply's body bytes and media type: JSON unless the body is already a string or Buffer (no type when there is no body). */
-export function replyBody(reply: Reply): { body: Buffer | string; contentType?: string } {
+/** A Reply's body bytes and media type: JSON unless the body is already a string, Buffer or pieces (no type when there is no body). */
+export function replyBody(reply: Reply): { body: Buffer | string | BodyPieces; contentType?: string } {
   if (reply.body === undefined) return { body: '' };
+  if (reply.body instanceof BodyPieces) return { body: reply.body, contentType: reply.contentType ?? 'application/json' };
   if (typeof reply.body === 'string' || Buffer.isBuffer(reply.body)) return { body: reply.body, contentType: reply.contentType ?? 'text/plain; charset=utf-8' };
   return { body: JSON.stringify(reply.body), contentType: reply.contentType ?? 'application/json' };
 }
 
+/** A body's length in bytes. */
+export const byteLength = (body: Buffer | string | BodyPieces): number => (body instanceof BodyPieces ? body.byteLength : Buffer.byteLength(body));
+
+/** A body as byte pieces of at most about PIECE_BYTES, to be written one after another. */
+export function inPieces(body: Buffer | string | BodyPieces): Buffer[] {
+  if (body instanceof BodyPieces) return body.pieces;
+  const buf = typeof body === 'string' ? Buffer.from(body) : body;
+  const out: Buffer[] = [];
+  for (let at = 0; at < buf.length; at += PIECE_BYTES) out.push(buf.subarray(at, at + PIECE_BYTES));
+  return out;
+}
+
 /** Turn a Reply into status, headers and bytes (a fresh headers object the caller may extend). */
-export function encodeReply(reply: Reply): { status: number; headers: Record<string, string>; body: Buffer | string } {
+export function encodeReply(reply: Reply): { status: number; headers: Record<string, string>; body: Buffer | string | BodyPieces } {
   const { body, contentType } = replyBody(reply);
   const headers: Record<string, string> = { ...reply.headers };
   if (contentType) headers['content-type'] = contentType;

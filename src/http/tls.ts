@@ -16,7 +16,8 @@
 import https from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket, PeerCertificate, DetailedPeerCertificate } from 'node:tls';
-import { encodeReply, InFlight, routerRejected, TLS12_CIPHERS, FLUSH_BEFORE_CLOSE_MS, type Handle } from './common.js';
+import { encodeReply, InFlight, routerRejected, TLS12_CIPHERS, FLUSH_BEFORE_CLOSE_MS, byteLength, inPieces, type Handle } from './common.js';
+import { BodyPieces } from '../core/envelope.js';
 import type { Reply, Req } from '../core/operation.js';
 
 export interface TlsOptions {
@@ -45,11 +46,17 @@ export interface TlsServer {
  */
 const PIECE = 16 * 1024;
 
-async function endInPieces(res: ServerResponse, body: Buffer): Promise<void> {
-  for (let at = 0; at < body.length && !res.destroyed; at += PIECE) {
-    const piece = body.subarray(at, at + PIECE);
-    if (at + PIECE >= body.length) res.end(piece);
-    else if (!res.write(piece)) await drainedOrClosed(res);
+/** Write `pieces` (each split again into PIECE writes), with a turn of the event loop between two pieces. */
+async function endInPieces(res: ServerResponse, pieces: Buffer[]): Promise<void> {
+  for (let p = 0; p < pieces.length && !res.destroyed; p++) {
+    if (p > 0) await new Promise((r) => setImmediate(r));
+    const body = pieces[p];
+    const last = p === pieces.length - 1;
+    for (let at = 0; at < body.length && !res.destroyed; at += PIECE) {
+      const piece = body.subarray(at, at + PIECE);
+      if (last && at + PIECE >= body.length) res.end(piece);
+      else if (!res.write(piece)) await drainedOrClosed(res);
+    }
   }
 }
 
@@ -142,14 +149,14 @@ export function startTls(opts: TlsOptions): Promise<TlsServer> {
         if (req.aborted || hres.destroyed) return done();
         const { status, headers: h, body } = encodeReply(reply);
         if (closing) h.connection = 'close';
-        const length = Buffer.byteLength(body);
+        const length = byteLength(body);
         h['content-length'] = String(length);
         hres.writeHead(status, h);
-        if (req.method === 'head' || length <= PIECE) {
+        if (req.method === 'head' || (length <= PIECE && !(body instanceof BodyPieces))) {
           hres.end(req.method === 'head' ? undefined : body);
           return done();
         }
-        void endInPieces(hres, typeof body === 'string' ? Buffer.from(body) : body).finally(done);
+        void endInPieces(hres, inPieces(body)).finally(done);
       };
       const dispatch = () =>
         opts.handle(req).then(send, (e) => {

@@ -4,7 +4,8 @@
  * `Req` to the router and writes the `Reply` corked. Nothing else in src/ imports uWS.
  */
 import uWS from 'uWebSockets.js';
-import { STATUS_TEXT, TLS12_CIPHERS, FLUSH_BEFORE_CLOSE_MS, type Handle, replyBody, routerRejected, InFlight } from './common.js';
+import { STATUS_TEXT, TLS12_CIPHERS, FLUSH_BEFORE_CLOSE_MS, type Handle, replyBody, routerRejected, InFlight, byteLength, inPieces } from './common.js';
+import { BodyPieces } from '../core/envelope.js';
 import type { Reply, Req } from '../core/operation.js';
 import type { Connection, Transport } from '../control/channel.js';
 
@@ -44,7 +45,8 @@ const KEEP_ALIVE_LINE = 'keep-alive: timeout=5';
 
 /** Bodies larger than this are written in pieces with backpressure (streamBody). */
 const STREAM_ABOVE = 1024 * 1024;
-const STREAM_PIECE = 256 * 1024;
+/** Longest stretch of writing one large answer before the other requests get the loop. */
+const WRITE_SLICE_MS = 2;
 
 /** Shared by every bodiless request (handlers replace `req.body`, never mutate it). */
 const NO_BODY = Buffer.alloc(0);
@@ -104,14 +106,15 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
     let streaming = false;
     /** Set while reads from the connection are paused (see the pipelining note below). */
     let paused = false;
-    /** Set once the answer's last bytes are being written: reads stay on from then. */
+    /** Set once the answer is being written: reads stay on from then. */
     let ending = false;
     const pauseReads = () => {
       if (paused || ending) return;
       paused = true;
       res.pause();
     };
-    // Called before the last write of an answer: uWS forbids touching a completed response.
+    // Called before the answer's first write. (Not later: uWS forbids touching a completed
+    // response, and a paused socket drains a large answer's backpressure unreliably.)
     const resumeReads = () => {
       ending = true;
       if (!paused) return;
@@ -130,55 +133,58 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
       if (req.aborted) return done();
       const { body, contentType } = replyBody(reply);
       const [key, value] = headerBlock(reply.headers, contentType, closing);
-      const large = req.method !== 'head' && body.length > STREAM_ABOVE;
+      const length = byteLength(body);
+      const large = req.method !== 'head' && length > STREAM_ABOVE;
       res.cork(() => {
-        if (!large) resumeReads();
+        resumeReads();
         res.writeStatus(statusLine(reply.status));
         res.writeHeader(key, value);
         // HEAD: the headers of the GET and no body. (Passing a reported length to
         // endWithoutBody makes uWS drop the kept-alive connection after it.)
         if (req.method === 'head') res.endWithoutBody();
-        else if (!large) res.end(body);
+        else if (!large) res.end(body instanceof BodyPieces ? Buffer.concat(body.pieces, length) : body);
       });
-      if (large) streamBody(typeof body === 'string' ? Buffer.from(body) : body);
+      if (large) streamBody(inPieces(body), length);
       else done();
     };
     /**
      * A large body goes out in pieces as fast as the client reads it (tryEnd, resumed from
-     * onWritable): uWS neither copies all of it into its own buffer for a slow reader nor encrypts
-     * tens of MiB in one go while every other request waits. Pieces are ArrayBuffers of their own
-     * (uWS reads a typed array's whole buffer, not the view).
+     * onWritable), for at most WRITE_SLICE_MS per turn of the event loop: uWS neither copies all
+     * of it into its own buffer for a slow reader nor encrypts tens of MiB in one go while every
+     * other request waits (a client on the same host reads as fast as it is written, so without
+     * the turns one answer was written whole in one stretch). Pieces go to uWS as ArrayBuffers of
+     * their own (it reads a typed array's whole buffer, not the view).
      */
-    const streamBody = (buf: Buffer) => {
+    const streamBody = (pieces: Buffer[], total: number) => {
       streaming = true;
-      const total = buf.length;
-      let pos = 0;
-      let pending: { piece: ArrayBuffer; at: number; end: number } | undefined;
+      let next = 0;
+      let pending: { piece: ArrayBuffer; at: number } | undefined;
       const finish = () => {
         streaming = false;
         done();
       };
       const pump = () => {
+        if (req.aborted) return;
+        const start = performance.now();
         res.cork(() => {
-          while (pos < total && !req.aborted) {
-            const end = Math.min(pos + STREAM_PIECE, total);
-            const piece = buf.buffer.slice(buf.byteOffset + pos, buf.byteOffset + end) as ArrayBuffer;
-            if (end === total) resumeReads();
+          while (next < pieces.length) {
+            const b = pieces[next++];
+            const piece = (b.byteOffset === 0 && b.byteLength === b.buffer.byteLength ? b.buffer : b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength)) as ArrayBuffer;
             const at = res.getWriteOffset();
             const [ok, finished] = res.tryEnd(piece, total);
             if (finished) return finish();
             if (!ok) {
-              pending = { piece, at, end };
+              pending = { piece, at };
               return;
             }
-            pos = end;
+            if (performance.now() - start >= WRITE_SLICE_MS) break;
           }
+          if (next < pieces.length) setImmediate(pump);
         });
       };
       res.onWritable((offset) => {
         if (req.aborted || !pending) return true;
-        const { piece, at, end } = pending;
-        if (end === total) resumeReads();
+        const { piece, at } = pending;
         const [ok, finished] = res.tryEnd(piece.slice(offset - at), total);
         if (finished) {
           finish();
@@ -186,8 +192,6 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
         }
         if (!ok) return false;
         pending = undefined;
-        pos = end;
-        // Further pieces on the next turn: other requests get the loop in between.
         setImmediate(pump);
         return true;
       });

@@ -1,6 +1,6 @@
 /** Listing a family: the list engine over its collection, role filters, and pages spliced from kept renders. */
 import { errors } from '../core/errors.js';
-import { list as listEnvelope, listOfJson } from '../core/envelope.js';
+import { ListWriter } from '../core/envelope.js';
 import { parseListParams, listSteps, type ListSource } from '../core/query.js';
 import { continueSliced, firstSlice } from '../core/slices.js';
 import type { Ctx } from '../core/context.js';
@@ -52,10 +52,12 @@ function* listReplySteps(reg: Registry, def: ResourceDef, ctx: Ctx, extra?: Part
   const store = ctx.app.store;
   // A page of ids: records are read here, and only those not kept as JSON (below).
   const load = (e: Rec | string) => (typeof e === 'string' ? store.get(def.collection, e) : e);
+  // The answer is written an entry at a time into byte pieces (ListWriter): a pause after every
+  // RENDER_STEP entries and after every piece bounds each slice's work.
+  const out = new ListWriter();
   let n = 0;
   if (!render && def.renderCache && allSecrets) {
     // Entries kept as JSON: the page is spliced from them.
-    const entries: string[] = [];
     for (const e of page) {
       if (++n % RENDER_STEP === 0) yield;
       let json = reg.renders.get(def, typeof e === 'string' ? e : e.id);
@@ -64,18 +66,18 @@ function* listReplySteps(reg: Registry, def: ResourceDef, ctx: Ctx, extra?: Part
         if (!rec) continue;
         json = reg.renders.json(def, rec, () => renderRecord(reg, def, rec, view));
       }
-      entries.push(json);
+      if (out.add(json)) yield;
     }
-    return listOfJson(entries, pagination, src.filterableFields);
+    return out.finish(pagination, src.filterableFields);
   }
   const r = render ?? ((rec: Rec) => renderRecord(reg, def, rec, view));
-  const rendered: unknown[] = [];
   for (const e of page) {
     if (++n % RENDER_STEP === 0) yield;
     const rec = load(e);
-    if (rec) rendered.push(r(rec));
+    // As in an array JSON.stringify'd whole: a render of `undefined` is `null`.
+    if (rec && out.add(JSON.stringify(r(rec)) ?? 'null')) yield;
   }
-  return listEnvelope(rendered, pagination, src.filterableFields);
+  return out.finish(pagination, src.filterableFields);
 }
 
 /**
