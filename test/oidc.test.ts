@@ -268,10 +268,40 @@ t.test('ext-JWT login step; token exchange', async (t) => {
     t.equal(r.status, 400, `${what}: 400`);
     t.equal(r.body.error, error, `${what}: ${error}`);
   }
+  // Upstream's Go SDK renews with two exchanges of one refresh token: for a refresh token, then for
+  // an ID token (answered in access_token). The second neither rotates nor counts as a reuse.
+  const sdk = await exchange(srv, { grant_type: TX, subject_token: r2.body.refresh_token, subject_token_type: RT, requested_token_type: RT });
+  t.equal(sdk.status, 200, 'SDK renewal: refresh token exchanged');
+  const sdkId = await exchange(srv, { grant_type: TX, subject_token: r2.body.refresh_token, subject_token_type: RT, requested_token_type: IT });
+  t.equal(sdkId.status, 200, 'SDK renewal: the same refresh token exchanged for an ID token');
+  t.equal(sdkId.body.issued_token_type, IT, 'issued_token_type id_token');
+  t.equal(sdkId.body.token_type, 'N_A', 'token_type N_A');
+  const { payload: idClaims } = await jwtVerify(sdkId.body.access_token, createLocalJWKSet((await srv.raw('GET', '/oidc/keys')).body), { audience: 'openziti' });
+  t.equal(idClaims.sub, identityId, 'an ID token of the identity, in access_token');
+  t.equal((await client.get('/current-identity', bearer(sdkId.body.access_token))).status, 401, 'an ID token opens no API');
+  t.equal((await client.get('/current-identity', bearer(sdk.body.access_token))).status, 200, 'the renewed access token works: nothing was taken as a reuse');
+  const idFromAccess = await exchange(srv, { grant_type: TX, subject_token: sdk.body.access_token, subject_token_type: AT, requested_token_type: IT });
+  t.equal(idFromAccess.status, 200, 'an access token exchanged for an ID token');
+  t.equal((await exchange(srv, { grant_type: TX, subject_token: 'x.y.z', subject_token_type: RT, requested_token_type: IT })).body.error, 'invalid_grant', 'a forged subject for an ID token: invalid_grant');
+  const r2b = await exchange(srv, { grant_type: TX, subject_token: sdk.body.refresh_token, subject_token_type: RT });
+  t.equal(r2b.status, 200, 'the renewed refresh token keeps working');
+  t.equal((await exchange(srv, { grant_type: TX, subject_token: r2.body.refresh_token, subject_token_type: RT })).status, 400, 'a rotated refresh token exchanged for tokens again is still a reuse');
+  // That reuse ended the family; a fresh login for the checks below.
+  const p3 = pkce();
+  const q3 = new URLSearchParams({ client_id: 'openziti', response_type: 'code', scope: 'openid offline_access', redirect_uri: REDIRECT, code_challenge: p3.challenge, code_challenge_method: 'S256', state: 'st-1' });
+  const id3 = new URL(String((await srv.raw('GET', `/oidc/authorize?${q3}`)).headers.location)).searchParams.get('authRequestID')!;
+  const login3 = await srv.raw('POST', '/oidc/login/ext-jwt', Buffer.from(JSON.stringify({ id: id3 })), { ...JSONH, authorization: `Bearer ${await idpToken(identityId)}` });
+  const tok3 = await exchange(srv, { grant_type: 'authorization_code', code: await finish(t, srv, login3), redirect_uri: REDIRECT, code_verifier: p3.verifier });
+  t.equal(tok3.status, 200, 'a fresh login');
+  const r3 = await exchange(srv, { grant_type: TX, subject_token: tok3.body.refresh_token, subject_token_type: RT });
+  const a3 = await exchange(srv, { grant_type: TX, subject_token: tok3.body.access_token, subject_token_type: AT });
+  t.equal(r3.status, 200, 'its refresh token exchanged');
+  t.equal(a3.status, 200, 'its access token exchanged');
+
   // The exchange rotated the refresh token: the old one is a reuse and ends the family.
-  const reuse = await exchange(srv, { grant_type: TX, subject_token: tok.body.refresh_token, subject_token_type: RT });
+  const reuse = await exchange(srv, { grant_type: TX, subject_token: tok3.body.refresh_token, subject_token_type: RT });
   t.equal(reuse.status, 400, 'rotated refresh token reused in an exchange: 400');
-  t.equal((await client.get('/current-identity', bearer(a2.body.access_token))).status, 401, 'the family ended');
+  t.equal((await client.get('/current-identity', bearer(a3.body.access_token))).status, 401, 'the family ended');
 
   // An auth policy whose secondary factor is this signer's token: proven at the login step.
   const pol = await admin.post('/auth-policies', { ...authPolicyBody('oidc-secondary-ext-jwt'), secondary: { requireTotp: false, requireExtJwtSigner: signer.body.data.id } });
