@@ -147,6 +147,8 @@ async function visibility(nodes: Node[]) {
           const has = (r.body?.data ?? []).some((x: { id: string }) => x.id === id);
           if (has === (attr === 'vis-0')) return;
           if (performance.now() - start > 10_000) throw new Error('change not visible after 10 s');
+          // A breath between polls: back-to-back queries took CPU from the apply being timed.
+          await sleep(1);
         }
       }),
     );

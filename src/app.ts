@@ -95,7 +95,11 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   const reg = createRegistry();
   const presence = new Presence();
   bindPresence(reg, presence);
-  const store = new Store(path.join(dataDir, 'db'), reg.collectionSpecs());
+  // Cluster mode (docs/cluster.md): loaded only here, so a single node never loads the etcd client.
+  const join = settings.clusterEtcd ? await import('./cluster/join.js') : undefined;
+  const clusterLog = log.child({ component: 'cluster' });
+  const dbDir = path.join(dataDir, 'db');
+  const store = new Store(dbDir, reg.collectionSpecs(), join ? join.prepareReplicaDir(dataDir, dbDir, clusterLog) : {});
   reg.renders.attach(store);
   try {
     store.sealer = Sealer.forPkiDir(path.join(dataDir, 'pki'));
@@ -109,9 +113,6 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   const loadPki = () => loadOrCreatePki(path.join(dataDir, 'pki'), { advertisedHost, logger: log });
   let pki;
   let cluster: import('./cluster/replica.js').Cluster | undefined;
-  const clusterLog = log.child({ component: 'cluster' });
-  // Cluster mode (docs/cluster.md): loaded only here, so a single node never loads the etcd client.
-  const join = settings.clusterEtcd ? await import('./cluster/join.js') : undefined;
   if (join) ({ pki, cluster } = await join.joinCluster(store, settings, controllerId, path.join(dataDir, 'pki'), loadPki, clusterLog));
   else pki = await loadPki();
   const pool = new WorkerPool({ threads: settings.workers, maxQueue: settings.workerQueue });
@@ -124,8 +125,8 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   });
   await keys.start();
   sessions.keys = keys;
-  // Session tokens are signed in the workers, off the event loop.
-  keys.pool = pool;
+  // Session tokens are signed in the workers, off the event loop (unless configured otherwise).
+  if (settings.sessionTokenSigning === 'pool') keys.pool = pool;
   // Cluster mode: API sessions stay on this controller; tokens and revocations cross (docs/cluster.md).
   if (join && cluster) join.shareSessions(store, cluster, sessions, clusterLog);
   const ended = await sessions.endPlainTokenSessions();

@@ -21,16 +21,10 @@ const MADE_UP = 'made-up-id-4711';
 
 const makeCert = (ca: boolean, cn: string) => selfSignedCert(cn, ca);
 
-async function mustCreate(p: string, body: unknown): Promise<string> {
-  const r = await admin.post(p, body);
-  if (r.status !== 201) throw new Error(`setup ${p}: ${r.status} ${r.text}`);
-  return r.body.data.id;
-}
-
 // Fixtures the bodies refer to.
-const ctId = await mustCreate('/config-types', { name: 'fixture-ct', schema: { type: 'object', properties: { hostname: { type: 'string' }, port: { type: 'integer' } }, required: ['hostname'] } });
-const svcId = await mustCreate('/services', { name: 'fixture-svc', encryptionRequired: true });
-const erId = await mustCreate('/edge-routers', { name: 'fixture-er' });
+const ctId = await admin.create('/config-types', { name: 'fixture-ct', schema: { type: 'object', properties: { hostname: { type: 'string' }, port: { type: 'integer' } }, required: ['hostname'] } });
+const svcId = await admin.create('/services', { name: 'fixture-svc', encryptionRequired: true });
+const erId = await admin.create('/edge-routers', { name: 'fixture-er' });
 const caPems = [makeCert(true, 'bad-input-ca-1'), makeCert(true, 'bad-input-ca-2'), makeCert(true, 'bad-input-ca-3')];
 const leafPem = makeCert(false, 'leaf');
 let caIdx = 0;
@@ -50,7 +44,7 @@ const authPolicy = () => authPolicyBody(uniq('ap'));
 
 // Identities used by authenticator creates (each may hold one updb authenticator).
 async function freshIdentity(): Promise<string> {
-  return mustCreate('/identities', { name: uniq('authn-holder'), type: 'User', isAdmin: false });
+  return admin.create('/identities', { name: uniq('authn-holder'), type: 'User', isAdmin: false });
 }
 const authnHolder = await freshIdentity();
 
@@ -232,8 +226,8 @@ t.test('duplicates in other unique fields', async (t) => {
 });
 
 t.test('references on delete', async (t) => {
-  const ct = await mustCreate('/config-types', { name: uniq('ct-ref') });
-  await mustCreate('/configs', { name: uniq('cfg-ref'), configTypeId: ct, data: { a: 1 } });
+  const ct = await admin.create('/config-types', { name: uniq('ct-ref') });
+  await admin.create('/configs', { name: uniq('cfg-ref'), configTypeId: ct, data: { a: 1 } });
   const del = await admin.delete(`/config-types/${ct}`);
   t.ok(isError(del, 409, 'CAN_NOT_DELETE_REFERENCED_ENTITY'), `delete used config type → 409: ${del.status}`);
   t.equal((await admin.get(`/config-types/${ct}`)).status, 200, 'still there');

@@ -242,3 +242,20 @@ t.test('service-update timestamp moves exactly on relevant changes', async (t) =
   const fresh = (await c2.get('/current-api-session/service-updates')).body.data.lastChangeAt;
   t.equal(fresh, (await c2.get('/current-api-session')).body.data.createdAt, 'new API session: its createdAt');
 });
+
+t.test('MESH_SESSION_TOKEN_SIGNING=inline: the same tokens, signed on the event loop', async (t) => {
+  const inline = await startServer(t, { env: { MESH_SESSION_TOKEN_SIGNING: 'inline' } });
+  const a = await inline.login();
+  const g = new Fixture(inline, a);
+  const u = await g.user('inline-user', ['in-id']);
+  const S = await g.svc('inline-s', ['in-svc']);
+  await g.router('inline-r', ['in-r']);
+  await g.sp('inline-dial', 'Dial', ['#in-id'], ['#in-svc']);
+  await g.erp('inline-erp', ['#in-id'], ['#in-r']);
+  await g.serp('inline-serp', ['#in-svc'], ['#in-r']);
+  const r = await u.client.post('/sessions', { serviceId: S });
+  t.equal(r.status, 201, 'create → 201');
+  const { payload } = await jwtVerify(r.body.data.token, createLocalJWKSet((await inline.raw('GET', '/oidc/keys')).body));
+  t.match(payload, { sub: u.id, jti: r.body.data.id, z_t: 'session', z_svc: S, z_st: 'Dial' }, 'verifies with the JWKS');
+  t.equal((await u.client.get(`/services/${S}/edge-routers`, { headers: { 'session-token': r.body.data.token } })).status, 200, 'accepted by the controller');
+});

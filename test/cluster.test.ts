@@ -3,6 +3,7 @@
  * replicas): replication, guarded concurrent writes, logins across controllers, cascades.
  */
 import { execFile } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
@@ -317,6 +318,21 @@ t.test('a restart without compaction resumes from the stored revision', async (t
   t.equal((await admins[1].get(`/identities/${id}`)).status, 200, 'the write made while B was down is there');
 });
 
+t.test('a replica written without sync is loaded again from etcd after the machine restarted (another boot id)', async (t) => {
+  const marker = path.join(ctrls[1].dataDir, 'replica-boot-id');
+  t.equal(fs.readFileSync(marker, 'utf8').trim(), fs.readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim(), "the replica names this machine's boot");
+  t.equal(await ctrls[1].stop(), 0);
+  fs.writeFileSync(marker, '00000000-0000-0000-0000-000000000000\n');
+  const id = (await admins[0].post('/identities', { name: 'while-b-rebooted', type: 'User', isAdmin: false })).body.data.id;
+  const b2 = await startServer(root, { dataDir: ctrls[1].dataDir, env: { ...env(), MESH_LOG_LEVEL: 'info' } });
+  ctrls[1] = b2;
+  admins[1] = await b2.login();
+  t.match(b2.output, /machine restarted since the replica was last written[^]*replica loaded/, 'removed and loaded again');
+  t.equal((await admins[1].get(`/identities/${id}`)).status, 200, 'with the write made meanwhile');
+  const names = async (x: Client) => ((await x.get('/identities?limit=500')).body.data as { name: string }[]).map((i) => i.name).sort();
+  t.same(await names(admins[1]), await names(admins[2]), 'the same identities as C');
+});
+
 t.test('a wiped data directory is rebuilt from etcd', async (t) => {
   const fresh = await startServer(t, { env: env() });
   const admin = await fresh.login();
@@ -466,6 +482,8 @@ t.test('kill -9 of a controller: its router reconnects to another and is online 
   t.ok(await online(adminB, r2.id), 'router 2, on B all along, still online');
   const list = await within(10_000, async () => ((await adminB.get('/controllers')).body.data as unknown[]).length === 2);
   t.ok(list >= 0, 'A dropped out of GET /controllers once its lease expired');
+  // C reads the list on its own second: within one more of B's.
+  await within(3000, async () => told.at(-1)?.length === 2);
   t.equal(told.at(-1)?.length, 2, 'the router on C was told over the control channel that A left');
   t.notOk(told.at(-1)?.some((x) => x.ctrlAddress === `wss://127.0.0.1:${a.port}/ctrl/v1`), 'A is not in it');
 

@@ -20,7 +20,7 @@ import t from 'tap';
 import fs from 'node:fs';
 import { ALIASES, RESOURCES } from '../src/resources/index.js';
 import type { ResourceDef, StandardOp } from '../src/resources/types.js';
-import { startServer, isError, type Client, type Res } from './helpers/server.js';
+import { startServer, isError, type Res } from './helpers/server.js';
 import { selfSignedCert } from './helpers/pki.js';
 import { base, created, emptyOk, type Tap } from './helpers/assert.js';
 
@@ -90,7 +90,8 @@ function flatten(s: Schema): Schema {
   };
 }
 
-function bodySchema(operationId: string): { name: string; schema: Schema } {
+/** The body schema of a spec operation, flattened. */
+function bodySchema(operationId: string): Schema {
   for (const item of Object.values<any>((spec as any).paths)) {
     for (const op of Object.values<any>(item)) {
       if (op?.operationId !== operationId) continue;
@@ -98,12 +99,12 @@ function bodySchema(operationId: string): { name: string; schema: Schema } {
       const name = ref.split('/').pop()!;
       let schema = flatten(definitions[name]);
       if (schema.discriminator) {
-        // The subtype for the first value of the discriminator that has one (posture checks).
+        // The subtype the discriminator's first enum value names (posture checks: OS).
         const values: string[] = deref(schema.properties[schema.discriminator]).enum;
         const sub = Object.values(definitions).find((d) => d['x-class'] === values[0] && d.allOf?.some((x: Schema) => x.$ref === `#/definitions/${name}`));
         schema = { ...flatten(sub!), discriminator: schema.discriminator, discriminatorValue: values[0] };
       }
-      return { name, schema };
+      return schema;
     }
   }
   throw new Error(`no spec operation ${operationId}`);
@@ -152,14 +153,12 @@ function ref(collection: string): Promise<string> {
 
 async function createOne(def: ResourceDef): Promise<{ id: string; body: Body }> {
   const body = await validBody(def);
-  const r = await admin.post(`/${def.path}`, body);
-  if (r.status !== 201) throw new Error(`create ${def.path} ${JSON.stringify(body)}: ${r.status} ${r.text}`);
-  return { id: r.body.data.id, body };
+  return { id: await admin.create(`/${def.path}`, body), body };
 }
 
 /** A create body: the spec's required properties, the declaration's references, roles and attributes, tags. */
 async function validBody(def: ResourceDef): Promise<Body> {
-  const { schema } = bodySchema(def.operations.create!);
+  const schema = bodySchema(def.operations.create!);
   const body: Body = {};
   for (const r of schema.required ?? []) body[r] = sample(schema.properties[r], r);
   if (schema.discriminator) body[schema.discriminator] = schema.discriminatorValue;
@@ -227,9 +226,9 @@ function refused(t: Tap, r: Res, label: string, status: number, code: string, fi
 for (const def of crudFamilies) {
   t.test(def.path, async (t) => {
     const path = def.path;
-    const create = bodySchema(def.operations.create!).schema;
-    const update = bodySchema(def.operations.update!).schema;
-    const patchSchema = bodySchema(def.operations.patch!).schema;
+    const create = bodySchema(def.operations.create!);
+    const update = bodySchema(def.operations.update!);
+    const patchSchema = bodySchema(def.operations.patch!);
     const before = await count(path);
 
     // create, read

@@ -13,6 +13,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { startServer, type Client, type Res, type Server } from './helpers/server.js';
+import { createUser } from './helpers/users.js';
 import { RFC3339, sleep } from './helpers/assert.js';
 import { selfSignedCert } from './helpers/pki.js';
 
@@ -50,9 +51,7 @@ const topTalkers = (by: 'tx' | 'rx', size = 10) => ({
 });
 
 async function identityWithPassword(admin: Client, name: string, permissions: string[]) {
-  const id = (await admin.post('/identities', { name, type: 'User', isAdmin: false, permissions })).body.data.id;
-  const r = await admin.post('/authenticators', { method: 'updb', identityId: id, username: name, password: `${name}-password` });
-  if (r.status !== 201) throw new Error(`authenticator for ${name}: ${r.status} ${r.text}`);
+  await createUser(admin, name, `${name}-password`, { permissions });
   return basic(name, `${name}-password`);
 }
 

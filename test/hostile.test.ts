@@ -53,17 +53,11 @@ const short = (s: string, n = 80) => (s.length > n ? `${s.slice(0, n)}…(${s.le
 
 const makeCa = (cn: string) => selfSignedCert(cn, true);
 
-async function mustCreate(p: string, body: unknown): Promise<string> {
-  const r = await admin.post(p, body);
-  if (r.status !== 201) throw new Error(`setup ${p}: ${r.status} ${r.text}`);
-  return r.body.data.id;
-}
-
 // ---- fixtures ------------------------------------------------------------------------------------
-const freeCt = await mustCreate('/config-types', { name: 'hostile-free-ct' });
-const svcId = await mustCreate('/services', { name: 'hostile-svc', encryptionRequired: true });
-const erId = await mustCreate('/edge-routers', { name: 'hostile-er' });
-const identId = await mustCreate('/identities', { name: 'hostile-ident', type: 'User', isAdmin: false });
+const freeCt = await admin.create('/config-types', { name: 'hostile-free-ct' });
+const svcId = await admin.create('/services', { name: 'hostile-svc', encryptionRequired: true });
+const erId = await admin.create('/edge-routers', { name: 'hostile-er' });
+const identId = await admin.create('/identities', { name: 'hostile-ident', type: 'User', isAdmin: false });
 const caPems = Array.from({ length: 3 }, (_, i) => makeCa(`hostile-ca-${i}`));
 let caIdx = 0;
 
@@ -110,9 +104,9 @@ async function countByName(tt: Tap, family: string, name: string): Promise<numbe
 // ---- bodies --------------------------------------------------------------------------------------
 
 t.test('deep nesting in every free-form field is refused with 400 and writes nothing', async (t) => {
-  const pcProcess = await mustCreate('/posture-checks', { name: 'hostile-pc-process', typeId: 'PROCESS', process: { osType: 'Linux', path: '/bin/true' } });
-  const caId = await mustCreate('/cas', VALID['/cas']());
-  await mustCreate('/controller-settings', { controllerId: 'hostile-ctrl', oidc: {} }).catch(() => undefined);
+  const pcProcess = await admin.create('/posture-checks', { name: 'hostile-pc-process', typeId: 'PROCESS', process: { osType: 'Linux', path: '/bin/true' } });
+  const caId = await admin.create('/cas', VALID['/cas']());
+  await admin.create('/controller-settings', { controllerId: 'hostile-ctrl', oidc: {} }).catch(() => undefined);
   const ctId = freeCt;
   // [label, method, path, body builder given the nested JSON text, name to check afterwards]
   const cases: Array<[string, string, string, (deep: string) => string, string?]> = [];
@@ -368,7 +362,7 @@ t.test('JSON framing: duplicates, trailing garbage, empty bodies, content types,
 t.test('hostile ids and path shapes', async (t) => {
   const real = await send(t, 'real identity with trailing slash', admin.get(`/identities/${identId}/`));
   t.equal(real.status, 200, 'trailing slash still finds the entity');
-  const victim = await mustCreate('/identities', VALID['/identities']());
+  const victim = await admin.create('/identities', VALID['/identities']());
   const ids = [
     ['%00', '%00'], ['%2F', 'a%2Fb'], ['%2F only', '%2F'], ['..', '..'], ['%2e%2e', '%2e%2e'], ['../..', '..%2F..%2Fversion'],
     ['10 KB id', 'i'.repeat(10 * 1024)], ['unicode', encodeURIComponent('ид-😀-مرحبا')], ['bad percent', '%E0%A4%A'], ['lone %', '%'],
@@ -630,7 +624,7 @@ t.test('concurrency', async (t) => {
   }
   // Parallel PATCH and DELETE of the same entity.
   for (let round = 0; round < 3; round++) {
-    const id = await mustCreate('/services', VALID['/services']());
+    const id = await admin.create('/services', VALID['/services']());
     const ops = Array.from({ length: 30 }, (_, i) =>
       i % 6 === 3
         ? send(t, `race DELETE service #${i}`, admin.delete(`/services/${id}`))
@@ -648,7 +642,7 @@ t.test('concurrency', async (t) => {
   }
   // Delete a config type while configs are being created against it.
   for (let round = 0; round < 4; round++) {
-    const ct = await mustCreate('/config-types', { name: uniq('race-ct') });
+    const ct = await admin.create('/config-types', { name: uniq('race-ct') });
     const creates = Array.from({ length: 40 }, (_, i) => send(t, `race config create #${i}`, admin.post('/configs', { name: uniq('race-cfg'), configTypeId: ct, data: { i } })));
     const deletes = Array.from({ length: 8 }, async (_, i) => {
       await new Promise((r) => setTimeout(r, i * 3));

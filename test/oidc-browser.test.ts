@@ -15,6 +15,7 @@ import type { AddressInfo } from 'node:net';
 import t, { type Test } from 'tap';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { startServer, Client, type Server } from './helpers/server.js';
+import { createUser } from './helpers/users.js';
 import { totpCode } from '../src/auth/mfa.js';
 
 const CANDIDATES = [process.env.MESH_CHROMIUM, '/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome'].filter((p): p is string => !!p);
@@ -41,14 +42,6 @@ function pkce() {
 function authorizeUrl(srv: Server, redirectUri: string, challenge: string, state: string) {
   const q = new URLSearchParams({ client_id: 'openziti', response_type: 'code', scope: 'openid offline_access', redirect_uri: redirectUri, code_challenge: challenge, code_challenge_method: 'S256', state });
   return `${srv.origin}/oidc/authorize?${q}`;
-}
-
-async function createUser(admin: Client, name: string, password: string, extra: Record<string, unknown> = {}) {
-  const r = await admin.post('/identities', { name, type: 'User', isAdmin: false, ...extra });
-  if (r.status !== 201) throw new Error(`identity: ${r.text}`);
-  const a = await admin.post('/authenticators', { method: 'updb', identityId: r.body.data.id, username: name, password });
-  if (a.status !== 201) throw new Error(`authenticator: ${a.text}`);
-  return r.body.data.id as string;
 }
 
 /** Type the credentials into the login page and submit it; resolves once the next page has loaded. */

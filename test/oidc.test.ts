@@ -14,18 +14,11 @@ import path from 'node:path';
 import t, { type Test } from 'tap';
 import { createLocalJWKSet, jwtVerify, SignJWT } from 'jose';
 import { startServer, Client, type Server } from './helpers/server.js';
+import { createUser } from './helpers/users.js';
 import { newCsr } from './helpers/pki.js';
 import { totpCode } from '../src/auth/mfa.js';
 
 const REDIRECT = 'http://127.0.0.1:20314/auth/callback';
-
-async function createUser(admin: Client, name: string, password: string) {
-  const r = await admin.post('/identities', { name, type: 'User', isAdmin: false });
-  if (r.status !== 201) throw new Error(`identity: ${r.text}`);
-  const a = await admin.post('/authenticators', { method: 'updb', identityId: r.body.data.id, username: name, password });
-  if (a.status !== 201) throw new Error(`authenticator: ${a.text}`);
-  return r.body.data.id as string;
-}
 
 const form = (fields: Record<string, string>) => Buffer.from(new URLSearchParams(fields).toString());
 const FORM = { 'content-type': 'application/x-www-form-urlencoded' };

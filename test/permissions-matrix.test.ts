@@ -12,6 +12,7 @@ import { buildOperations } from '../src/api/operations.js';
 import { createRegistry } from '../src/resources/index.js';
 import { ALL_PERMISSIONS, PERMISSION_FAMILIES } from '../src/auth/permissions.js';
 import { startServer, isError, type Client, type Server } from './helpers/server.js';
+import { createUser } from './helpers/users.js';
 
 const OPS = buildOperations(createRegistry()).filter((o) => o.api === 'management' && o.auth === 'admin');
 const LIVE = OPS;
@@ -71,10 +72,7 @@ async function clientFor(perms: string[]): Promise<Client> {
   const have = clients.get(key);
   if (have) return have;
   const name = `perm-${key.replace(/[^a-z.-]/gi, '_')}`.slice(0, 90);
-  const r = await admin.post('/identities', { name, type: 'User', isAdmin: false, permissions: perms });
-  if (r.status !== 201) throw new Error(`identity ${name}: ${r.status} ${r.text}`);
-  const a = await admin.post('/authenticators', { method: 'updb', identityId: r.body.data.id, username: name, password: 'perm-password-1' });
-  if (a.status !== 201) throw new Error(`authenticator ${name}: ${a.status} ${a.text}`);
+  await createUser(admin, name, 'perm-password-1', { permissions: perms });
   const c = await srv.login(name, 'perm-password-1');
   clients.set(key, c);
   return c;

@@ -15,6 +15,7 @@
 import t from 'tap';
 import tls from 'node:tls';
 import { startServer, type Client, type Server } from './helpers/server.js';
+import { createUser } from './helpers/users.js';
 
 const M = '/edge/management/v1';
 
@@ -43,9 +44,7 @@ t.before(async () => {
 
 async function identity(): Promise<{ id: string; name: string }> {
   const name = `pipe-${++seq}`;
-  const r = await admin.post('/identities', { name, type: 'User', isAdmin: false });
-  if (r.status !== 201) throw new Error(`create ${name}: ${r.status} ${r.text}`);
-  return { id: r.body.data.id, name };
+  return { id: await createUser(admin, name), name };
 }
 
 const get = async () => ({ kind: 'get' as const, ...(await identity()) });

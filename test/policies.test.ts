@@ -3,8 +3,8 @@
  * posture check types (Management API) against the real controller.
  */
 import t, { type Test } from 'tap';
-import { startServer, isError, type Client, type Res, type Server } from './helpers/server.js';
-import { RFC3339, base, created, emptyOk, fieldError, get, hasFields, kind, sleep } from './helpers/assert.js';
+import { startServer, isError, type Client, type Server } from './helpers/server.js';
+import { base, created, emptyOk, fieldError, get, hasFields, sleep } from './helpers/assert.js';
 
 
 
@@ -15,18 +15,13 @@ let I1: string, I2: string, S1: string, S2: string, R1: string, R2: string, PC: 
 t.before(async () => {
   srv = await startServer(t);
   admin = await srv.login();
-  const mk = async (path: string, body: any) => {
-    const r = await admin.post(path, body);
-    if (r.status !== 201) throw new Error(`setup ${path}: ${r.status} ${r.text}`);
-    return r.body.data.id as string;
-  };
-  I1 = await mk('/identities', { name: 'pol-i1', type: 'User', isAdmin: false, roleAttributes: ['i1'] });
-  I2 = await mk('/identities', { name: 'pol-i2', type: 'User', isAdmin: false });
-  S1 = await mk('/services', { name: 'pol-s1', encryptionRequired: true });
-  S2 = await mk('/services', { name: 'pol-s2', encryptionRequired: true });
-  R1 = await mk('/edge-routers', { name: 'pol-r1' });
-  R2 = await mk('/edge-routers', { name: 'pol-r2' });
-  PC = await mk('/posture-checks', { typeId: 'DOMAIN', name: 'pol-pc', domains: ['corp.example'] });
+  I1 = await admin.create('/identities', { name: 'pol-i1', type: 'User', isAdmin: false, roleAttributes: ['i1'] });
+  I2 = await admin.create('/identities', { name: 'pol-i2', type: 'User', isAdmin: false });
+  S1 = await admin.create('/services', { name: 'pol-s1', encryptionRequired: true });
+  S2 = await admin.create('/services', { name: 'pol-s2', encryptionRequired: true });
+  R1 = await admin.create('/edge-routers', { name: 'pol-r1' });
+  R2 = await admin.create('/edge-routers', { name: 'pol-r2' });
+  PC = await admin.create('/posture-checks', { typeId: 'DOMAIN', name: 'pol-pc', domains: ['corp.example'] });
 });
 
 t.test('service policies', async (t) => {

@@ -120,8 +120,8 @@ export function claimedExpiry(token: string): number | undefined {
  * messaging however many tokens it carries, so tokens travel together (see `signInPool`).
  */
 const MAX_SIGN_BATCH = 64;
-/** How long a token waits for others to share its signing task. */
-const SIGN_WINDOW_MS = 1;
+/** How long a token waits at most for a commit to land before its signing task goes anyway. */
+const SIGN_WAIT_MS = 5;
 
 interface WaitingToken {
   claims: TokenClaims;
@@ -160,6 +160,9 @@ export class SigningKeys {
     fs.mkdirSync(this.dir, { recursive: true, mode: 0o700 });
     for (const rec of store.scan(SIGNING_KEYS)) this.remember(rec as SigningKeyRec);
     store.on('change', (events: ChangeEvent[]) => {
+      // A commit landed: the tokens asked for while it committed go now, alongside the next
+      // commit, which carries their sessions' writes (see signInPool).
+      if (this.waiting.length > 0) this.flushSigning();
       for (const ev of events) {
         if (ev.collection !== SIGNING_KEYS) continue;
         if (ev.before && !ev.after) this.verifiers.delete(ev.id);
@@ -267,14 +270,17 @@ export class SigningKeys {
   }
 
   /**
-   * `sign`, in the worker pool, batched: the tokens asked for within SIGN_WINDOW_MS travel in one
-   * task (at most MAX_SIGN_BATCH; at most one task per worker in flight, the rest wait for the
-   * next). A task costs the event loop ~15–45 µs of messaging however many tokens it carries —
-   * more than signing one token inline — so tokens must travel together for the pool to pay: at
-   * thousands of creates a second a task carries several to dozens, and the window is far shorter
-   * than the session's durable commit, which the signature runs alongside. The private key
-   * crosses as PKCS#8 PEM, parsed once per worker. Should the pool refuse (its queue full) or
-   * fail, the tokens are signed here instead: a token is never refused for that.
+   * `sign`, in the worker pool, batched like the store's group commit. A session's token is asked
+   * for as its write is queued; that write waits for the commit in flight to land and then goes
+   * in the next one. So the tokens asked for while a commit is in flight wait for it too, and
+   * travel in one task when it lands (its change events), to be signed while the next commit —
+   * the one carrying their writes — runs. A task costs the event loop ~15–45 µs of messaging
+   * however many tokens it carries (more than signing one inline), so the batches must be large:
+   * they grow with the load as the commit groups do. At most MAX_SIGN_BATCH per task (sent at
+   * once when reached), at most one task per worker in flight; with no commit landing within
+   * SIGN_WAIT_MS (an idle store, or a repeated create with no write) the tokens go anyway.
+   * The private key crosses as PKCS#8 PEM, parsed once per worker. Should the pool refuse (its
+   * queue full) or fail, the tokens are signed here instead: a token is never refused for that.
    */
   signInPool(claims: TokenClaims): Promise<string> {
     if (!this.pool) return Promise.resolve(this.sign(claims));
@@ -287,7 +293,7 @@ export class SigningKeys {
 
   private scheduleSigning() {
     if (this.flushTimer || this.waiting.length === 0) return;
-    this.flushTimer = setTimeout(() => this.flushSigning(), SIGN_WINDOW_MS);
+    this.flushTimer = setTimeout(() => this.flushSigning(), SIGN_WAIT_MS);
   }
 
   private flushSigning() {

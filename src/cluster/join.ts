@@ -15,6 +15,8 @@ import type { Presence } from '../control/presence.js';
 import type { ApiSessions } from '../auth/api-sessions.js';
 import { SharedSessions } from './sessions.js';
 
+export { prepareReplicaDir } from './replica-dir.js';
+
 /** API sessions and sessions stay on the controller holding them; their tokens and revocations cross (sessions.ts). */
 export function shareSessions(store: Store, cluster: Cluster, sessions: ApiSessions, log: Logger): SharedSessions {
   const shared = new SharedSessions(store, cluster, sessions, log);

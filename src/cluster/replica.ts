@@ -12,7 +12,7 @@
  * values, and whole collections read through a secondary index or a scan. Each write becomes one
  * etcd sub-transaction whose guards say "nothing I read changed since the revision my replica had
  * when I read it" (present: mod_revision ≤ R and version > 0; absent: version = 0; a collection:
- * every key's mod_revision ≤ R). Writes issued while a transaction is in flight are sent together
+ * every key's mod_revision ≤ R, plus each record read in it, as a range compare misses deletions). Writes issued while a transaction is in flight are sent together
  * as the next one: one etcd transaction holding one guarded sub-transaction per write, so one
  * failed guard fails only its own write. A write whose guard failed waits until the replica has
  * applied the revision that failed it and runs `fn` again: it then meets the state that made it
@@ -63,6 +63,8 @@ const MAX_ATTEMPTS = 50;
 const MAX_TXN_OPS = 128;
 /** Bytes of values per transaction, under etcd's default 1.5 MiB request limit. */
 const MAX_TXN_BYTES = 1024 * 1024;
+/** Records read in a collection guarded as a whole that also get a guard of their own (deletions). */
+const RANGE_RECORD_GUARDS = 16;
 /** How long one etcd call may take before the write is answered 503. */
 const CALL_TIMEOUT_MS = 5000;
 
@@ -213,7 +215,7 @@ export class Cluster implements WriteLog {
   private sending = false;
   private logId = '';
   /** Statistics: etcd transactions, the writes they carried, writes run again after a failed guard or after waiting for a write in flight. */
-  readonly stats = { txns: 0, writes: 0, retries: 0, waits: 0 };
+  readonly stats = { txns: 0, writes: 0, retries: 0, waits: 0, txnSeconds: 0, applies: 0, applySeconds: 0 };
 
   constructor(
     private readonly store: Store,
@@ -336,8 +338,19 @@ export class Cluster implements WriteLog {
       const k = this.keys.collection(c.spec.name);
       compare.push({ key: Buffer.from(k), range_end: Buffer.from(prefixEnd(k)), target: 'Mod', result: 'Less', mod_revision: snapshot + 1 });
     }
-    // A collection read as a whole is guarded as a whole; its single records need no guard of their own.
-    for (const [key, [c, present]] of reads.recs) if (!reads.ranges.has(c) || key.startsWith(`${this.keys.prefix}/u/`)) guard(key, present);
+    // Every record read is guarded on its own, also in a collection guarded as a whole: a range
+    // compare only sees the keys that still exist, so it misses a record deleted since the read.
+    // (Past RANGE_RECORD_GUARDS records of one such collection, to stay within etcd's operation
+    // limit, the collection guard alone stands for them.)
+    const perColl = new Map<Coll, number>();
+    for (const [key, [c, present]] of reads.recs) {
+      if (reads.ranges.has(c) && !key.startsWith(`${this.keys.prefix}/u/`)) {
+        const n = (perColl.get(c) ?? 0) + 1;
+        perColl.set(c, n);
+        if (n > RANGE_RECORD_GUARDS) continue;
+      }
+      guard(key, present);
+    }
     const success: IRequestOp[] = [];
     const keys: string[] = [];
     let bytes = 0;
@@ -427,6 +440,7 @@ export class Cluster implements WriteLog {
     this.sending = true;
     this.stats.txns++;
     this.stats.writes += batch.length;
+    const sent = performance.now();
     this.client.kv
       .txn({ compare: [], success: batch.map((q) => ({ request_txn: q.txn })), failure: [] }, { deadline: Date.now() + CALL_TIMEOUT_MS })
       .then(
@@ -447,6 +461,7 @@ export class Cluster implements WriteLog {
         },
       )
       .finally(() => {
+        this.stats.txnSeconds += (performance.now() - sent) / 1000;
         this.sending = false;
         this.send();
       });
@@ -616,8 +631,11 @@ export class Cluster implements WriteLog {
       else if (ev.type === 'Put') this.parseNews(ev.kv, news);
     }
     if (revision <= this.applied) return;
+    const started = performance.now();
     try {
       await this.store.applyReplicated(changes, { revision });
+      this.stats.applies++;
+      this.stats.applySeconds += (performance.now() - started) / 1000;
     } catch (e) {
       // The replica can not go on from a revision it failed to apply: load everything again.
       this.log.error({ err: e }, 'cluster: applying a revision failed; loading the model again');

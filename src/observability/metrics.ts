@@ -110,6 +110,9 @@ export class Metrics {
       monotonic(registers, 'mesh_cluster_txns_total', 'etcd transactions sent (each carries the writes issued while the previous one was in flight)', () => ({ '': cs.txns }));
       monotonic(registers, 'mesh_cluster_writes_total', 'Guarded writes carried by those transactions', () => ({ '': cs.writes }));
       monotonic(registers, 'mesh_cluster_write_retries_total', 'Writes run again, by reason: a guard failed (others changed what they read), or they read a write still in flight', () => ({ guard: cs.retries, pending: cs.waits }), 'reason');
+      monotonic(registers, 'mesh_cluster_txn_seconds_total', 'Seconds from sending an etcd transaction to its answer (one in flight at a time)', () => ({ '': cs.txnSeconds }));
+      monotonic(registers, 'mesh_cluster_applies_total', 'LMDB transactions applying watch events to the replica', () => ({ '': cs.applies }));
+      monotonic(registers, 'mesh_cluster_apply_seconds_total', 'Seconds those LMDB transactions took, change events included', () => ({ '': cs.applySeconds }));
       new Gauge({ name: 'mesh_cluster_applied_revision', help: 'etcd revision the local replica has applied', registers, collect() { this.set(cluster.applied); } });
       new Gauge({ name: 'mesh_cluster_replica_ready', help: '1 while the replica follows etcd and is caught up', registers, collect() { this.set(cluster.status().ready ? 1 : 0); } });
     }

@@ -70,8 +70,12 @@ export interface WriteLog {
   status(): { ready: boolean; detail: string };
   /** The log revision the replica has applied. */
   readonly applied: number;
-  /** Log transactions sent, writes they carried, writes run again (failed guard, or a write in flight they read). */
-  readonly stats: { txns: number; writes: number; retries: number; waits: number };
+  /**
+   * Log transactions sent, writes they carried, writes run again (failed guard, or a write in
+   * flight they read), seconds spent waiting for the log's answers, replica transactions applied
+   * and the seconds they took.
+   */
+  readonly stats: { txns: number; writes: number; retries: number; waits: number; txnSeconds: number; applies: number; applySeconds: number };
   close(): Promise<void>;
 }
 
@@ -132,13 +136,14 @@ export class Store extends EventEmitter {
   cluster?: WriteLog;
   private sealerOrUnset?: Sealer;
 
-  constructor(readonly dir: string, specs: CollectionSpec[]) {
+  /** `noSync`: a cluster replica (src/cluster/replica-dir.ts), durable in etcd, not here. */
+  constructor(readonly dir: string, specs: CollectionSpec[], opts: { noSync?: boolean } = {}) {
     super();
     this.setMaxListeners(50);
     fs.mkdirSync(dir, { recursive: true });
     // overlappingSync off: a write resolves only once it is synced to disk, so nothing the API has
     // acknowledged can be lost by a crash. Measured: no throughput cost here (bench/crud, README).
-    this.env = open({ path: dir, maxDbs: 256, mapSize: 2 * 1024 ** 3, compression: false, overlappingSync: false });
+    this.env = open({ path: dir, maxDbs: 256, mapSize: 2 * 1024 ** 3, compression: false, overlappingSync: false, noSync: opts.noSync === true });
     for (const spec of specs) this.addCollection(spec);
     this.dropUndeclaredIndexes();
   }

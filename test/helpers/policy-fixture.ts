@@ -15,10 +15,8 @@ export class Fixture {
     readonly admin: Client,
   ) {}
 
-  async mk(path: string, body: Record<string, unknown>): Promise<string> {
-    const r = await this.admin.post(path, body);
-    if (r.status !== 201) throw new Error(`setup ${path}: ${r.status} ${r.text}`);
-    return r.body.data.id as string;
+  mk(path: string, body: Record<string, unknown>): Promise<string> {
+    return this.admin.create(path, body);
   }
 
   /** A non-admin identity with a password, logged in on the Client API. */

@@ -8,10 +8,10 @@ import t from 'tap';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { RoleIndex, POLICY_SIDES, KINDS, type Kind, type PolicyColl } from '../src/policy/role-index.js';
-import { PolicyEngine } from '../src/policy/engine.js';
-import { Store, type Rec } from '../src/store/store.js';
-import { createRegistry } from '../src/resources/index.js';
+import { RoleIndex, POLICY_SIDES, KINDS, type Kind, type PolicyColl } from '../../../src/policy/role-index.js';
+import { PolicyEngine } from '../../../src/policy/engine.js';
+import { Store, type Rec } from '../../../src/store/store.js';
+import { createRegistry } from '../../../src/resources/index.js';
 
 /** A small deterministic PRNG (mulberry32), so failures reproduce from the seed. */
 function rng(seed: number) {

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { ConfigError, loadConfig, splitHostPort } from '../src/config.js';
+import { ConfigError, loadConfig, splitHostPort } from '../../src/config.js';
 
 function refused(fn: () => unknown): Error | undefined {
   try {

@@ -3,10 +3,10 @@
  * query and aggregation semantics the embedded store shares with a real cluster.
  */
 import t from 'tap';
-import { resolveDate, parseDate, DateMathError } from '../src/events/date-math.js';
-import { compileSearch, executeSearch, SearchError, type Doc } from '../src/events/query.js';
-import { patternMatcher, checkIndexName } from '../src/events/search-store.js';
-import { parseBulk } from '../src/events/bulk.js';
+import { resolveDate, parseDate, DateMathError } from '../../../src/events/date-math.js';
+import { compileSearch, executeSearch, SearchError, type Doc } from '../../../src/events/query.js';
+import { patternMatcher, checkIndexName } from '../../../src/events/search-store.js';
+import { parseBulk } from '../../../src/events/bulk.js';
 
 /** The thrown error is an instance of `cls`. */
 function throwsType(t: Tap, fn: () => unknown, cls: new (...a: any[]) => Error, msg: string) {
@@ -17,7 +17,7 @@ function throwsType(t: Tap, fn: () => unknown, cls: new (...a: any[]) => Error, 
     t.ok(e instanceof cls, `${msg} (${(e as Error).message})`);
   }
 }
-type Tap = import('./helpers/assert.js').Tap;
+type Tap = import('../../helpers/assert.js').Tap;
 
 const NOW = Date.UTC(2026, 10, 23, 15, 30, 45, 123); // Monday 2026-11-23 15:30:45.123Z
 
