@@ -224,6 +224,8 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
     //   client's retry of the unanswered requests is safe;
     // - GET and HEAD run at once: most answer before uWS parses further, and one that does not
     //   pauses reads before the next read (setImmediate runs before the loop polls sockets again).
+    // Reads resume when the answer starts: a successor arriving while a large answer streams still
+    // makes uWS close the connection, cutting that answer (in practice a read, safe to retry).
     const dispatchAfterParse = () =>
       setImmediate(() => {
         if (req.aborted) return done();
