@@ -7,7 +7,6 @@
  * Redirects are followed by hand.
  */
 import crypto from 'node:crypto';
-import https from 'node:https';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -17,8 +16,7 @@ import { createLocalJWKSet, jwtVerify, SignJWT } from 'jose';
 import { startServer, Client } from './helpers/server.js';
 import { createUser } from './helpers/users.js';
 import { authPolicyBody } from './helpers/bodies.js';
-import { newCsr } from './helpers/pki.js';
-import { REDIRECT, form, FORM, pkce, codeFlow, finish, exchange } from './helpers/oidc.js';
+import { REDIRECT, form, FORM, pkce, codeFlow, finish, exchange, enrolledDevice } from './helpers/oidc.js';
 import { totpCode } from '../src/auth/mfa.js';
 
 t.test('code flow with PKCE, Bearer access tokens, rotation, reuse, revoke, end session', async (t) => {
@@ -161,14 +159,8 @@ t.test('certificate login on the certificate listener; the TOTP step when MFA is
   const admin = await srv.login();
 
   // Certificate: an enrolled device logs in at /oidc/login/cert over mutual TLS.
-  const dev = await admin.post('/identities', { name: 'oidc-dev', type: 'Device', isAdmin: false, enrollment: { ott: true } });
-  t.equal(dev.status, 201, 'device created');
-  const ott = (await admin.get(`/identities/${dev.body.data.id}`)).body.data.enrollment.ott.token;
-  const { key, csr } = newCsr('oidc-dev');
-  const en = await srv.client.post('/enroll/ott', { token: ott, clientCsr: csr });
-  t.equal(en.status, 200, 'enrolled');
-  const agent = new https.Agent({ ca: srv.ca, cert: en.body.data.cert, key, keepAlive: false });
-  const onCert = (m: string, p: string, b?: Buffer, h?: Record<string, string>) => srv.rawOn(srv.certPort, agent, m, p, b, h);
+  const dev = await enrolledDevice(t, srv, admin, 'oidc-dev');
+  const onCert = dev.onCert;
   const { verifier, challenge } = pkce();
   const q = new URLSearchParams({ client_id: 'openziti', response_type: 'code', scope: 'openid', redirect_uri: REDIRECT, code_challenge: challenge, code_challenge_method: 'S256', state: 'st-1' });
   const auth = await onCert('GET', `/oidc/authorize?${q}`);
@@ -180,8 +172,17 @@ t.test('certificate login on the certificate listener; the TOTP step when MFA is
   const code = await finish(t, srv, certLogin);
   const tok = await exchange(srv, { grant_type: 'authorization_code', code, redirect_uri: REDIRECT, code_verifier: verifier });
   t.equal(tok.status, 200, 'code exchanged');
-  const me = await new Client(srv, '/edge/client/v1').get('/current-identity', { headers: { authorization: `Bearer ${tok.body.access_token}` } });
-  t.equal(me.body.data?.id, dev.body.data.id, 'the access token is the device');
+  // The token is bound to the login certificate (z_cfs): it opens nothing without it.
+  const bearerOf = { authorization: `Bearer ${tok.body.access_token}` };
+  const me = await onCert('GET', '/edge/client/v1/current-identity', undefined, bearerOf);
+  t.equal(me.status, 200, 'the bound access token with its certificate: 200');
+  t.equal(me.body.data?.id, dev.id, 'the access token is the device');
+  const bare = await new Client(srv, '/edge/client/v1').get('/current-identity', { headers: bearerOf });
+  t.equal(bare.status, 401, 'the bound access token without a client certificate: 401');
+  t.equal(bare.body.error?.code, 'UNAUTHORIZED', 'in the error envelope');
+  const other = await enrolledDevice(t, srv, admin, 'oidc-dev-2');
+  const stolen = await other.onCert('GET', '/edge/client/v1/current-identity', undefined, bearerOf);
+  t.equal(stolen.status, 401, "the bound access token with another identity's certificate: 401");
 
   // TOTP: a user with verified MFA passes /oidc/login/totp before a code is issued.
   await createUser(admin, 'oidc-mfa', 'oidc-password-2');

@@ -766,7 +766,7 @@ export class OidcProvider {
   userinfo(req: Req): Reply {
     const auth = req.headers['authorization'] ?? '';
     const token = /^bearer\s+(\S+)$/i.exec(auth.trim())?.[1];
-    const s = token ? this.app.sessions.resolve(token) : undefined;
+    const s = token ? this.app.sessions.resolve(token, req) : undefined;
     if (!s || !s.oidc) throw new OAuthError('invalid_token', 'a valid access token is required', 401);
     const identity = this.app.sessions.identityOf(s);
     return { status: 200, body: { sub: s.identityId, name: identity?.name } };

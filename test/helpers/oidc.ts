@@ -3,8 +3,10 @@
  * password step → callback, and the token endpoint. Redirects are followed by hand.
  */
 import crypto from 'node:crypto';
+import https from 'node:https';
 import type { Test } from 'tap';
-import type { Server } from './server.js';
+import type { Client, Res, Server } from './server.js';
+import { newCsr } from './pki.js';
 
 // Allowed by the default redirect patterns (127.0.0.1, any port, /auth/callback); nothing
 // listens there: the code is read from the redirect.
@@ -55,3 +57,17 @@ export async function finish(t: Test, srv: Server, login: { status: number; head
 
 /** A token request of the `openziti` client (form-encoded). */
 export const exchange = (srv: Server, fields: Record<string, string>) => srv.raw('POST', '/oidc/oauth/token', form({ client_id: 'openziti', ...fields }), FORM);
+
+/** A device enrolled by ott, and a client on the certificate listener presenting its certificate. */
+export async function enrolledDevice(t: Test, srv: Server, admin: Client, name: string) {
+  const dev = await admin.post('/identities', { name, type: 'Device', isAdmin: false, enrollment: { ott: true } });
+  t.equal(dev.status, 201, `${name} created`);
+  const ott = (await admin.get(`/identities/${dev.body.data.id}`)).body.data.enrollment.ott.token;
+  const { key, csr } = newCsr(name);
+  const en = await srv.client.post('/enroll/ott', { token: ott, clientCsr: csr });
+  t.equal(en.status, 200, `${name} enrolled`);
+  const cert: string = en.body.data.cert;
+  const agent = new https.Agent({ ca: srv.ca, cert, key, keepAlive: false });
+  const onCert = (m: string, p: string, b?: Buffer, h?: Record<string, string>): Promise<Res> => srv.rawOn(srv.certPort, agent, m, p, b, h);
+  return { id: dev.body.data.id as string, cert, key, onCert };
+}
