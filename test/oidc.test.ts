@@ -197,6 +197,7 @@ t.test('certificate login on the certificate listener; the TOTP step when MFA is
   t.equal(flow.login.status, 200, 'password step answers the auth queries');
   t.equal(flow.login.headers['totp-required'], 'true', 'totp-required header');
   t.equal(flow.login.body.authQueries[0].typeId, 'TOTP', 'a TOTP query');
+  t.equal(flow.login.body.authQueries[0].provider, 'mesh', 'by the brand provider, as /authenticate names it');
   const early = await srv.raw('GET', `/oidc/authorize/callback?id=${flow.id}`);
   t.equal(early.status, 401, 'no code before TOTP');
   const queries = await srv.raw('GET', `/oidc/login/auth-queries?id=${flow.id}`);

@@ -325,7 +325,7 @@ export class OidcProvider {
     const queries: Record<string, unknown>[] = [];
     if (s.isMfaRequired && !s.isMfaComplete) {
       const mfa = this.app.store.get('identities', s.identityId)?.mfa as MfaRecord | undefined;
-      queries.push({ typeId: 'TOTP', provider: 'ziti', format: 'numeric', httpMethod: 'POST', httpUrl: `${this.issuer}/login/totp`, minLength: 6, maxLength: 6, isTotpEnrolled: mfa?.isVerified === true });
+      queries.push({ typeId: 'TOTP', provider: 'mesh', format: 'numeric', httpMethod: 'POST', httpUrl: `${this.issuer}/login/totp`, minLength: 6, maxLength: 6, isTotpEnrolled: mfa?.isVerified === true });
     }
     if (s.extJwtSignerId) {
       const signer = this.app.store.get('externalJwtSigners', s.extJwtSignerId);
