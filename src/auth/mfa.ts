@@ -17,7 +17,9 @@ import { generateSecret, generateSync, verifySync } from 'otplib';
 import QRCode from 'qrcode';
 import { ApiError } from '../core/errors.js';
 import { shortId } from '../store/ids.js';
-import type { Rec, Tx } from '../store/store.js';
+import type { Rec, Store, Tx } from '../store/store.js';
+import { splitHostPort } from '../config.js';
+import { policyOf } from './login-policy.js';
 import type { Sealer } from '../store/sealed.js';
 
 export const RECOVERY_CODE_COUNT = 20;
@@ -125,4 +127,29 @@ export function checkCodeInTx(sealer: Sealer, tx: Tx, identity: Rec, code: unkno
     }
   }
   throw mfaErrors.invalidToken();
+}
+
+/** The TOTP issuer: the controller's advertised host name. */
+export function totpIssuer(advertisedAddress: string | undefined): string {
+  return advertisedAddress ? splitHostPort(advertisedAddress).host : 'mesh';
+}
+
+/** Mark an API session as having passed TOTP now (authenticate/mfa, enrollment verify, the OIDC TOTP step). */
+export function passMfaInTx(tx: Tx, apiSessionId: string, now: number) {
+  const s = tx.get('apiSessions', apiSessionId);
+  if (s) tx.put('apiSessions', { ...s, isMfaRequired: true, isMfaComplete: true, mfaPassedAt: now });
+}
+
+/**
+ * MFA removed from an identity: its API sessions lose their MFA pass (MFA posture checks fail);
+ * they stay fully authenticated unless the auth policy itself requires TOTP.
+ */
+export function dropMfaInTx(store: Store, tx: Tx, identity: Rec) {
+  const requireTotp = policyOf(store, identity)?.secondary?.requireTotp === true;
+  for (const id of tx.idsByIndex('apiSessions', 'identityId', identity.id)) {
+    const s = tx.get('apiSessions', id);
+    if (!s) continue;
+    const { mfaPassedAt: _p, ...rest } = s;
+    tx.put('apiSessions', { ...rest, isMfaRequired: requireTotp, isMfaComplete: false } as Rec);
+  }
 }

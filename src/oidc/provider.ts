@@ -23,13 +23,12 @@ import type { App, Ctx, Op } from '../core/context.js';
 import type { Reply, Req } from '../core/operation.js';
 import { ApiError, errors } from '../core/errors.js';
 import { primaryLogin, resolveConfigTypes } from '../api/handlers/session.js';
-import { dropMfaInTx, passMfaInTx, totpIssuer } from '../api/handlers/mfa.js';
 import { subjectText } from '../api/handlers/enroll-certs.js';
 import { fingerprintOf } from '../pki/certs.js';
 import { signCsrs, VALIDITY, withChain } from '../pki/sign-csr.js';
 import { newId } from '../resources/write.js';
 import { secondaryFactors } from '../auth/login-policy.js';
-import { checkCodeInTx, isValidTotp, mfaErrors, mfaRecoveryCodes, mfaSecret, newMfaRecord, provisioningUrl, type MfaRecord } from '../auth/mfa.js';
+import { checkCodeInTx, dropMfaInTx, isValidTotp, mfaErrors, mfaRecoveryCodes, mfaSecret, newMfaRecord, passMfaInTx, provisioningUrl, totpIssuer, type MfaRecord } from '../auth/mfa.js';
 import type { Rec } from '../store/store.js';
 import { ACCESS_TOKEN, REFRESH_TOKEN, type ApiSession } from '../auth/api-sessions.js';
 import { effectiveSettings } from '../control/settings.js';
@@ -392,7 +391,7 @@ export class OidcProvider {
       createdAt: new Date(mfa.createdAt).toISOString(),
       updatedAt: new Date(mfa.updatedAt).toISOString(),
       isVerified: false,
-      provisioningUrl: provisioningUrl(totpIssuer(ctx), String(identity.name), mfaSecret(sealer, mfa)),
+      provisioningUrl: provisioningUrl(totpIssuer(this.app.config.advertisedAddress), String(identity.name), mfaSecret(sealer, mfa)),
       recoveryCodes: mfaRecoveryCodes(sealer, mfa),
     };
   }
@@ -439,7 +438,7 @@ export class OidcProvider {
         if (mfa.isVerified) checkCodeInTx(this.app.store.sealer, tx, cur, str(body.code) ?? '', { allowRecovery: true });
         const { mfa: _m, ...rest } = tx.get('identities', s.identityId)!;
         tx.put('identities', rest as Rec);
-        dropMfaInTx(ctx, tx, cur);
+        dropMfaInTx(this.app.store, tx, cur);
       }),
     );
     return { status: 200, body: {} };

@@ -9,22 +9,14 @@ import { ApiError, errors } from '../../core/errors.js';
 import { created, empty, ok } from '../../core/envelope.js';
 import { write } from '../../resources/write.js';
 import type { Rec, Tx } from '../../store/store.js';
-import { splitHostPort } from '../../config.js';
 import { signJwt } from '../../pki/jwt.js';
 import {
-  checkCodeInTx, isValidTotp, mfaErrors, mfaRecoveryCodes, mfaSecret, newMfaRecord, newSealedRecoveryCodes, provisioningUrl, qrPng, type MfaRecord,
+  checkCodeInTx, dropMfaInTx, isValidTotp, passMfaInTx, totpIssuer, mfaErrors, mfaRecoveryCodes, mfaSecret, newMfaRecord, newSealedRecoveryCodes, provisioningUrl, qrPng, type MfaRecord,
 } from '../../auth/mfa.js';
-import { policyOf } from '../../auth/login-policy.js';
 import { mayManageIdentity } from '../../auth/permissions.js';
 
 /** Lifetime of a TOTP token (proof of a TOTP check at a point in time, for posture responses). */
 const TOTP_TOKEN_SECONDS = 5 * 60;
-
-/** The TOTP issuer: the controller's advertised host name. */
-export function totpIssuer(ctx: Ctx): string {
-  const addr = ctx.app.config.advertisedAddress;
-  return addr ? splitHostPort(addr).host : 'mesh';
-}
 
 /** The caller's identity as committed now (inside a write: as the write sees it). */
 function currentIdentity(ctx: Ctx, tx?: Tx): Rec {
@@ -51,26 +43,6 @@ function mfaLinks() {
 
 function mfaBase(mfa: MfaRecord) {
   return { id: mfa.id, createdAt: new Date(mfa.createdAt).toISOString(), updatedAt: new Date(mfa.updatedAt).toISOString(), tags: {}, _links: mfaLinks() };
-}
-
-/** Mark an API session as having passed TOTP now (authenticate/mfa, enrollment verify). */
-export function passMfaInTx(tx: Tx, apiSessionId: string, now: number) {
-  const s = tx.get('apiSessions', apiSessionId);
-  if (s) tx.put('apiSessions', { ...s, isMfaRequired: true, isMfaComplete: true, mfaPassedAt: now });
-}
-
-/**
- * MFA removed from an identity: its API sessions lose their MFA pass (MFA posture checks fail);
- * they stay fully authenticated unless the auth policy itself requires TOTP.
- */
-export function dropMfaInTx(ctx: Ctx, tx: Tx, identity: Rec) {
-  const requireTotp = policyOf(ctx.app.store, identity)?.secondary?.requireTotp === true;
-  for (const id of tx.idsByIndex('apiSessions', 'identityId', identity.id)) {
-    const s = tx.get('apiSessions', id);
-    if (!s) continue;
-    const { mfaPassedAt: _p, ...rest } = s;
-    tx.put('apiSessions', { ...rest, isMfaRequired: requireTotp, isMfaComplete: false } as Rec);
-  }
 }
 
 /**
@@ -112,7 +84,7 @@ export function mfaEntries(): Entry[] {
         return ok({
           ...mfaBase(mfa),
           isVerified: false,
-          provisioningUrl: provisioningUrl(totpIssuer(ctx), ctx.identity!.name, mfaSecret(ctx.app.store.sealer, mfa)),
+          provisioningUrl: provisioningUrl(totpIssuer(ctx.app.config.advertisedAddress), ctx.identity!.name, mfaSecret(ctx.app.store.sealer, mfa)),
           recoveryCodes: mfaRecoveryCodes(ctx.app.store.sealer, mfa),
         });
       } },
@@ -122,7 +94,7 @@ export function mfaEntries(): Entry[] {
         const mfa = currentIdentity(ctx).mfa as MfaRecord | undefined;
         // Only while enrollment is pending: once verified the secret is never shown again.
         if (!mfa || mfa.isVerified) throw errors.notFound();
-        const png = await qrPng(provisioningUrl(totpIssuer(ctx), ctx.identity!.name, mfaSecret(ctx.app.store.sealer, mfa)));
+        const png = await qrPng(provisioningUrl(totpIssuer(ctx.app.config.advertisedAddress), ctx.identity!.name, mfaSecret(ctx.app.store.sealer, mfa)));
         return { status: 200, body: png, contentType: 'image/png', headers: { 'cache-control': 'no-store' } };
       } },
 
@@ -189,7 +161,7 @@ export function mfaEntries(): Entry[] {
           if (mfa.isVerified) checkCodeInTx(ctx.app.store.sealer, tx, cur, code, { allowRecovery: true });
           const { mfa: _m, ...rest } = currentIdentity(ctx, tx);
           tx.put('identities', rest as Rec);
-          dropMfaInTx(ctx, tx, cur);
+          dropMfaInTx(ctx.app.store, tx, cur);
         });
         return empty();
       }) },
@@ -218,7 +190,7 @@ export function mfaEntries(): Entry[] {
           if (!cur.mfa) return;
           const { mfa: _m, ...rest } = cur;
           tx.put('identities', { ...rest, updatedAt: Math.max(Date.now(), cur.updatedAt + 1) } as Rec);
-          dropMfaInTx(ctx, tx, cur);
+          dropMfaInTx(ctx.app.store, tx, cur);
         });
         return empty();
       } },
