@@ -8,7 +8,6 @@
  * Chromium comes from the system (Debian's `chromium`, installed by .ci/run); MESH_CHROMIUM names
  * another executable. Without one the test fails: it is part of `npm test`.
  */
-import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -16,6 +15,8 @@ import t, { type Test } from 'tap';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { startServer, Client, type Server } from './helpers/server.js';
 import { createUser } from './helpers/users.js';
+import { authPolicyBody } from './helpers/bodies.js';
+import { pkce } from './helpers/oidc.js';
 import { totpCode } from '../src/auth/mfa.js';
 
 const CANDIDATES = [process.env.MESH_CHROMIUM, '/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome'].filter((p): p is string => !!p);
@@ -34,10 +35,6 @@ async function receiver(t: Test) {
   return { hits, redirectUri: `http://127.0.0.1:${port}/auth/callback` };
 }
 
-function pkce() {
-  const verifier = crypto.randomBytes(32).toString('base64url');
-  return { verifier, challenge: crypto.createHash('sha256').update(verifier).digest('base64url') };
-}
 
 function authorizeUrl(srv: Server, redirectUri: string, challenge: string, state: string) {
   const q = new URLSearchParams({ client_id: 'openziti', response_type: 'code', scope: 'openid offline_access', redirect_uri: redirectUri, code_challenge: challenge, code_challenge_method: 'S256', state });
@@ -124,11 +121,7 @@ t.test('PKCE code flow in a real browser: password, TOTP enrollment, TOTP', asyn
   }
 
   // An auth policy requiring TOTP: the browser enrolls an authenticator during the login, then logs in with it.
-  const pol = await admin.post('/auth-policies', {
-    name: 'browser-totp',
-    primary: { cert: { allowed: true, allowExpiredCerts: true }, extJwt: { allowed: true, allowedSigners: [] }, updb: { allowed: true, minPasswordLength: 5, maxAttempts: 0, lockoutDurationMinutes: 0, requireMixedCase: false, requireNumberChar: false, requireSpecialChar: false } },
-    secondary: { requireTotp: true },
-  });
+  const pol = await admin.post('/auth-policies', { ...authPolicyBody('browser-totp'), secondary: { requireTotp: true, requireExtJwtSigner: null } });
   t.equal(pol.status, 201, 'policy requiring TOTP');
   const mfaId = await createUser(admin, 'browser-mfa', 'browser-password-2', { authPolicyId: pol.body.data.id });
   let secret = '';

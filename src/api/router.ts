@@ -270,7 +270,7 @@ export class Router {
     // With both, the Bearer tokens are the secondary ext-JWT factor's.
     const token = req.headers['zt-session']?.trim() || sessionBearer(req.headers['authorization']);
     if (!token) throw errors.unauthorized({ 'www-authenticate': WWW_MISSING });
-    const session = this.app.sessions.resolve(token);
+    const session = this.app.sessions.resolve(token, req);
     if (!session) throw errors.unauthorized({ 'www-authenticate': WWW_INVALID });
     ctx.token = token;
     const identity = this.app.sessions.identityOf(session);

@@ -19,6 +19,7 @@ import type { ChangeEvent, Rec, Store, Tx } from '../store/store.js';
 import { timeOrderedId } from '../store/ids.js';
 import { tokenDigest, type SigningKeys, type TokenClaims } from './tokens.js';
 import { allowsPrimary, type PrimaryMethod } from './login-policy.js';
+import { fingerprintOf } from '../pki/certs.js';
 
 export const API_SESSION_TOKEN = 'api-session';
 /** `z_t` of OIDC access and refresh tokens, as upstream names them. */
@@ -79,6 +80,14 @@ interface VerifiedToken {
   id: string;
   /** Access tokens: when the token expires (ms). */
   exp?: number;
+  /** Access tokens bound to certificates (`z_cfs`): the fingerprints, one of which the request must present. */
+  bound?: string[];
+}
+
+/** What a request shows of its client certificate (the certificate listener's `Req`). */
+export interface PeerCertificate {
+  peerLeaf?: Buffer;
+  peerCertificates?: Buffer[];
 }
 
 /**
@@ -204,29 +213,32 @@ export class ApiSessions {
     return this.byId.get(id);
   }
 
-  /** The live session for a token, refreshing its activity; undefined when unknown or idle too long. */
-  resolve(token: string): ApiSession | undefined {
+  /**
+   * The live session for a token, refreshing its activity; undefined when unknown, idle too long,
+   * or — for an access token bound to certificates — when the request does not present one of
+   * them (proof of possession, as upstream: a bound token alone opens nothing).
+   */
+  resolve(token: string, peer?: PeerCertificate): ApiSession | undefined {
     const now = Date.now();
     const key = cacheKey(token);
-    const hit = this.verified.get(key);
-    let id: string | undefined;
+    let hit = this.verified.get(key);
     if (hit !== undefined && hit.token === token) {
       if (hit.exp !== undefined && hit.exp <= now) {
         this.verified.delete(key);
         return undefined;
       }
-      id = hit.id;
     } else {
-      id = this.verifyAccess(token, now);
-      if (id === undefined) {
+      hit = this.verifyAccess(token, now);
+      if (hit === undefined) {
         const claims = this.keys?.verify(token, API_SESSION_TOKEN);
         if (!claims) return undefined;
         const rec = this.byId.get(claims.jti) ?? this.shared?.learn(claims, token);
         if (!rec || rec.identityId !== claims.sub || rec.token !== tokenDigest(token)) return undefined;
-        this.cacheVerified(token, (id = claims.jti));
+        hit = this.cacheVerified({ token, id: claims.jti });
       }
     }
-    const s = this.byId.get(id);
+    if (hit.bound && !presentsOneOf(peer, hit.bound)) return undefined;
+    const s = this.byId.get(hit.id);
     if (!s) {
       this.verified.delete(key);
       return undefined;
@@ -239,9 +251,9 @@ export class ApiSessions {
 
   /**
    * An OIDC access token: signed by a known key, unexpired, naming a live API session of its
-   * subject. It carries `exp`, so the cache keeps the expiry with it.
+   * subject. It carries `exp`, so the cache keeps the expiry with it, and its certificate binding.
    */
-  private verifyAccess(token: string, now: number): string | undefined {
+  private verifyAccess(token: string, now: number): VerifiedToken | undefined {
     // Only a token that says it is an access token pays for a signature check here (a legacy
     // API-session token is verified once, below, not twice).
     if (claimedType(token) !== ACCESS_TOKEN) return undefined;
@@ -249,13 +261,14 @@ export class ApiSessions {
     if (!claims || typeof claims.exp !== 'number' || typeof claims.z_asid !== 'string') return undefined;
     const rec = this.byId.get(claims.z_asid);
     if (!rec || rec.identityId !== claims.sub || !rec.oidc) return undefined;
-    this.cacheVerified(token, rec.id, claims.exp * 1000);
-    return rec.id;
+    const bound = Array.isArray(claims.z_cfs) ? claims.z_cfs.filter((x): x is string => typeof x === 'string') : [];
+    return this.cacheVerified({ token, id: rec.id, exp: claims.exp * 1000, bound: bound.length > 0 ? bound : undefined });
   }
 
-  private cacheVerified(token: string, id: string, exp?: number) {
+  private cacheVerified(v: VerifiedToken): VerifiedToken {
     if (this.verified.size >= 200_000) this.verified.clear();
-    this.verified.set(cacheKey(token), { token, id, exp });
+    this.verified.set(cacheKey(v.token), v);
+    return v;
   }
 
   /** The session's identity record (cached; every request needs it). */
@@ -319,7 +332,7 @@ export class ApiSessions {
     if (rec.oidc === undefined) delete rec.oidc;
     await this.store.write((tx) => tx.put('apiSessions', rec));
     const session = this.byId.get(rec.id) ?? rec;
-    this.cacheVerified(token, rec.id);
+    this.cacheVerified({ token, id: rec.id });
     return { session, token };
   }
 
@@ -378,4 +391,10 @@ export class ApiSessions {
     clearInterval(this.sweepTimer);
     await this.flush();
   }
+}
+
+/** Whether the request's client certificate (its leaf) is one of these fingerprints. */
+function presentsOneOf(peer: PeerCertificate | undefined, fingerprints: string[]): boolean {
+  const leaf = peer?.peerLeaf ?? peer?.peerCertificates?.[0];
+  return leaf !== undefined && fingerprints.includes(fingerprintOf(leaf));
 }

@@ -39,7 +39,7 @@ export class SearchAuth {
     // An API-session token as `zt-session` or as `Authorization: Bearer` (the oauth2 scheme).
     const token = req.headers['zt-session']?.trim() || /^bearer\s+(\S+)\s*$/i.exec(header)?.[1];
     if (token) {
-      const s = sessions.resolve(token);
+      const s = sessions.resolve(token, req);
       const identity = s && sessions.isFullyAuthenticated(s) ? sessions.identityOf(s) : undefined;
       if (!identity) throw new Unauthenticated('the API-session token is invalid or expired');
       return identity;

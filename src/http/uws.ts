@@ -45,8 +45,10 @@ const KEEP_ALIVE_LINE = 'keep-alive: timeout=5';
 
 /** Bodies larger than this are written in pieces with backpressure (streamBody). */
 const STREAM_ABOVE = 1024 * 1024;
-/** Longest stretch of writing one large answer before the other requests get the loop. */
+/** Longest stretch of writing large answers (all of them together) before other requests get the loop. */
 const WRITE_SLICE_MS = 2;
+/** Large answers being written now: they share WRITE_SLICE_MS per turn. */
+let streams = 0;
 
 /** Shared by every bodiless request (handlers replace `req.body`, never mutate it). */
 const NO_BODY = Buffer.alloc(0);
@@ -123,7 +125,11 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
     };
     res.onAborted(() => {
       req.aborted = true;
-      if (streaming) done();
+      if (streaming) {
+        streaming = false;
+        streams--;
+        done();
+      }
     });
     const done = inFlight.begin(() => send(opts.shuttingDown()));
     let answered = false;
@@ -149,7 +155,8 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
     };
     /**
      * A large body goes out in pieces as fast as the client reads it (tryEnd, resumed from
-     * onWritable), for at most WRITE_SLICE_MS per turn of the event loop: uWS neither copies all
+     * onWritable), all of them together for about WRITE_SLICE_MS per turn of the event loop (at
+     * least a piece each): uWS neither copies all
      * of it into its own buffer for a slow reader nor encrypts tens of MiB in one go while every
      * other request waits (a client on the same host reads as fast as it is written, so without
      * the turns one answer was written whole in one stretch). Pieces go to uWS as ArrayBuffers of
@@ -157,15 +164,18 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
      */
     const streamBody = (pieces: Buffer[], total: number) => {
       streaming = true;
+      streams++;
       let next = 0;
       let pending: { piece: ArrayBuffer; at: number } | undefined;
       const finish = () => {
         streaming = false;
+        streams--;
         done();
       };
       const pump = () => {
         if (req.aborted) return;
         const start = performance.now();
+        const share = WRITE_SLICE_MS / streams;
         res.cork(() => {
           while (next < pieces.length) {
             const b = pieces[next++];
@@ -177,7 +187,7 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
               pending = { piece, at };
               return;
             }
-            if (performance.now() - start >= WRITE_SLICE_MS) break;
+            if (performance.now() - start >= share) break;
           }
           if (next < pieces.length) setImmediate(pump);
         });
@@ -214,6 +224,8 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
     //   client's retry of the unanswered requests is safe;
     // - GET and HEAD run at once: most answer before uWS parses further, and one that does not
     //   pauses reads before the next read (setImmediate runs before the loop polls sockets again).
+    // Reads resume when the answer starts: a successor arriving while a large answer streams still
+    // makes uWS close the connection, cutting that answer (in practice a read, safe to retry).
     const dispatchAfterParse = () =>
       setImmediate(() => {
         if (req.aborted) return done();

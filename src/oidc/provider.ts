@@ -42,6 +42,7 @@ const CODE_TTL_MS = 5 * 60_000;
 const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const TOKEN_TYPE_ACCESS = 'urn:ietf:params:oauth:token-type:access_token';
 const TOKEN_TYPE_REFRESH = 'urn:ietf:params:oauth:token-type:refresh_token';
+const TOKEN_TYPE_ID = 'urn:ietf:params:oauth:token-type:id_token';
 
 export interface OidcSettings {
   redirectUris: string[];
@@ -621,6 +622,7 @@ export class OidcProvider {
     }
     const token = str(f.subject_token);
     if (!token) throw new OAuthError('invalid_request', 'subject_token is required');
+    if (requested === TOKEN_TYPE_ID && (subjectType === TOKEN_TYPE_ACCESS || subjectType === TOKEN_TYPE_REFRESH)) return this.idTokenExchange(req, clientId, token, subjectType);
     if (subjectType === TOKEN_TYPE_ACCESS) {
       if (requested !== TOKEN_TYPE_ACCESS) throw new OAuthError('invalid_request', 'an access token can only be exchanged for an access token');
       const claims = this.app.keys.verify(token, ACCESS_TOKEN);
@@ -636,6 +638,30 @@ export class OidcProvider {
       return this.issue(s, { clientId, scopes: oidc.scopes, previousRefresh: jti, withIdToken: false, issuedType: TOKEN_TYPE_REFRESH, binding, sessionCert });
     }
     throw new OAuthError('invalid_request', `exchange subject type (${subjectType ?? ''}) is not supported`);
+  }
+
+  /**
+   * An ID token for an access or refresh token of a live OIDC login, returned in `access_token`
+   * (`token_type` N_A) as upstream's OIDC library answers it. Upstream's Go SDK renews its tokens
+   * with two exchanges of the same refresh token — for a refresh token, then for an ID token — so
+   * this one neither rotates the refresh token nor takes a just-rotated one as a reuse: an ID
+   * token opens no API, and the login it names must still live.
+   */
+  private async idTokenExchange(req: Req, clientId: string, token: string, subjectType: string): Promise<Reply> {
+    const claims = this.app.keys.verify(token, subjectType === TOKEN_TYPE_ACCESS ? ACCESS_TOKEN : REFRESH_TOKEN);
+    const s = claims && typeof claims.z_asid === 'string' ? this.app.sessions.get(claims.z_asid) : undefined;
+    if (!claims || !s?.oidc || s.identityId !== claims.sub) throw new OAuthError('invalid_grant', 'the subject token is invalid, expired or revoked');
+    if (subjectType === TOKEN_TYPE_REFRESH && s.oidc.clientId !== clientId) throw new OAuthError('invalid_grant', 'the refresh token was issued to another client');
+    await this.proofOfPossession(req, s, claims, {});
+    const now = Math.floor(Date.now() / 1000);
+    const idToken = this.app.keys.sign({
+      iss: this.issuer, sub: s.identityId, aud: [clientId], iat: now, exp: now + this.settings.accessTokenSeconds, jti: randomId(), z_t: ID_TOKEN, z_asid: s.id, scopes: s.oidc.scopes,
+    });
+    return {
+      status: 200,
+      body: { access_token: idToken, issued_token_type: TOKEN_TYPE_ID, token_type: 'N_A', expires_in: this.settings.accessTokenSeconds, scope: s.oidc.scopes.join(' ') },
+      headers: { 'cache-control': 'no-store', pragma: 'no-cache' },
+    };
   }
 
   /**
@@ -740,7 +766,7 @@ export class OidcProvider {
   userinfo(req: Req): Reply {
     const auth = req.headers['authorization'] ?? '';
     const token = /^bearer\s+(\S+)$/i.exec(auth.trim())?.[1];
-    const s = token ? this.app.sessions.resolve(token) : undefined;
+    const s = token ? this.app.sessions.resolve(token, req) : undefined;
     if (!s || !s.oidc) throw new OAuthError('invalid_token', 'a valid access token is required', 401);
     const identity = this.app.sessions.identityOf(s);
     return { status: 200, body: { sub: s.identityId, name: identity?.name } };
