@@ -307,9 +307,8 @@ export class Cluster implements WriteLog {
       }
     }
     // Sessions deleted (by whatever write: their owner, an admin, access lost, their API session
-    // ended here): routers connected elsewhere may hold their tokens. A session's token has its
-    // id as `jti`. Each controller's own deletions of what it sees anyway (an identity deleted)
-    // go through writeLocal and are announced by that controller to its own routers.
+    // ended or expired here, also with `revoke: false`): routers connected elsewhere may hold
+    // their tokens. A session's token has its id as `jti`.
     const removed: [id: string, jti: string][] = [];
     for (const { coll, id, before, after } of local) if (coll.spec.name === 'sessions' && before && !after) removed.push([id, id]);
     for (let i = 0; i < removed.length; i += REMOVED_SESSIONS_PER_KEY) {

@@ -17,7 +17,8 @@
  *   every other controller tells its own routers (`onSessionsRemoved`), as the deleting one told
  *   its own at the commit. So the ends above that each controller applies to its own copies go
  *   through the log (without revoking anything again) whenever they delete sessions.
- * - Idle expiry is local: each controller ends its copy by its own activity (no news).
+ * - Idle expiry is local: each controller ends its copy by its own activity (no revocation; the
+ *   sessions it ends with it are still news).
  */
 import type { Logger } from 'pino';
 import type { ChangeEvent, Rec, Store, Tx } from '../store/store.js';
