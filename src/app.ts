@@ -128,7 +128,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   // Session tokens are signed in the workers, off the event loop (unless configured otherwise).
   if (settings.sessionTokenSigning === 'pool') keys.pool = pool;
   // Cluster mode: API sessions stay on this controller; tokens and revocations cross (docs/cluster.md).
-  if (join && cluster) join.shareSessions(store, cluster, sessions, clusterLog);
+  const sharedSessions = join && cluster ? join.shareSessions(store, cluster, sessions, clusterLog) : undefined;
   const ended = await sessions.endPlainTokenSessions();
   if (ended) log.info({ ended }, 'ended API sessions stored with a plain token');
   // Built on the main thread: it reads only index keys and policies (no entity records); the
@@ -191,6 +191,8 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
       return undefined;
     },
   });
+  // Sessions deleted on another controller: this one tells its own routers (no token: not held here).
+  if (sharedSessions) sharedSessions.onSessionsRemoved = (ids) => channel.sessionsRemoved(ids.map((id) => ({ id })));
   const metrics = new Metrics(app, channel, events.audit);
   const health = new Health(app);
   const logRequest = requestLogger(log, settings.requestLog);

@@ -209,6 +209,89 @@ t.test('an MFA step passed on A reaches the copy B took on from the token', asyn
   t.ok(ms <= 1000, `fully authenticated on B in ${ms} ms`);
 });
 
+t.test('a session deleted on A is announced to the routers on B and C, once each, and not again by A', async (t) => {
+  const [a, b, c] = ctrls;
+  const [admin] = admins;
+  const http = await createClient({ origin: a.origin, ca: a.ca, connections: 2, kind: 'https' });
+  t.teardown(() => http.close());
+  const iid = (await admin.post('/identities', { name: 'removed-user', type: 'User', isAdmin: false, roleAttributes: ['removed-dialer'] })).body.data.id;
+  t.equal((await admin.post('/authenticators', { identityId: iid, method: 'updb', username: 'removed-user', password: 'removed-user-pw1' })).status, 201);
+  const svc = (await admin.post('/services', { name: 'removed-svc', encryptionRequired: true, roleAttributes: ['removed-svc'] })).body.data.id;
+  t.equal((await admin.post('/service-policies', { name: 'removed-dial', type: 'Dial', semantic: 'AnyOf', identityRoles: ['#removed-dialer'], serviceRoles: ['#removed-svc'] })).status, 201);
+  t.equal((await admin.post('/edge-router-policies', { name: 'removed-erp', semantic: 'AnyOf', identityRoles: ['#removed-dialer'], edgeRouterRoles: ['#all'] })).status, 201);
+  t.equal((await admin.post('/service-edge-router-policies', { name: 'removed-serp', semantic: 'AnyOf', serviceRoles: ['#removed-svc'], edgeRouterRoles: ['#all'] })).status, 201);
+  // One edge router on each controller.
+  const routers = [];
+  for (const [i, srv] of [a, b, c].entries()) {
+    const r = await createAndEnroll(http, admin.token!, { name: `removed-er-${i}`, kind: 'edge', hostname: `removed-er-${i}.test` });
+    await within(5000, async () => (await admins[i].get(`/edge-routers/${r.id}`)).status === 200);
+    const client = new RouterClient({ url: `wss://127.0.0.1:${srv.port}/ctrl/v1`, ca: srv.ca, certChain: r.certChain, key: r.keyPem, hostname: `${r.name}.example` });
+    await client.connect();
+    t.teardown(() => client.close().catch(() => undefined));
+    routers.push(client);
+  }
+  const [onA, onB, onC] = routers;
+  const told = (r: RouterClient, id: string) => r.received.filter((m: any) => m.type === 'session-removed' && m.ids.includes(id)).length;
+  const user = await a.login('removed-user', 'removed-user-pw1', 'client');
+  const session = async () => {
+    const r = await user.post('/sessions', { serviceId: svc, type: 'Dial' });
+    t.equal(r.status, 201, `a session made on A (${r.text.slice(0, 200)})`);
+    return { id: r.body.data.id as string, token: r.body.data.token as string };
+  };
+
+  // An admin's delete on A, then the owner's.
+  // (One session per API session, service and type: the second is made once the first is gone.)
+  const byAdmin = await session();
+  t.equal((await admin.delete(`/sessions/${byAdmin.id}`)).status, 200, 'deleted by an admin on A');
+  const byOwner = await session();
+  t.not(byOwner.id, byAdmin.id, 'a new session');
+  t.equal((await user.delete(`/sessions/${byOwner.id}`)).status, 200, 'deleted by its owner on A');
+  for (const s of [byAdmin, byOwner]) {
+    const ms = await within(2000, async () => told(onB, s.id) > 0 && told(onC, s.id) > 0);
+    t.ok(ms <= 2000, `the routers on B and C were told in ${ms} ms`);
+    const jti = JSON.parse(Buffer.from(s.token.split('.')[1], 'base64url').toString()).jti;
+    t.equal(jti, s.id, "the id they were told is the token's jti");
+  }
+  const removed = await etcdKeys('c/~sessions-removed/');
+  t.ok(removed.length >= 2, 'each delete wrote its news key into etcd');
+  const lease = (await etcd.ctl(['get', removed[0], '-w', 'json'])).match(/"lease":(\d+)/);
+  t.ok(lease && Number(lease[1]) !== 0, 'held by a lease, so it expires');
+  // Whatever else was going to arrive has arrived by now (a later write has come back everywhere).
+  t.equal((await admin.post('/identities', { name: 'removed-marker', type: 'User', isAdmin: false })).status, 201);
+  for (const x of admins) await within(2000, async () => (await x.get('/identities?filter=name="removed-marker"')).body.data.length === 1);
+  await new Promise((r) => setTimeout(r, 300));
+  for (const s of [byAdmin, byOwner]) {
+    t.equal(told(onA, s.id), 1, 'the router on A was told once (at the commit, with the token), not again from the news');
+    t.ok(onA.received.some((m: any) => m.type === 'session-removed' && m.tokens.includes(s.token)), 'A told it the token it holds');
+    t.equal(told(onB, s.id), 1, 'the router on B was told once');
+    t.equal(told(onC, s.id), 1, 'the router on C was told once');
+  }
+
+  // Its API session ended on A (logout): the session made under it reaches B's router too.
+  const underLogout = await session();
+  t.equal((await user.delete('/current-api-session')).status, 200, 'logout on A');
+  await within(2000, async () => told(onB, underLogout.id) === 1);
+  t.pass("a session ended with its API session on A: B's router was told");
+
+  // An API session of A taken on by B, a session made on B under it, the API session deleted on
+  // A: B ends its session on the revocation, and the routers on A and C hear of it.
+  const again = await a.login('removed-user', 'removed-user-pw1', 'client');
+  const asid = (await again.get('/current-api-session')).body.data.id as string;
+  const onBSession = await b.client.request('POST', '/sessions', { serviceId: svc, type: 'Dial' }, { headers: { 'zt-session': again.token! } });
+  t.equal(onBSession.status, 201, "a session made on B with A's token");
+  t.equal((await admin.delete(`/api-sessions/${asid}`)).status, 200, 'its API session deleted on A');
+  await within(2000, async () => told(onA, onBSession.body.data.id) === 1 && told(onC, onBSession.body.data.id) === 1);
+  t.pass("B's session, ended by a revocation from A: the routers on A and C were told");
+
+  // The identity disabled on C: A ends the session it holds, and the router on B hears of it.
+  const last = await a.login('removed-user', 'removed-user-pw1', 'client');
+  const r = await last.post('/sessions', { serviceId: svc, type: 'Dial' });
+  t.equal(r.status, 201);
+  t.equal((await admins[2].post(`/identities/${iid}/disable`, { durationMinutes: 0 })).status, 200, 'identity disabled on C');
+  await within(2000, async () => told(onB, r.body.data.id) === 1);
+  t.pass("A's session, ended by a disable on C: the router on B was told");
+});
+
 t.test('GET /controllers lists every live controller; enrollment JWTs name all of them', async (t) => {
   for (const x of admins) await within(3000, async () => ((await x.get('/controllers')).body.data as { id: string }[]).length === 3);
   const selves = ((await admins[0].get('/controllers')).body.data as { id: string }[]).map((c) => c.id);

@@ -32,10 +32,13 @@
  * write that causes it: `P/c/~revoked/<api session id>` when an API session is ended (not when it
  * expires idle here), `P/c/~revoked-identity/<identity id>` when an identity is disabled (every
  * API session made before is over), `P/c/~as/<api session id>` when its MFA state changes
- * (src/cluster/sessions.ts).
+ * (src/cluster/sessions.ts), `P/c/~sessions-removed/<controller id>.<uuid>` when a write deletes
+ * sessions (dial/bind), so every controller tells its own routers (the control channel's
+ * `session-removed`).
  * An OIDC API session stays a replicated record: its refresh state must be one on every controller.
  */
 import fs from 'node:fs';
+import { randomUUID } from 'node:crypto';
 import { Etcd3, type IKeyValue, type IEvent, type ICompare, type IRequestOp, type ITxnResponse } from 'etcd3';
 import { prefixEnd, watchPrefix } from './watch.js';
 import { noop } from 'cockatiel';
@@ -90,7 +93,12 @@ export interface SessionNews {
   identities: { id: string; at: number }[];
   /** API sessions whose MFA state changed. */
   states: { id: string; isMfaRequired: boolean; isMfaComplete: boolean; mfaPassedAt?: number }[];
+  /** Sessions (dial/bind) another controller deleted: its id, and the `jti` of its token. */
+  sessions: { id: string; jti: string }[];
 }
+
+/** Sessions named per `~sessions-removed` key (a mass removal takes a few keys, not one per session). */
+const REMOVED_SESSIONS_PER_KEY = 1000;
 
 // Records are stored in etcd exactly as msgpack, so what a replica decodes is what was written.
 export const packr = new Packr({ useRecords: false, moreTypes: true });
@@ -297,6 +305,15 @@ export class Cluster implements WriteLog {
       } else if (before.isMfaRequired !== after.isMfaRequired || before.isMfaComplete !== after.isMfaComplete || before.mfaPassedAt !== after.mfaPassedAt) {
         out.push({ request_put: { key: Buffer.from(`${this.keys.records}~as/${id}`), value: packr.pack({ isMfaRequired: after.isMfaRequired === true, isMfaComplete: after.isMfaComplete === true, mfaPassedAt: after.mfaPassedAt }) } });
       }
+    }
+    // Sessions deleted (by whatever write: their owner, an admin, access lost, their API session
+    // ended or expired here, also with `revoke: false`): routers connected elsewhere may hold
+    // their tokens. A session's token has its id as `jti`.
+    const removed: [id: string, jti: string][] = [];
+    for (const { coll, id, before, after } of local) if (coll.spec.name === 'sessions' && before && !after) removed.push([id, id]);
+    for (let i = 0; i < removed.length; i += REMOVED_SESSIONS_PER_KEY) {
+      const key = `${this.keys.records}~sessions-removed/${this.controllerId}.${randomUUID()}`;
+      out.push({ request_put: { key: Buffer.from(key), value: packr.pack({ from: this.controllerId, at: now, sessions: removed.slice(i, i + REMOVED_SESSIONS_PER_KEY) }) } });
     }
     return out;
   }
@@ -525,14 +542,15 @@ export class Cluster implements WriteLog {
         const first = await this.client.kv.range({ key: start, range_end: end, limit: 1, keys_only: true });
         const revision = Number(first.header.revision);
         const changes: { collection: string; id: string; after?: Rec }[] = [];
-        const news: SessionNews = { revoked: [], states: [], identities: [] };
+        const news: SessionNews = { revoked: [], states: [], identities: [], sessions: [] };
         let from = start;
         for (;;) {
           const page = await this.client.kv.range({ key: from, range_end: end, revision, limit: 2000 }, { deadline: Date.now() + 30_000 });
           for (const kv of page.kvs) {
             const ch = this.parse(kv, true);
             if (ch) changes.push(ch);
-            else this.parseNews(kv, news);
+            // Session removals up to the revision applied before this load were announced then.
+            else this.parseNews(kv, news, Number(kv.mod_revision) > this.applied);
           }
           if (!page.more || page.kvs.length === 0) break;
           from = Buffer.concat([page.kvs[page.kvs.length - 1].key, Buffer.from([0])]);
@@ -622,13 +640,13 @@ export class Cluster implements WriteLog {
 
   private async apply(events: IEvent[]): Promise<void> {
     const changes: { collection: string; id: string; after?: Rec }[] = [];
-    const news: SessionNews = { revoked: [], states: [], identities: [] };
+    const news: SessionNews = { revoked: [], states: [], identities: [], sessions: [] };
     let revision = this.applied;
     for (const ev of events) {
       revision = Math.max(revision, Number(ev.kv.mod_revision));
       const ch = this.parse(ev.kv, ev.type === 'Put');
       if (ch) changes.push(ch);
-      else if (ev.type === 'Put') this.parseNews(ev.kv, news);
+      else if (ev.type === 'Put') this.parseNews(ev.kv, news, true);
     }
     if (revision <= this.applied) return;
     const started = performance.now();
@@ -651,7 +669,7 @@ export class Cluster implements WriteLog {
   onSessionNews?: (news: SessionNews) => void;
 
   private deliver(news: SessionNews) {
-    if (news.revoked.length + news.states.length + news.identities.length === 0) return;
+    if (news.revoked.length + news.states.length + news.identities.length + news.sessions.length === 0) return;
     try {
       this.onSessionNews?.(news);
     } catch (e) {
@@ -659,7 +677,8 @@ export class Cluster implements WriteLog {
     }
   }
 
-  private parseNews(kv: IKeyValue, news: SessionNews) {
+  /** `unseen`: the key is newer than what this controller applied before (a full load reads all). */
+  private parseNews(kv: IKeyValue, news: SessionNews, unseen: boolean) {
     const rest = kv.key.toString().slice(this.keys.records.length);
     try {
       if (rest.startsWith('~revoked/')) {
@@ -671,6 +690,11 @@ export class Cluster implements WriteLog {
       } else if (rest.startsWith('~as/')) {
         const v = packr.unpack(kv.value) as SessionNews['states'][number];
         news.states.push({ id: rest.slice('~as/'.length), isMfaRequired: v?.isMfaRequired === true, isMfaComplete: v?.isMfaComplete === true, mfaPassedAt: typeof v?.mfaPassedAt === 'number' ? v.mfaPassedAt : undefined });
+      } else if (rest.startsWith('~sessions-removed/') && unseen) {
+        const v = packr.unpack(kv.value) as { from?: unknown; sessions?: unknown };
+        // This controller announced its own deletions as they committed: not twice.
+        if (v?.from === this.controllerId || !Array.isArray(v?.sessions)) return;
+        for (const e of v.sessions) if (Array.isArray(e) && typeof e[0] === 'string' && typeof e[1] === 'string') news.sessions.push({ id: e[0], jti: e[1] });
       }
     } catch {
       // Not ours: ignored.

@@ -13,7 +13,12 @@
  *   disabled, an authenticator deleted, an API session (OIDC, replicated) deleted. A disable is
  *   also news (`~revoked-identity/<id>`), so a token made before it is never taken on afterwards,
  *   even once the identity is enabled again.
- * - Idle expiry is local: each controller ends its copy by its own activity (no news).
+ * - Sessions (dial/bind) deleted are news too (`~sessions-removed/…`, in the same transaction):
+ *   every other controller tells its own routers (`onSessionsRemoved`), as the deleting one told
+ *   its own at the commit. So the ends above that each controller applies to its own copies go
+ *   through the log (without revoking anything again) whenever they delete sessions.
+ * - Idle expiry is local: each controller ends its copy by its own activity (no revocation; the
+ *   sessions it ends with it are still news).
  */
 import type { Logger } from 'pino';
 import type { ChangeEvent, Rec, Store, Tx } from '../store/store.js';
@@ -53,6 +58,8 @@ export class SharedSessions {
   /** Latest MFA state of API sessions, as news said (applied to a copy taken on later). */
   private readonly states = new Map<string, SessionNews['states'][number] & { until: number }>();
   private timer?: NodeJS.Timeout;
+  /** Told of sessions another controller deleted (their ids), to tell this controller's routers. */
+  onSessionsRemoved?: (ids: string[]) => void;
 
   constructor(
     private readonly store: Store,
@@ -125,15 +132,22 @@ export class SharedSessions {
 
   /** News from etcd: API sessions ended, MFA states changed. */
   private news(news: SessionNews) {
+    if (news.sessions.length) this.onSessionsRemoved?.(news.sessions.map((s) => s.jti));
     const until = Date.now() + SESSION_NEWS_RETENTION_MS;
     for (const r of news.revoked) this.revoked.set(r.id, until);
     for (const s of news.states) this.states.set(s.id, { ...s, until });
     for (const i of news.identities) if ((this.identities.get(i.id)?.at ?? -1) < i.at) this.identities.set(i.id, { at: i.at, until });
     const ended = news.revoked.map((r) => r.id);
     const states = news.states;
+    // Ended through the log (nothing to revoke again), so the sessions made here under them are
+    // news for the routers on the other controllers; with none, it commits here only.
+    if (ended.length)
+      void this.store
+        .write((tx) => ApiSessions.deleteInTx(tx, ended.filter((id) => tx.exists('apiSessions', id))), { revoke: false })
+        .catch((e) => this.log.warn({ err: String((e as Error).message) }, 'cluster: could not end API sessions revoked elsewhere'));
+    if (states.length === 0) return;
     void this.store
       .writeLocal((tx) => {
-        ApiSessions.deleteInTx(tx, ended.filter((id) => tx.exists('apiSessions', id)));
         for (const s of states) {
           const cur = tx.get('apiSessions', s.id);
           if (!cur || (cur.isMfaRequired === s.isMfaRequired && cur.isMfaComplete === s.isMfaComplete && cur.mfaPassedAt === s.mfaPassedAt)) continue;
@@ -158,8 +172,10 @@ export class SharedSessions {
       else if (ev.collection === 'apiSessions' && ev.before && !ev.after) apiSessions.push(ev.id);
     }
     if (identities.length + authenticators.length + apiSessions.length === 0) return;
+    // Through the log (nothing to revoke: every controller ends its own), so the sessions this
+    // controller holds are news for the routers on the others; with none, it commits here only.
     void this.store
-      .writeLocal((tx: Tx) => {
+      .write((tx: Tx) => {
         for (const id of identities) ApiSessions.endForIdentityInTx(tx, id);
         for (const [identityId, authenticatorId] of authenticators) ApiSessions.deleteInTx(tx, tx.idsByIndex('apiSessions', 'identityId', identityId).filter((id) => tx.get('apiSessions', id)?.authenticatorId === authenticatorId));
         // Sessions (and certificates) made here under an API session ended elsewhere.
@@ -167,7 +183,7 @@ export class SharedSessions {
           for (const sid of tx.idsByIndex('sessions', 'apiSessionId', id)) tx.delete('sessions', sid);
           for (const cid of tx.idsByIndex('apiSessionCertificates', 'apiSessionId', id)) tx.delete('apiSessionCertificates', cid);
         }
-      })
+      }, { revoke: false })
       .catch((e) => this.log.warn({ err: String((e as Error).message) }, 'cluster: could not end API sessions after a change'));
   }
 

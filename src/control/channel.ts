@@ -350,8 +350,8 @@ export class ControlChannel {
    * announced to every connected edge router at once, as upstream's SessionRemoved: one
    * `session-removed` per store write, naming every session it removed by id (the `jti` of its
    * token, which is how a router holding a signed token matches it) and, where this controller
-   * still holds it, the token itself. In a cluster every controller applies the same deletion and
-   * tells its own routers.
+   * still holds it, the token itself. In a cluster the sessions another controller deleted come
+   * as news (`sessionsRemoved`).
    */
   private announceRemovedSessions(events: ChangeEvent[]) {
     let removed: { id: string; token?: string }[] | undefined;
@@ -359,7 +359,11 @@ export class ControlChannel {
       if (ev.collection !== 'sessions' || ev.after || !ev.before) continue;
       (removed ??= []).push({ id: ev.id, token: this.opts.sessionToken?.(ev.before) });
     }
-    if (!removed) return;
+    if (removed) this.sessionsRemoved(removed);
+  }
+
+  /** Tell every connected edge router of these removed sessions (a token only where this controller holds it). */
+  sessionsRemoved(removed: { id: string; token?: string }[]) {
     // At most SESSIONS_PER_MESSAGE sessions per message (a mass removal, say an identity with
     // thousands of sessions, goes in frames of a few dozen KiB), as upstream chunks its own.
     for (let i = 0; i < removed.length; i += SESSIONS_PER_MESSAGE) {
