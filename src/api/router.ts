@@ -203,7 +203,9 @@ export class Router {
     const { ctx, requestId, started, matched, raw } = t;
     // A few upstream operations declare `produces: application/json; charset=utf-8`; upstream (go-openapi)
     // answers with exactly that media type, and spec-checking clients compare it literally.
-    if (ctx && reply.contentType === undefined && reply.body !== null && typeof reply.body === 'object' && !Buffer.isBuffer(reply.body)) {
+    // Lists arrive already serialised (a string or pieces typed application/json), other JSON as an object.
+    const isJson = reply.contentType === undefined ? reply.body !== null && typeof reply.body === 'object' && !Buffer.isBuffer(reply.body) : reply.contentType === 'application/json';
+    if (ctx && isJson) {
       const json = this.jsonMedia.get(ctx.op);
       if (json) reply.contentType = json;
     }
