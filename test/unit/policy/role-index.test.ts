@@ -5,6 +5,7 @@
  *. The second test drives a real store, so the change-event path is covered.
  */
 import t from 'tap';
+import type { Test } from 'tap';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -209,7 +210,8 @@ t.test('role index memberships equal a from-scratch evaluation', async (t) => {
   t.ok(checks > 10_000, `${checks} comparisons`);
 });
 
-t.test('engine access through a real store equals a from-scratch evaluation', async (t) => {
+/** A policy engine on a real store in a temporary directory, closed and removed after the test. */
+function engineOnTempStore(t: Test) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-index-'));
   const store = new Store(dir, createRegistry().collectionSpecs());
   const engine = new PolicyEngine(store, { sweepMs: 3_600_000 });
@@ -218,6 +220,11 @@ t.test('engine access through a real store equals a from-scratch evaluation', as
     await store.close();
     fs.rmSync(dir, { recursive: true, force: true });
   });
+  return { store, engine };
+}
+
+t.test('engine access through a real store equals a from-scratch evaluation', async (t) => {
+  const { store, engine } = engineOnTempStore(t);
   const COLL: Record<Kind, string> = { identities: 'identities', services: 'services', edgeRouters: 'edgeRouters', postureChecks: 'postureChecks' };
   const r = rng(7);
   const m = newModel();
@@ -265,14 +272,7 @@ function findColl(store: Store, id: string): string {
 }
 
 t.test('engine tracks sessions and follows their deletion', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-index-s-'));
-  const store = new Store(dir, createRegistry().collectionSpecs());
-  const engine = new PolicyEngine(store, { sweepMs: 3_600_000 });
-  t.teardown(async () => {
-    engine.close();
-    await store.close();
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
+  const { store, engine } = engineOnTempStore(t);
   const now = Date.now();
   const base = (id: string, name: string) => ({ id, name, createdAt: now, updatedAt: now, tags: {} });
   await store.write((tx) => {
