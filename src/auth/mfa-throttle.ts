@@ -5,7 +5,7 @@
  * of that identity answers 429 RATE_LIMITED until the window has passed; a good code resets.
  * In memory: a restart forgives, which costs an attacker a controller restart per window.
  */
-import { errors } from '../core/errors.js';
+import { ApiError, errors } from '../core/errors.js';
 
 export class MfaThrottle {
   private readonly failures = new Map<string, { count: number; since: number }>();
@@ -33,5 +33,18 @@ export class MfaThrottle {
 
   succeed(identityId: string): void {
     this.failures.delete(identityId);
+  }
+
+  /** Run a code check under the brake: braked → 429; a wrong code counts, a good one clears the count. */
+  async guard<T>(identityId: string, fn: () => T | Promise<T>): Promise<T> {
+    this.check(identityId);
+    try {
+      const out = await fn();
+      this.succeed(identityId);
+      return out;
+    } catch (e) {
+      if (e instanceof ApiError && e.code === 'MFA_INVALID_TOKEN') this.fail(identityId);
+      throw e;
+    }
   }
 }

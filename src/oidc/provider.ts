@@ -360,7 +360,7 @@ export class OidcProvider {
     // used up), under the identity's brake; a wrong one is 400 MFA_INVALID_TOKEN, which SDKs read
     // as "the code did not verify".
     const now = Date.now();
-    await this.braked(s.identityId, () =>
+    await this.app.auth.mfaThrottle.guard(s.identityId, () =>
       this.app.store.write((tx) => {
         const cur = tx.get('identities', s.identityId);
         if (!cur || !(cur.mfa as MfaRecord | undefined)?.isVerified) throw notEnabled();
@@ -430,7 +430,7 @@ export class OidcProvider {
   async deleteTotpEnrollment(req: Req): Promise<Reply> {
     const body = parseFields(req);
     const { s, ctx } = this.primaryPassed(req, body);
-    await this.braked(s.identityId, () =>
+    await this.app.auth.mfaThrottle.guard(s.identityId, () =>
       this.app.store.write((tx) => {
         const cur = tx.get('identities', s.identityId);
         const mfa = cur?.mfa as MfaRecord | undefined;
@@ -453,7 +453,7 @@ export class OidcProvider {
     const body = parseFields(req);
     const { r, s } = this.primaryPassed(req, body);
     const now = Date.now();
-    await this.braked(s.identityId, () =>
+    await this.app.auth.mfaThrottle.guard(s.identityId, () =>
       this.app.store.write((tx) => {
         const cur = tx.get('identities', s.identityId);
         const mfa = cur?.mfa as MfaRecord | undefined;
@@ -467,19 +467,6 @@ export class OidcProvider {
     return this.next(r, this.app.sessions.get(s.id) ?? s);
   }
 
-  /** A code check under the identity's brute-force brake: braked → 429; a wrong code counts, a good one clears the count. */
-  private async braked<T>(identityId: string, fn: () => Promise<T>): Promise<T> {
-    const throttle = this.app.auth.mfaThrottle;
-    throttle.check(identityId);
-    try {
-      const out = await fn();
-      throttle.succeed(identityId);
-      return out;
-    } catch (e) {
-      if (e instanceof ApiError && e.code === 'MFA_INVALID_TOKEN') throttle.fail(identityId);
-      throw e;
-    }
-  }
 
   /** `/oidc/authorize/callback?id=`: a request whose login is complete gets its code. */
   authorizeCallback(id: string | null): Reply {

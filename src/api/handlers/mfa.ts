@@ -5,7 +5,7 @@
  */
 import crypto from 'node:crypto';
 import type { Ctx, Entry } from '../../core/context.js';
-import { ApiError, errors } from '../../core/errors.js';
+import { errors } from '../../core/errors.js';
 import { created, empty, ok } from '../../core/envelope.js';
 import { write } from '../../resources/write.js';
 import type { Rec, Tx } from '../../store/store.js';
@@ -45,23 +45,8 @@ function mfaBase(mfa: MfaRecord) {
   return { id: mfa.id, createdAt: new Date(mfa.createdAt).toISOString(), updatedAt: new Date(mfa.updatedAt).toISOString(), tags: {}, _links: mfaLinks() };
 }
 
-/**
- * Run a code check under the identity's brute-force brake: braked → 429; a wrong code counts,
- * a good one clears the count.
- */
-async function guarded<T>(ctx: Ctx, fn: () => T | Promise<T>): Promise<T> {
-  const throttle = ctx.app.auth.mfaThrottle;
-  const id = ctx.identity!.id;
-  throttle.check(id);
-  try {
-    const out = await fn();
-    throttle.succeed(id);
-    return out;
-  } catch (e) {
-    if (e instanceof ApiError && e.code === 'MFA_INVALID_TOKEN') throttle.fail(id);
-    throw e;
-  }
-}
+/** A code check of the caller under its brute-force brake (MfaThrottle.guard). */
+const guarded = <T>(ctx: Ctx, fn: () => T | Promise<T>) => ctx.app.auth.mfaThrottle.guard(ctx.identity!.id, fn);
 
 export function mfaEntries(): Entry[] {
   return [
