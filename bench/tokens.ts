@@ -1,6 +1,6 @@
 /**
  * bench/tokens — what checking a signed token costs in-process, with the real store and keys:
- * signing (login, session create), a first check (signature verify), and a cached check (every
+ * signing (login; session tokens per batch size), a first check (signature verify), and a cached check (every
  * later request with the same token), per operation on one core.
  *
  *   npm run bench:tokens                       # 200,000 cached checks, 2,000 signs/verifies
@@ -44,19 +44,27 @@ const perOp = (n: number, fn: (i: number) => void) => {
 
 const { session, token } = await sessions.create({ identityId: 'i1', authenticatorId: 'a1', method: 'password', ipAddress: '127.0.0.1', configTypes: [], isMfaRequired: false });
 const facts = { id: 's1', identityId: 'i1', apiSessionId: session.id, serviceId: 'svc', type: 'Dial' };
-const signUs = perOp(signed, () => keys.sign(sessionTokenClaims('https://bench', facts, 1800)));
-const sample = keys.sign(sessionTokenClaims('https://bench', facts, 1800));
-const verifyUs = perOp(signed, () => keys.verify(sample, SESSION_TOKEN));
+const signUs = perOp(signed, () => keys.sign({ iss: 'https://bench', sub: 'i1', jti: 'x', iat: 1, z_t: API_SESSION_TOKEN }));
+const verifyUs = perOp(signed, () => keys.verify(token, API_SESSION_TOKEN));
+// Session tokens: one signature per batch (the sessions asked for while a commit is in flight).
+const batchClaims = (n: number) => Array.from({ length: n }, (_, i) => sessionTokenClaims('https://bench', { ...facts, id: `s${i}` }, 1800));
+const batchUs = (n: number) => perOp(Math.max(1, Math.ceil(signed / n)), () => keys.signSessions(batchClaims(n))) / n;
+const sessionSample = keys.signSessions(batchClaims(32))[17];
+const sessionVerifyUs = perOp(signed, () => keys.verify(sessionSample, SESSION_TOKEN));
 // A fresh string per request, as a header value is: the Map hashes it every time.
 const copies = Array.from({ length: 1024 }, () => (' ' + token).slice(1));
 const cachedUs = perOp(cached, (i) => sessions.resolve(copies[i & 1023]));
 const rows = [
-  ['sign (session create, login)', signUs],
+  ['sign (login)', signUs],
   ['verify (first request with a token)', verifyUs],
+  ['session token, batch of 1', batchUs(1)],
+  ['session token, batch of 32 (per token)', batchUs(32)],
+  ['session token, batch of 256 (per token)', batchUs(256)],
+  ['session token verify (batch of 32)', sessionVerifyUs],
   ['cached check (every later request)', cachedUs],
 ];
 for (const [name, us] of rows) console.log(`${(name as string).padEnd(40)} ${(us as number).toFixed(2).padStart(8)} µs  ${Math.round(1e6 / (us as number)).toLocaleString('en').padStart(10)}/s`);
-console.log(`(token type ${API_SESSION_TOKEN}, ${token.length} characters; load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')} on ${os.cpus().length} CPUs)`);
+console.log(`(API-session token ${token.length} characters, session token ${sessionSample.length} in a batch of 32; load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')} on ${os.cpus().length} CPUs)`);
 keys.close();
 await sessions.close();
 await store.close();

@@ -125,8 +125,6 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   });
   await keys.start();
   sessions.keys = keys;
-  // Session tokens are signed in the workers, off the event loop (unless configured otherwise).
-  if (settings.sessionTokenSigning === 'pool') keys.pool = pool;
   // Cluster mode: API sessions stay on this controller; tokens and revocations cross (docs/cluster.md).
   const sharedSessions = join && cluster ? join.shareSessions(store, cluster, sessions, clusterLog) : undefined;
   const ended = await sessions.endPlainTokenSessions();

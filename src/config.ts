@@ -47,7 +47,6 @@ export const ConfigSchema = Type.Object({
   signingKeyRotationHours: Type.Integer({ default: 720, minimum: 1, maximum: 87600 }),
   /** Where session (dial/bind) tokens are signed: in the worker pool, batched with the group
    *  commit, or on the event loop (docs/auth.md). */
-  sessionTokenSigning: Type.Union([Type.Literal('pool'), Type.Literal('inline')], { default: 'pool' }),
   /** OIDC (`/oidc`): redirect and post-logout URIs the `openziti` client may use (`*`: any run of
    *  characters but `/`), and token lifetimes. The defaults are upstream's. */
   oidcRedirectUris: Type.Array(Type.String({ minLength: 1 }), {
@@ -162,7 +161,6 @@ export const ENV: Record<string, keyof Static<typeof ConfigSchema>> = {
   MESH_ARGON2_PARALLELISM: 'argon2Parallelism',
   MESH_ACTIVITY_FLUSH_MS: 'activityFlushMs',
   MESH_SIGNING_KEY_ROTATION_HOURS: 'signingKeyRotationHours',
-  MESH_SESSION_TOKEN_SIGNING: 'sessionTokenSigning',
   MESH_ENROLLMENT_MINUTES: 'enrollmentMinutes',
   MESH_SHUTDOWN_GRACE_MS: 'shutdownGraceMs',
   MESH_AUTH_CONCURRENCY: 'authConcurrency',

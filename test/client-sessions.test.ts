@@ -7,7 +7,8 @@ import t from 'tap';
 import { startServer, isError, type Client, type Server } from './helpers/server.js';
 import fs from 'node:fs';
 import path from 'node:path';
-import { createLocalJWKSet, importPKCS8, jwtVerify, SignJWT } from 'jose';
+import { createLocalJWKSet, importPKCS8 } from 'jose';
+import { signSessionToken, verifySessionToken } from './helpers/session-tokens.js';
 import { Fixture, ids } from './helpers/policy-fixture.js';
 import { sleep } from './helpers/assert.js';
 
@@ -43,9 +44,9 @@ t.test('session create: check order, errors, idempotence', async (t) => {
   t.equal(s.serviceId, S);
   t.equal(s.identityId, u.id);
   t.type(s.apiSessionId, 'string');
-  t.match(s.token, /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/, 'token is a compact JWS');
+  t.match(s.token, /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+~[A-Za-z0-9_-]+~[A-Za-z0-9_-]+$/, 'token is a batch JWS, claims and proof');
   const jwks = createLocalJWKSet((await srv.raw('GET', '/oidc/keys')).body);
-  const { payload } = await jwtVerify(s.token, jwks);
+  const payload = await verifySessionToken(s.token, jwks);
   t.match(payload, { sub: u.id, jti: s.id, z_t: 'session', z_asid: s.apiSessionId, z_svc: S, z_st: 'Dial' }, 'signed claims a router needs, verified with the JWKS');
   t.type(payload.exp, 'number', 'the token carries exp');
   t.equal(payload.exp! - payload.iat!, Number(r.headers['expiration-seconds']), 'it lives as long as an idle API session');
@@ -67,18 +68,24 @@ t.test('session create: check order, errors, idempotence', async (t) => {
   // The two kinds of token are not interchangeable, and a tampered one is refused.
   t.ok(isError(await u.client.get('/current-identity', { headers: { 'zt-session': s.token } }), 401, 'UNAUTHORIZED'), 'a session token as zt-session → 401');
   t.ok(isError(await u.client.get(`/services/${S}/edge-routers`, { headers: { 'session-token': u.client.token! } }), 401, 'UNAUTHORIZED'), 'an API-session token as session-token → 401');
-  const [sh, sp, ss] = s.token.split('.');
+  const [batch, claims, proof] = s.token.split('~');
+  const [bh, bp] = batch.split('.');
   const forged = Buffer.from(JSON.stringify({ ...payload, z_svc: 'another-service' })).toString('base64url');
-  t.ok(isError(await u.client.get(`/services/${S}/edge-routers`, { headers: { 'session-token': `${sh}.${forged}.${ss}` } }), 401, 'UNAUTHORIZED'), 'tampered session token → 401');
-  t.ok(isError(await u.client.get(`/services/${S}/edge-routers`, { headers: { 'session-token': `${sh}.${sp}.` } }), 401, 'UNAUTHORIZED'), 'unsigned session token → 401');
-  t.ok(isError(await u.client.get(`/services/${S}/edge-routers`, { headers: { 'session-token': 'garbage' } }), 401, 'UNAUTHORIZED'), 'malformed session token → 401');
+  const refused = async (token: string) => isError(await u.client.get(`/services/${S}/edge-routers`, { headers: { 'session-token': token } }), 401, 'UNAUTHORIZED');
+  t.ok(await refused(`${batch}~${forged}~${proof}`), 'tampered claims → 401');
+  t.ok(await refused(`${bh}.${bp}.~${claims}~${proof}`), 'unsigned batch → 401');
+  const wrongIndex = Buffer.from(proof, 'base64url');
+  wrongIndex.writeUInt32BE(wrongIndex.readUInt32BE(0) + 1);
+  t.ok(await refused(`${batch}~${claims}~${wrongIndex.toString('base64url')}`), 'a proof for another leaf → 401');
+  t.ok(await refused(`${batch}~${claims}`), 'no proof → 401');
+  t.ok(await refused(batch), 'the batch JWS alone → 401');
+  t.ok(await refused('garbage'), 'malformed session token → 401');
   // The same claims re-signed with the controller's own key, but expired: refused.
-  const kid = JSON.parse(Buffer.from(sh, 'base64url').toString()).kid;
+  const kid = JSON.parse(Buffer.from(bh, 'base64url').toString()).kid;
   const ownKey = await importPKCS8(fs.readFileSync(path.join(srv.dataDir, 'signing-keys', `${kid}.pem`), 'utf8'), 'ES256');
-  const resign = (c: Record<string, unknown>) => new SignJWT(c).setProtectedHeader({ alg: 'ES256', kid, typ: 'JWT' }).sign(ownKey);
   const nowS = Math.floor(Date.now() / 1000);
-  t.equal((await u.client.get(`/services/${S}/edge-routers`, { headers: { 'session-token': await resign({ ...payload, iat: nowS, exp: nowS + 60 }) } })).status, 200, 'unexpired re-signed claims → 200 (the check is the signature and the live session)');
-  t.ok(isError(await u.client.get(`/services/${S}/edge-routers`, { headers: { 'session-token': await resign({ ...payload, iat: nowS - 120, exp: nowS - 60 }) } }), 401, 'UNAUTHORIZED'), 'expired session token → 401');
+  t.equal((await u.client.get(`/services/${S}/edge-routers`, { headers: { 'session-token': await signSessionToken(ownKey, kid, { ...payload, iat: nowS, exp: nowS + 60 }) } })).status, 200, 'unexpired re-signed claims → 200 (the check is the signature and the live session)');
+  t.ok(await refused(await signSessionToken(ownKey, kid, { ...payload, iat: nowS - 120, exp: nowS - 60 })), 'expired session token → 401');
   // Bind.
   await f.sp('ss-bind', 'Bind', ['#ss-id'], ['#ss-svc']);
   const b = await u.client.post('/sessions', { serviceId: S, type: 'Bind' });
@@ -139,7 +146,7 @@ t.test('a burst of creates: each answer carries its own session\'s token, signed
   let matching = 0;
   for (const [i, a] of answers.entries()) {
     const d = a.body.data;
-    const { payload } = await jwtVerify(d.token, jwks);
+    const payload = await verifySessionToken(d.token, jwks);
     const ask = asks[i % asks.length];
     if (payload.jti === d.id && payload.z_asid === d.apiSessionId && payload.z_svc === ask.serviceId && d.serviceId === ask.serviceId && payload.z_st === ask.type && d.type === ask.type && payload.sub === u.id) matching++;
     ids.add(d.id);
@@ -241,21 +248,4 @@ t.test('service-update timestamp moves exactly on relevant changes', async (t) =
   const c2 = await u.login();
   const fresh = (await c2.get('/current-api-session/service-updates')).body.data.lastChangeAt;
   t.equal(fresh, (await c2.get('/current-api-session')).body.data.createdAt, 'new API session: its createdAt');
-});
-
-t.test('MESH_SESSION_TOKEN_SIGNING=inline: the same tokens, signed on the event loop', async (t) => {
-  const inline = await startServer(t, { env: { MESH_SESSION_TOKEN_SIGNING: 'inline' } });
-  const a = await inline.login();
-  const g = new Fixture(inline, a);
-  const u = await g.user('inline-user', ['in-id']);
-  const S = await g.svc('inline-s', ['in-svc']);
-  await g.router('inline-r', ['in-r']);
-  await g.sp('inline-dial', 'Dial', ['#in-id'], ['#in-svc']);
-  await g.erp('inline-erp', ['#in-id'], ['#in-r']);
-  await g.serp('inline-serp', ['#in-svc'], ['#in-r']);
-  const r = await u.client.post('/sessions', { serviceId: S });
-  t.equal(r.status, 201, 'create → 201');
-  const { payload } = await jwtVerify(r.body.data.token, createLocalJWKSet((await inline.raw('GET', '/oidc/keys')).body));
-  t.match(payload, { sub: u.id, jti: r.body.data.id, z_t: 'session', z_svc: S, z_st: 'Dial' }, 'verifies with the JWKS');
-  t.equal((await u.client.get(`/services/${S}/edge-routers`, { headers: { 'session-token': r.body.data.token } })).status, 200, 'accepted by the controller');
 });

@@ -37,4 +37,3 @@ export async function verifyPassword(input: { hash: string; password: string }):
 }
 export * from './search.js';
 export * from './pki.js';
-export * from './tokens.js';

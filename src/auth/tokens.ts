@@ -15,14 +15,13 @@
  *
  * Signing and verifying use node:crypto with KeyObjects parsed once (ES256 sign ~26–37 µs, verify
  * ~70–110 µs here); callers cache verified tokens (ApiSessions) so a signature is checked once per
- * token, not once per request. Tokens minted at request rates (sessions) are signed in the worker
- * pool, many per task (`signInPool`), so the event loop does not pay for the signature.
+ * token, not once per request. Tokens minted at request rates (sessions) are signed in batches,
+ * one signature over a Merkle tree of many (`signSessionBatch`).
  */
 import crypto, { type KeyObject } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { ChangeEvent, Rec, Store } from '../store/store.js';
-import type { WorkerPool } from '../pool.js';
 
 declare module '../core/context.js' {
   interface Services {
@@ -65,7 +64,7 @@ const b64url = (b: Buffer | string) => Buffer.from(b).toString('base64url');
 export const jwsHeader = (kid: string) => b64url(JSON.stringify({ alg: 'ES256', kid, typ: 'JWT' }));
 
 /** A compact JWS (ES256) of the claims: the one encoding used on the event loop and in the workers. */
-export function signJws(key: KeyObject, header: string, claims: TokenClaims): string {
+export function signJws(key: KeyObject, header: string, claims: TokenClaims | Record<string, unknown>): string {
   const input = `${header}.${b64url(JSON.stringify(claims))}`;
   const sig = crypto.sign('sha256', Buffer.from(input), { key, dsaEncoding: 'ieee-p1363' });
   return `${input}.${sig.toString('base64url')}`;
@@ -75,6 +74,8 @@ export function signJws(key: KeyObject, header: string, claims: TokenClaims): st
 export const tokenDigest = (token: string) => crypto.createHash('sha256').update(token).digest('base64url');
 
 export const SESSION_TOKEN = 'session';
+/** `z_t` of the signed part of a session token: the root of a batch of sessions' claims. */
+export const SESSION_BATCH = 'session-batch';
 
 export interface SessionTokenFacts {
   id: string;
@@ -85,16 +86,19 @@ export interface SessionTokenFacts {
 }
 
 /**
- * A session's (dial or bind) token: signed with the controller's key, carrying what a router needs
- * to admit the dial or bind without asking the controller — identity (`sub`), service (`z_svc`),
- * type (`z_st`), API session (`z_asid`) — verifiable with the JWKS. Valid while the session
- * exists and until `exp`: the session's record ends it, as an API session's record ends its
- * token, and routers are told (the control channel's `session-removed`); `exp` bounds what a
- * router that missed that message would still admit. Nothing of the token is stored (its `jti`
- * is the session's id), so it is signed in the worker pool while the session's write commits.
+ * A session's (dial or bind) token, carrying what a router needs to admit the dial or bind
+ * without asking the controller — identity (`sub`), service (`z_svc`), type (`z_st`), API session
+ * (`z_asid`), `exp` — verifiable with the JWKS. Valid while the session exists and until `exp`:
+ * the session's record ends it, and routers are told (the control channel's `session-removed`);
+ * `exp` bounds what a router that missed that message would still admit. Nothing of the token is
+ * stored (its `jti` is the session's id).
+ *
+ * Sessions are minted at request rates, so their tokens are signed in batches: one ES256
+ * signature covers the Merkle tree (RFC 9162 §2.1) of every session's claims asked for together,
+ * and each token carries its claims and their inclusion proof (see `signSessionBatch`).
  */
 export function signSessionToken(keys: SigningKeys, issuer: string, s: SessionTokenFacts, lifetimeSeconds: number): Promise<string> {
-  return keys.signInPool(sessionTokenClaims(issuer, s, lifetimeSeconds));
+  return keys.signSession(sessionTokenClaims(issuer, s, lifetimeSeconds));
 }
 
 export function sessionTokenClaims(issuer: string, s: SessionTokenFacts, lifetimeSeconds: number, now = Date.now()): TokenClaims {
@@ -102,25 +106,106 @@ export function sessionTokenClaims(issuer: string, s: SessionTokenFacts, lifetim
   return { iss: issuer, sub: s.identityId, jti: s.id, iat, exp: iat + lifetimeSeconds, z_t: SESSION_TOKEN, z_asid: s.apiSessionId, z_svc: s.serviceId, z_st: s.type };
 }
 
-/** The `exp` (seconds) a compact JWS claims, unverified (undefined when it has none or is not one). */
+/** The `exp` (seconds) a token claims, unverified (undefined when it has none or is not one). */
 export function claimedExpiry(token: string): number | undefined {
-  const first = token.indexOf('.');
-  const second = token.indexOf('.', first + 1);
-  if (first <= 0 || second <= first) return undefined;
+  const parts = token.split('~');
+  let payload: string;
+  if (parts.length === 3) payload = parts[1];
+  else {
+    const first = token.indexOf('.');
+    const second = token.indexOf('.', first + 1);
+    if (first <= 0 || second <= first) return undefined;
+    payload = token.slice(first + 1, second);
+  }
   try {
-    const exp = JSON.parse(Buffer.from(token.slice(first + 1, second), 'base64url').toString('utf8'))?.exp;
+    const exp = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8'))?.exp;
     return typeof exp === 'number' ? exp : undefined;
   } catch {
     return undefined;
   }
 }
 
+// Merkle tree hashes as RFC 9162 §2.1.1 defines them: a leaf and an interior node hash under
+// different prefixes, so a leaf can never pose as a node.
+// (crypto.hash, one call each: a third cheaper than createHash().update().digest() here.)
+const NODE = Buffer.from([1]);
+export const merkleLeafHash = (leaf: string): Buffer => crypto.hash('sha256', `\u0000${leaf}`, 'buffer');
+const nodeHash = (left: Buffer, right: Buffer): Buffer => crypto.hash('sha256', Buffer.concat([NODE, left, right], 65), 'buffer');
+
 /**
- * Most tokens in one pool task (~2 ms of a worker): a task costs the event loop ~40 µs of
- * messaging however many tokens it carries, so tokens travel together (see `signInPool`).
+ * The Merkle tree hash of the leaf hashes (RFC 9162 §2.1.1: the left subtree holds the largest
+ * power of two below the count) and each leaf's inclusion path (§2.1.3.1), nearest sibling first.
  */
-const MAX_SIGN_BATCH = 64;
-/** How long a token waits at most for a commit to land before its signing task goes anyway. */
+export function merkleTree(leaves: Buffer[]): { root: Buffer; paths: Buffer[][] } {
+  const paths = leaves.map((): Buffer[] => []);
+  const mth = (lo: number, hi: number): Buffer => {
+    if (hi - lo === 1) return leaves[lo];
+    let k = 1;
+    while (k * 2 < hi - lo) k *= 2;
+    const left = mth(lo, lo + k);
+    const right = mth(lo + k, hi);
+    for (let i = lo; i < lo + k; i++) paths[i].push(right);
+    for (let i = lo + k; i < hi; i++) paths[i].push(left);
+    return nodeHash(left, right);
+  };
+  return { root: mth(0, leaves.length), paths };
+}
+
+/** The root an inclusion path leads to from leaf `index` of a tree of `size` leaves (RFC 9162 §2.1.3.2); undefined when it cannot. */
+export function merkleRootOf(index: number, size: number, leaf: Buffer, path: Buffer[]): Buffer | undefined {
+  if (!(index >= 0 && index < size)) return undefined;
+  let fn = index;
+  let sn = size - 1;
+  let r = leaf;
+  for (const p of path) {
+    if (sn === 0) return undefined;
+    if (fn % 2 === 1 || fn === sn) {
+      r = nodeHash(p, r);
+      if (fn % 2 === 0) {
+        while (fn % 2 === 0 && fn !== 0) {
+          fn = Math.floor(fn / 2);
+          sn = Math.floor(sn / 2);
+        }
+      }
+    } else r = nodeHash(r, p);
+    fn = Math.floor(fn / 2);
+    sn = Math.floor(sn / 2);
+  }
+  return sn === 0 ? r : undefined;
+}
+
+/**
+ * Session tokens for a batch of claims, one signature for all of them:
+ *   `<batch JWS>~<claims>~<proof>`
+ * - claims: the session's claims, base64url JSON (as a JWT payload);
+ * - batch JWS: a compact ES256 JWS (header `kid`, `typ: JWT`) of `{ iss, iat, exp, z_t:
+ *   "session-batch", z_n: leaves, z_root: base64url root }`, the root being the RFC 9162 Merkle
+ *   tree hash over the leaves SHA-256(0x00 ‖ claims) of the batch, in order;
+ * - proof: base64url of the leaf's index (4 bytes, big-endian) followed by its inclusion path
+ *   (32 bytes per level, nearest sibling first).
+ * A verifier checks the batch JWS with the JWKS (once per batch: it is the same in every token of
+ * the batch), then that the proof leads from the claims' leaf hash to `z_root`.
+ */
+export function signSessionBatch(key: KeyObject, header: string, claims: TokenClaims[]): string[] {
+  const payloads = claims.map((c) => b64url(JSON.stringify(c)));
+  const { root, paths } = merkleTree(payloads.map(merkleLeafHash));
+  let iat = Infinity;
+  let exp = 0;
+  for (const c of claims) {
+    iat = Math.min(iat, c.iat);
+    exp = Math.max(exp, c.exp ?? 0);
+  }
+  const batch = signJws(key, header, { iss: claims[0].iss, iat, exp, z_t: SESSION_BATCH, z_n: claims.length, z_root: root.toString('base64url') });
+  return payloads.map((payload, i) => {
+    const index = Buffer.alloc(4);
+    index.writeUInt32BE(i);
+    return `${batch}~${payload}~${Buffer.concat([index, ...paths[i]]).toString('base64url')}`;
+  });
+}
+
+/** Most sessions one signature covers: a token carries one 32-byte hash per doubling (8 at most). */
+const MAX_SESSION_BATCH = 256;
+/** How long a token waits at most for a commit to land before its batch is signed anyway. */
 const SIGN_WAIT_MS = 5;
 
 interface WaitingToken {
@@ -135,13 +220,10 @@ function thumbprint(jwk: { crv: string; x: string; y: string }): string {
 
 export class SigningKeys {
   private readonly verifiers = new Map<string, Verifier>();
-  private current!: { kid: string; key: KeyObject; header: string; pem?: string };
-  /** Where `signInPool` signs; unset (tests of the keys alone), it signs on the calling thread. */
-  pool?: WorkerPool;
+  private current!: { kid: string; key: KeyObject; header: string };
+  /** Session tokens asked for and not yet signed (see `signSession`). */
   private waiting: WaitingToken[] = [];
   private flushTimer?: NodeJS.Timeout;
-  /** Signing tasks in the pool now. */
-  private signing = 0;
   private readonly dir: string;
   private timer?: NodeJS.Timeout;
 
@@ -160,8 +242,8 @@ export class SigningKeys {
     fs.mkdirSync(this.dir, { recursive: true, mode: 0o700 });
     for (const rec of store.scan(SIGNING_KEYS)) this.remember(rec as SigningKeyRec);
     store.on('change', (events: ChangeEvent[]) => {
-      // A commit landed: the tokens asked for while it committed go now, alongside the next
-      // commit, which carries their sessions' writes (see signInPool).
+      // A commit landed: the tokens asked for while it committed are signed now, as the next
+      // commit, which carries their sessions' writes, starts (see signSession).
       if (this.waiting.length > 0) this.flushSigning();
       for (const ev of events) {
         if (ev.collection !== SIGNING_KEYS) continue;
@@ -269,67 +351,82 @@ export class SigningKeys {
     return signJws(this.current.key, this.current.header, claims);
   }
 
-  /**
-   * `sign`, in the worker pool, batched like the store's group commit. A session's token is asked
-   * for as its write is queued; that write waits for the commit in flight to land and then goes
-   * in the next one. So the tokens asked for while a commit is in flight wait for it too, and
-   * travel in one task when it lands (its change events), to be signed while the next commit —
-   * the one carrying their writes — runs. A task costs the event loop ~15–45 µs of messaging
-   * however many tokens it carries (more than signing one inline), so the batches must be large:
-   * they grow with the load as the commit groups do. At most MAX_SIGN_BATCH per task (sent at
-   * once when reached), at most one task per worker in flight; with no commit landing within
-   * SIGN_WAIT_MS (an idle store, or a repeated create with no write) the tokens go anyway.
-   * The private key crosses as PKCS#8 PEM, parsed once per worker. Should the pool refuse (its
-   * queue full) or fail, the tokens are signed here instead: a token is never refused for that.
-   */
-  signInPool(claims: TokenClaims): Promise<string> {
-    if (!this.pool) return Promise.resolve(this.sign(claims));
-    return new Promise((resolve) => {
-      this.waiting.push({ claims, resolve });
-      if (this.waiting.length >= MAX_SIGN_BATCH) this.flushSigning();
-      else this.scheduleSigning();
-    });
+  /** Session tokens for these claims, under one signature with the current key (`signSessionBatch`). */
+  signSessions(claims: TokenClaims[]): string[] {
+    return signSessionBatch(this.current.key, this.current.header, claims);
   }
 
-  private scheduleSigning() {
-    if (this.flushTimer || this.waiting.length === 0) return;
-    this.flushTimer = setTimeout(() => this.flushSigning(), SIGN_WAIT_MS);
+  /**
+   * A session's token, signed in a batch (`signSessionBatch`) with the others asked for at about
+   * the same time. A session's token is asked for as its write is queued; that write waits for the
+   * commit in flight to land and then goes in the next one. So the tokens asked for while a commit
+   * is in flight are signed together when it lands (its change events), with one signature, as the
+   * commit carrying their writes starts: the batches grow with the load as the commit groups do
+   * (at most MAX_SESSION_BATCH; with no commit landing within SIGN_WAIT_MS, e.g. a repeated create
+   * that writes nothing, they go anyway).
+   */
+  signSession(claims: TokenClaims): Promise<string> {
+    return new Promise((resolve) => {
+      this.waiting.push({ claims, resolve });
+      if (this.waiting.length >= MAX_SESSION_BATCH) this.flushSigning();
+      else this.flushTimer ??= setTimeout(() => this.flushSigning(), SIGN_WAIT_MS);
+    });
   }
 
   private flushSigning() {
     clearTimeout(this.flushTimer);
     this.flushTimer = undefined;
-    const pool = this.pool!;
-    const { kid, key } = this.current;
-    const keyPem = (this.current.pem ??= key.export({ format: 'pem', type: 'pkcs8' }) as string);
-    while (this.waiting.length > 0 && this.signing < pool.threads) {
-      const group = this.waiting.splice(0, MAX_SIGN_BATCH);
-      this.signing++;
-      pool.run('signTokens', { kid, keyPem, claims: group.map((w) => w.claims) }).then(
-        (tokens) => {
-          for (let j = 0; j < group.length; j++) group[j].resolve(tokens[j]);
-        },
-        () => {
-          for (const w of group) w.resolve(signJws(key, jwsHeader(kid), w.claims));
-        },
-      ).finally(() => {
-        this.signing--;
-        this.scheduleSigning();
-      });
+    while (this.waiting.length > 0) {
+      const group = this.waiting.splice(0, MAX_SESSION_BATCH);
+      const tokens = this.signSessions(group.map((w) => w.claims));
+      for (let i = 0; i < group.length; i++) group[i].resolve(tokens[i]);
     }
   }
 
   /**
    * The claims of a token signed by a known key, of the wanted type and not expired; undefined
-   * otherwise (malformed, `alg` other than ES256 — `none` included —, unknown `kid`, bad signature).
+   * otherwise (malformed, `alg` other than ES256 — `none` included —, unknown `kid`, bad signature;
+   * for a session token also a proof that does not lead to its batch's signed root).
    */
   verify(token: string, type: string, now = Date.now()): (TokenClaims & { kid: string }) | undefined {
     if (token.length > 4096) return undefined;
+    if (type === SESSION_TOKEN) return this.verifySession(token, now);
+    const signed = this.verifyJws(token);
+    return signed && admit(signed.claims, signed.kid, type, now);
+  }
+
+  /** A session token (`signSessionBatch`): its batch's JWS, then its claims' place under the signed root. */
+  private verifySession(token: string, now: number): (TokenClaims & { kid: string }) | undefined {
+    const parts = token.split('~');
+    if (parts.length !== 3) return undefined;
+    const [jws, payload, proof] = parts;
+    const batch = this.verifyJws(jws);
+    if (!batch) return undefined;
+    const { z_t, z_n, z_root } = batch.claims;
+    if (z_t !== SESSION_BATCH || typeof z_n !== 'number' || !Number.isInteger(z_n) || typeof z_root !== 'string') return undefined;
+    const raw = Buffer.from(proof, 'base64url');
+    // Strictly the encoding of those bytes (node's decoder skips what it cannot read).
+    if (raw.length < 4 || (raw.length - 4) % 32 !== 0 || raw.toString('base64url') !== proof) return undefined;
+    const path: Buffer[] = [];
+    for (let at = 4; at < raw.length; at += 32) path.push(raw.subarray(at, at + 32));
+    const root = merkleRootOf(raw.readUInt32BE(0), z_n, merkleLeafHash(payload), path);
+    if (!root || root.toString('base64url') !== z_root) return undefined;
+    let claims: unknown;
+    try {
+      claims = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8'));
+    } catch {
+      return undefined;
+    }
+    return admit(claims, batch.kid, SESSION_TOKEN, now);
+  }
+
+  /** The header's `kid` and the claims of a compact ES256 JWS whose signature a known key verifies. */
+  private verifyJws(token: string): { kid: string; claims: Record<string, unknown> } | undefined {
     const first = token.indexOf('.');
     const second = token.indexOf('.', first + 1);
     if (first <= 0 || second <= first + 1 || second === token.length - 1 || token.indexOf('.', second + 1) !== -1) return undefined;
     let header: { alg?: unknown; kid?: unknown };
-    let claims: TokenClaims;
+    let claims: unknown;
     try {
       header = JSON.parse(Buffer.from(token.slice(0, first), 'base64url').toString('utf8'));
       claims = JSON.parse(Buffer.from(token.slice(first + 1, second), 'base64url').toString('utf8'));
@@ -342,9 +439,16 @@ export class SigningKeys {
     const sig = Buffer.from(token.slice(second + 1), 'base64url');
     if (sig.length !== 64) return undefined;
     if (!crypto.verify('sha256', Buffer.from(token.slice(0, second)), { key: v.key, dsaEncoding: 'ieee-p1363' }, sig)) return undefined;
-    if (claims === null || typeof claims !== 'object' || claims.z_t !== type) return undefined;
-    if (typeof claims.sub !== 'string' || typeof claims.jti !== 'string' || typeof claims.iat !== 'number') return undefined;
-    if (claims.exp !== undefined && (typeof claims.exp !== 'number' || claims.exp * 1000 <= now)) return undefined;
-    return { ...claims, kid: header.kid };
+    if (claims === null || typeof claims !== 'object') return undefined;
+    return { kid: header.kid, claims: claims as Record<string, unknown> };
   }
+}
+
+/** Signed claims as a token of `type`: the claims every token carries, and not expired. */
+function admit(claims: unknown, kid: string, type: string, now: number): (TokenClaims & { kid: string }) | undefined {
+  const c = claims as TokenClaims | null;
+  if (c === null || typeof c !== 'object' || c.z_t !== type) return undefined;
+  if (typeof c.sub !== 'string' || typeof c.jti !== 'string' || typeof c.iat !== 'number') return undefined;
+  if (c.exp !== undefined && (typeof c.exp !== 'number' || c.exp * 1000 <= now)) return undefined;
+  return { ...c, kid };
 }

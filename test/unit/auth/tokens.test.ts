@@ -1,0 +1,93 @@
+/**
+ * src/auth/tokens.ts: the Merkle tree of a session batch (RFC 9162 §2.1) — every leaf's path leads
+ * to the root for every tree size, and nothing else does —, session tokens signed in batches and
+ * verified (also as a router would, from the format: test/helpers/session-tokens.ts), and the
+ * refusals: tampered claims, proofs or batch signatures, expiry, another key, an API-session token.
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import t from 'tap';
+import { createLocalJWKSet } from 'jose';
+import { Store } from '../../../src/store/store.js';
+import { createRegistry } from '../../../src/resources/index.js';
+import { SESSION_TOKEN, SigningKeys, merkleLeafHash, merkleRootOf, merkleTree, sessionTokenClaims } from '../../../src/auth/tokens.js';
+import { verifySessionToken } from '../../helpers/session-tokens.js';
+
+t.test('Merkle paths lead every leaf, and only it, to the root', async (t) => {
+  let checked = 0;
+  for (let size = 1; size <= 70; size++) {
+    const leaves = Array.from({ length: size }, (_, i) => merkleLeafHash(`leaf-${i}`));
+    const { root, paths } = merkleTree(leaves);
+    t.equal(paths.length, size);
+    for (let i = 0; i < size; i++) {
+      if (!merkleRootOf(i, size, leaves[i], paths[i])?.equals(root)) t.fail(`size ${size} leaf ${i}`);
+      else checked++;
+      // The same path from another place, or for another leaf, misses.
+      if (size > 1 && merkleRootOf((i + 1) % size, size, leaves[i], paths[i])?.equals(root)) t.fail(`size ${size} leaf ${i} at another index`);
+      if (size > 1 && merkleRootOf(i, size, leaves[(i + 1) % size], paths[i])?.equals(root)) t.fail(`size ${size} another leaf at ${i}`);
+    }
+    t.equal(merkleRootOf(size, size, leaves[0], paths[0]), undefined, `size ${size}: an index past the tree`);
+    if (size > 2) t.equal(merkleRootOf(0, size, leaves[0], paths[0].slice(1)), undefined, `size ${size}: a short path`);
+    t.equal(merkleRootOf(0, size, leaves[0], [...paths[0], root]), undefined, `size ${size}: a long path`);
+  }
+  t.equal(checked, (70 * 71) / 2, 'every leaf of every tree of 1–70 leaves');
+  // RFC 9162's shape: 3 leaves hash as ((0,1),2).
+  const l = [0, 1, 2].map((i) => merkleLeafHash(`x${i}`));
+  const node = (a: Buffer, b: Buffer) => crypto.createHash('sha256').update(Buffer.from([1])).update(a).update(b).digest();
+  t.same(merkleTree(l).root, node(node(l[0], l[1]), l[2]), 'the left subtree holds the largest power of two below the count');
+  t.same(merkleLeafHash('x0'), crypto.createHash('sha256').update(Buffer.from([0])).update('x0').digest(), 'leaf hash: SHA-256(0x00 ‖ leaf)');
+});
+
+t.test('session tokens: one signature per batch, each verifiable alone', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-tokens-'));
+  const store = new Store(path.join(dir, 'db'), createRegistry().collectionSpecs());
+  const keys = new SigningKeys(store, dir, { controllerId: 'c1', rotationMs: 3_600_000 });
+  await keys.start();
+  t.teardown(async () => {
+    keys.close();
+    await store.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  const facts = (i: number) => ({ id: `s${i}`, identityId: `i${i}`, apiSessionId: `a${i}`, serviceId: `svc${i}`, type: i % 2 ? 'Bind' : 'Dial' });
+  // Asked for together (no commit lands meanwhile): one batch.
+  const tokens = await Promise.all(Array.from({ length: 13 }, (_, i) => keys.signSession(sessionTokenClaims('https://c1', facts(i), 600))));
+  t.equal(new Set(tokens.map((tk) => tk.split('~')[0])).size, 1, '13 tokens asked for together share one batch signature');
+  const jwks = createLocalJWKSet(keys.jwks() as never);
+  for (const [i, token] of tokens.entries()) {
+    const own = keys.verify(token, SESSION_TOKEN);
+    const router = await verifySessionToken(token, jwks);
+    const want = { sub: `i${i}`, jti: `s${i}`, z_asid: `a${i}`, z_svc: `svc${i}`, z_st: facts(i).type, z_t: 'session' };
+    if (!own || !t.match(own, want, `token ${i}: the controller's check`) || !t.match(router, want, `token ${i}: a router's check`)) break;
+  }
+  const [batch, claims, proof] = tokens[5].split('~');
+  const other = tokens[6].split('~');
+  t.equal(keys.verify(`${batch}~${other[1]}~${proof}`, SESSION_TOKEN), undefined, "another token's claims with this proof");
+  t.equal(keys.verify(`${batch}~${claims}~${other[2]}`, SESSION_TOKEN), undefined, "another token's proof");
+  const forged = Buffer.from(JSON.stringify({ ...JSON.parse(Buffer.from(claims, 'base64url').toString()), z_svc: 'x' })).toString('base64url');
+  t.equal(keys.verify(`${batch}~${forged}~${proof}`, SESSION_TOKEN), undefined, 'changed claims');
+  const [h, p, s] = batch.split('.');
+  const bumped = Buffer.from(JSON.stringify({ ...JSON.parse(Buffer.from(p, 'base64url').toString()), z_n: 14 })).toString('base64url');
+  t.equal(keys.verify(`${h}.${bumped}.${s}~${claims}~${proof}`, SESSION_TOKEN), undefined, 'a changed batch payload');
+  t.equal(keys.verify(`${h}.${p}.~${claims}~${proof}`, SESSION_TOKEN), undefined, 'no batch signature');
+  t.equal(keys.verify(`${batch}~${claims}~${proof}x`, SESSION_TOKEN), undefined, 'a proof of the wrong length');
+  t.equal(keys.verify(`${batch}~${claims}~${proof}~`, SESSION_TOKEN), undefined, 'a fourth part');
+  t.equal(keys.verify(batch, SESSION_TOKEN), undefined, 'the batch JWS alone');
+  t.equal(keys.verify(tokens[5], 'api-session'), undefined, 'as an API-session token');
+  const apiToken = keys.sign({ iss: 'https://c1', sub: 'i1', jti: 'as1', iat: Math.floor(Date.now() / 1000), z_t: 'api-session' });
+  t.equal(keys.verify(apiToken, SESSION_TOKEN), undefined, 'an API-session token as a session token');
+  t.ok(keys.verify(apiToken, 'api-session'), 'which is an API-session token');
+  // Expiry is the claims' own.
+  const [expired] = keys.signSessions([sessionTokenClaims('https://c1', facts(1), 60, Date.now() - 120_000)]);
+  t.equal(keys.verify(expired, SESSION_TOKEN), undefined, 'expired claims');
+  t.ok(keys.verify(expired, SESSION_TOKEN, Date.now() - 100_000), 'the same token before its exp');
+  // After a rotation the old key's batch still verifies; a key of no controller does not.
+  const before = tokens[0];
+  await keys.rotate();
+  t.ok(keys.verify(before, SESSION_TOKEN), 'a token of the retired key still verifies');
+  const stranger = new SigningKeys(new Store(path.join(dir, 'db2'), createRegistry().collectionSpecs()), path.join(dir, 'other'), { controllerId: 'c2', rotationMs: 3_600_000 });
+  await stranger.start();
+  t.equal(keys.verify(stranger.signSessions([sessionTokenClaims('https://c2', facts(1), 60)])[0], SESSION_TOKEN), undefined, "another controller's unknown key");
+  stranger.close();
+});
