@@ -100,9 +100,12 @@ function headerBlock(h: Record<string, string> | undefined, contentType: string 
  *   A client that pipelines after one anyway has the connection closed when its successor
  *   arrives: the successor did nothing; the POST's answer is lost although it may have been made.
  * Both happen in one setImmediate per turn of the event loop shared by every request of that turn.
- * Reads resume when the answer starts (a paused socket turns reads back on anyway at the first
- * write that backs up): a successor arriving while a large answer streams makes uWS close the
- * connection, cutting that answer (a read, safe to retry).
+ * Reads resume when the answer starts: a successor arriving while a large answer streams makes
+ * uWS close the connection, cutting that answer (a read, safe to retry). Keeping reads paused
+ * through the stream does not work with uWS: a write that backs up turns reads back on, and
+ * re-pausing after each write (retrying on a timer, as a paused socket reports no writability)
+ * stalled the TLS writes whenever a successor was waiting (4 of 6 tries, until the idle timeout):
+ * uSockets retries a TLS write that OpenSSL says waits for a read only after the next read.
  */
 
 /** One request's state as afterThisRead sees it. */
