@@ -79,6 +79,77 @@ function headerBlock(h: Record<string, string> | undefined, contentType: string 
   return [all.slice(0, colon), all.slice(colon + 2)];
 }
 
+/*
+ * Pipelining (RFC 9112 §9.3.2). uWS parses every request of a read in one go and answers requests
+ * sent back to back on a connection only while each answer is written before the next request is
+ * parsed ("sync pipelining"): a request parsed while an earlier answer is pending makes it close the
+ * connection at once, aborting that answer, before our handler sees the request. An answer ready
+ * once the request handler and the microtasks it queued have run (most reads) counts as written in
+ * time; anything later (a store commit, a worker) does not. Within those rules:
+ * - work that changes something (every method but GET and HEAD) starts only after the read its
+ *   request came in has been parsed whole (afterThisRead): when uWS closed the connection for a
+ *   successor in that read, the request is found aborted and has done nothing, so the client's
+ *   retry of its unanswered requests is safe;
+ * - a request with an idempotent method (GET, HEAD, PUT, DELETE, OPTIONS) whose answer is not
+ *   written by then stops reads from its connection (pause) until its answer is being written
+ *   (resume): a successor that arrives meanwhile waits in the socket and is answered in turn.
+ *   After POST and PATCH a client must not pipeline until the answer has come (RFC 9112 §9.3.2:
+ *   not after a non-idempotent method), so reads stay on: the pause and resume change the
+ *   socket's poll twice (~8 µs a request with 256 connections here), the largest cost of the
+ *   guards, and creates and logins are the busiest requests that wait for a commit or a worker.
+ *   A client that pipelines after one anyway has the connection closed when its successor
+ *   arrives: the successor did nothing; the POST's answer is lost although it may have been made.
+ * Both happen in one setImmediate per turn of the event loop shared by every request of that turn.
+ * Reads resume when the answer starts: a successor arriving while a large answer streams makes
+ * uWS close the connection, cutting that answer (a read, safe to retry). Keeping reads paused
+ * through the stream does not work with uWS: a write that backs up turns reads back on, and
+ * re-pausing after each write (retrying on a timer, as a paused socket reports no writability)
+ * stalled the TLS writes whenever a successor was waiting (4 of 6 tries, until the idle timeout):
+ * uSockets retries a TLS write that OpenSSL says waits for a read only after the next read.
+ */
+
+/** One request's state as afterThisRead sees it. */
+interface Exchange {
+  res: uWS.HttpResponse;
+  req: Req;
+  /** Its work waits for afterThisRead (it changes something). */
+  deferred: boolean;
+  /** Reads from its connection are paused. */
+  paused: boolean;
+  /** Its answer is being written: reads stay on from then. */
+  writing: boolean;
+  run(): void;
+  done(): void;
+}
+
+/** Methods a client may pipeline after (the idempotent ones, RFC 9110 §9.2.2), lower case as in Req. */
+const PIPELINABLE_AFTER = new Set(['get', 'head', 'put', 'delete', 'options']);
+
+/** Requests parsed in this turn of the event loop, for afterThisRead's sweep. */
+let parsedThisTurn: Exchange[] = [];
+
+/** Once every read of this turn is parsed: start the request's work if deferred, and pause reads while its answer is pending if a successor may come. */
+function afterThisRead(x: Exchange) {
+  if (parsedThisTurn.push(x) === 1) setImmediate(sweep);
+}
+
+function sweep() {
+  const batch = parsedThisTurn;
+  parsedThisTurn = [];
+  for (const x of batch) {
+    if (x.req.aborted) {
+      // Closed for a successor in the same read (or by the client): a deferred request did nothing.
+      if (x.deferred) x.done();
+      continue;
+    }
+    if (!x.writing && PIPELINABLE_AFTER.has(x.req.method)) {
+      x.paused = true;
+      x.res.pause();
+    }
+    if (x.deferred) x.run();
+  }
+}
+
 export function startUws(opts: UwsOptions): Promise<UwsServer> {
   const inFlight = new InFlight();
   /** closing: the listener is closed, responses ask clients to close; stopped: in-flight work has drained. */
@@ -106,21 +177,12 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
     };
     /** Set while a large body is being written with backpressure (see streamBody). */
     let streaming = false;
-    /** Set while reads from the connection are paused (see the pipelining note below). */
-    let paused = false;
-    /** Set once the answer is being written: reads stay on from then. */
-    let ending = false;
-    const pauseReads = () => {
-      if (paused || ending) return;
-      paused = true;
-      res.pause();
-    };
     // Called before the answer's first write. (Not later: uWS forbids touching a completed
     // response, and a paused socket drains a large answer's backpressure unreliably.)
     const resumeReads = () => {
-      ending = true;
-      if (!paused) return;
-      paused = false;
+      exchange.writing = true;
+      if (!exchange.paused) return;
+      exchange.paused = false;
       res.resume();
     };
     res.onAborted(() => {
@@ -212,33 +274,7 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
       console.error('router rejected', e);
       send(routerRejected());
     });
-    // Pipelining (RFC 9112 §9.3.2). uWS answers requests sent back to back on a connection only
-    // while each answer is written before the next request is parsed: a request parsed while an
-    // answer is pending makes it close the connection, aborting that answer. So
-    // - a request whose answer is not written at once stops further reads from the connection
-    //   (pause) until its answer is being written (resume): a successor that arrives meanwhile waits
-    //   in the socket and is answered in turn;
-    // - a request other than GET or HEAD starts only after the rest of what arrived with it was
-    //   parsed, because pausing does not stop uWS parsing what it already read: when it closes the
-    //   connection for a successor in the same read, that request has done nothing and the
-    //   client's retry of the unanswered requests is safe;
-    // - GET and HEAD run at once: most answer before uWS parses further, and one that does not
-    //   pauses reads before the next read (setImmediate runs before the loop polls sockets again).
-    // Reads resume when the answer starts: a successor arriving while a large answer streams still
-    // makes uWS close the connection, cutting that answer (in practice a read, safe to retry).
-    const dispatchAfterParse = () =>
-      setImmediate(() => {
-        if (req.aborted) return done();
-        pauseReads();
-        run();
-      });
-    const runNow = () => {
-      run();
-      setImmediate(() => {
-        if (!req.aborted) pauseReads();
-      });
-    };
-
+    const exchange: Exchange = { res, req, deferred: false, paused: false, writing: false, run, done };
     if (stopped) {
       // Drained and stopping: like an HTTP server shutting down, drop kept-alive connections
       // instead of starting work the closed pool and store can no longer do.
@@ -253,8 +289,9 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
     }
     // A GET may carry a body (upstream's recovery-code view takes `{code}`; Elasticsearch's `_search` is sent that way).
     if (req.method === 'head' || (declared === 0 && headers['transfer-encoding'] === undefined)) {
-      if (req.method === 'get' || req.method === 'head') runNow();
-      else dispatchAfterParse();
+      if (req.method !== 'get' && req.method !== 'head') exchange.deferred = true;
+      else run();
+      afterThisRead(exchange);
       return;
     }
     const chunks: Buffer[] = [];
@@ -273,8 +310,9 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
       if (isLast) {
         req.body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
         // A GET with a body is a read: answered at once like other reads, so pipelined ones stay in order.
-        if (req.method === 'get') runNow();
-        else dispatchAfterParse();
+        if (req.method !== 'get') exchange.deferred = true;
+        else run();
+        afterThisRead(exchange);
       }
     });
   });
