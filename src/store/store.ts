@@ -135,10 +135,12 @@ export class Store extends EventEmitter {
   /** Set in cluster mode: writes go through the replicated log (src/cluster/replica.ts). */
   cluster?: WriteLog;
   private sealerOrUnset?: Sealer;
+  private readonly noSync: boolean;
 
   /** `noSync`: a cluster replica (src/cluster/replica-dir.ts), durable in etcd, not here. */
   constructor(readonly dir: string, specs: CollectionSpec[], opts: { noSync?: boolean } = {}) {
     super();
+    this.noSync = opts.noSync === true;
     this.setMaxListeners(50);
     fs.mkdirSync(dir, { recursive: true });
     // overlappingSync off: a write resolves only once it is synced to disk, so nothing the API has
@@ -473,13 +475,19 @@ export class Store extends EventEmitter {
         for (const id of coll.db.getKeys({}) as Iterable<string>) if (!listed.has(`${coll.spec.name}\u0000${id}`) && !keep?.(coll.spec.name, id)) ops.push({ coll, id });
     }
     const metaDb = this.metaDb();
-    await this.env.transaction(() => {
+    const apply = () => {
       for (const op of ops) {
         op.before = op.coll.db.get(op.id);
         if (op.before || op.after) this.applyOp(op);
       }
       for (const [k, v] of Object.entries(meta)) metaDb.put(k, v);
-    });
+    };
+    // A replica without sync commits in memory: applied on this thread at once, it costs a quarter
+    // of the CPU per record of an async transaction, whose callback is handed between LMDB's
+    // writer thread and this one (docs/cluster.md). A synced replica keeps its fsync off the
+    // event loop, and so does a full load (it may hold the whole model).
+    if (this.noSync && !replaceAll) this.env.transactionSync(apply);
+    else await this.env.transaction(apply);
     const events: ChangeEvent[] = [];
     for (const op of ops) {
       if (!op.before && !op.after) continue;
