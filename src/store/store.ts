@@ -81,11 +81,12 @@ export interface WriteLog {
 
 /**
  * What a write read, so the log can guard it (cluster mode only). `pending` says the value came
- * from a write still in flight: the write then waits for that one and runs again.
+ * from a write still in flight: the write then waits for that one and runs again. `present` is
+ * what the read found committed (a record, a unique value held), so the guard need not read again.
  */
 export interface ReadTracker {
-  record(coll: Coll, id: string, pending: boolean): void;
-  unique(coll: Coll, field: string, key: IndexKey, pending: boolean): void;
+  record(coll: Coll, id: string, pending: boolean, present: boolean): void;
+  unique(coll: Coll, field: string, key: IndexKey, pending: boolean, present: boolean): void;
   range(coll: Coll, pending: boolean): void;
 }
 
@@ -606,11 +607,12 @@ export class Tx {
     if (own) return own.after;
     const c = this.store._coll(collection);
     if (c.pending.has(id)) {
-      this.track?.record(c, id, true);
+      this.track?.record(c, id, true, false);
       return c.pending.get(id) ?? undefined;
     }
-    this.track?.record(c, id, false);
-    return c.db.get(id);
+    const rec = c.db.get(id);
+    this.track?.record(c, id, false, rec !== undefined);
+    return rec;
   }
 
   exists(collection: string, id: string): boolean {
@@ -619,19 +621,21 @@ export class Tx {
     if (own) return own.after !== undefined;
     const c = this.store._coll(collection);
     if (c.pending.has(id)) {
-      this.track?.record(c, id, true);
+      this.track?.record(c, id, true, false);
       return c.pending.get(id) != null;
     }
-    this.track?.record(c, id, false);
-    return this.store.has(collection, id);
+    const present = this.store.has(collection, id);
+    this.track?.record(c, id, false, present);
+    return present;
   }
 
   /** Store.nameOf as this tx sees the record. */
   nameOf(collection: string, id: string): string | null | undefined {
     const c = this.store._coll(collection);
     if (!this.ops.has(this.key(collection, id)) && !c.pending.has(id)) {
-      this.track?.record(c, id, false);
-      return this.store.nameOf(collection, id);
+      const name = this.store.nameOf(collection, id);
+      this.track?.record(c, id, false, name !== undefined);
+      return name;
     }
     const rec = this.get(collection, id);
     return rec ? (typeof rec.name === 'string' ? rec.name : null) : undefined;
@@ -639,7 +643,8 @@ export class Tx {
 
   /** Ids with `field` = value (arrays: containing it), including uncommitted writes. */
   idsByIndex(collection: string, field: string, value: unknown): string[] {
-    const out = new Set(this.store.idsByIndex(collection, field, value));
+    const committed = this.store.idsByIndex(collection, field, value);
+    const out = new Set(committed);
     const c = this.store._coll(collection);
     let fromPending = false;
     const overlay = (id: string, rec: Rec | null | undefined) => {
@@ -653,7 +658,7 @@ export class Tx {
     }
     if (this.track) {
       const keys = indexKeys(value);
-      if (c.unique.has(field) && keys.length === 1) this.track.unique(c, field, keys[0], fromPending);
+      if (c.unique.has(field) && keys.length === 1) this.track.unique(c, field, keys[0], fromPending, committed.length > 0);
       else this.track.range(c, fromPending);
     }
     for (const op of this.ops.values()) if (op.coll === c) overlay(op.id, op.after);
