@@ -9,6 +9,11 @@
  * changes); etcd leader killed under writes (time to the first successful write issued after the
  * kill, failed reads meanwhile); a controller killed (time until its router, reconnecting to
  * another, is online on every live controller; failed reads meanwhile).
+ * Identity creates also report the CPU each process spent per create (every controller, whole and
+ * main thread; every etcd member; this load generator) from /proc, and each controller's etcd
+ * transactions and replica applies from /metrics: CPU per create × creates/s against the machine's
+ * cores says how far a rate can go. `--only`, `--setups` and `--writers` narrow a run to what is
+ * being looked at; `--cpu-prof DIR` prints where each controller's main thread spent the creates.
  * Writes bench/results/cluster-<ts>.json. `--help` lists the flags.
  */
 import { createClient, requestJson, type HttpClient, type RequestSpec } from './lib/http.js';
@@ -17,6 +22,11 @@ import { runLoad } from './lib/load.js';
 import { machineInfo, table, fmt, writeResults } from './lib/report.js';
 import { parseCli, intFlag, numFlag } from './lib/cli.js';
 import { startEtcd, type EtcdCluster } from './lib/etcd.js';
+import { readCpuMs } from './lib/controller.js';
+import { summarizeProfile, formatProfile } from './lib/cpuprofile.js';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { RouterClient } from './lib/router-client.js';
 import { createAndEnroll } from './lib/router-enroll.js';
 
@@ -24,23 +34,48 @@ const ADMIN_PASSWORD = 'bench-admin-password';
 const TARGET_CREATES = 2000;
 const TARGET_VISIBLE_P99_MS = 100;
 const TARGET_WRITES_BACK_MS = 10_000;
+const MEASURES = ['identities', 'sessions', 'lists', 'visibility', 'failover'] as const;
+const SETUPS = ['single', '1', '3'] as const;
 
 const argv = parseCli({
   name: 'bench:cluster',
   summary: `cluster mode against the single node of the same run (3 etcd members on this machine).
 Spawns etcd (/usr/bin/etcd) and node dist/src/main.js processes on free loopback ports.`,
-  usage: ['npm run bench:cluster', 'npm run bench:cluster -- --duration 2 --changes 20   # a smoke run'],
+  usage: [
+    'npm run bench:cluster',
+    'npm run bench:cluster -- --duration 2 --changes 20   # a smoke run',
+    'npm run bench:cluster -- --only identities --setups 3 --concurrency 24 --cpu-prof /tmp/prof   # where a create\'s CPU goes',
+  ],
   flags: {
     concurrency: { type: 'string', default: '48', arg: 'C', help: 'concurrent clients for creates (spread over the controllers)' },
     duration: { type: 'string', default: '10', arg: 'S', help: 'seconds of creates and of list queries per configuration' },
     changes: { type: 'string', default: '100', arg: 'N', help: 'policy changes timed until visible everywhere' },
     'session-services': { type: 'string', default: '1000', arg: 'N', help: 'services, and so new sessions per controller, for session creates' },
+    only: { type: 'string', default: 'all', arg: 'LIST', help: `measures to run, comma-separated: ${MEASURES.join(', ')} (or all)` },
+    setups: { type: 'string', default: 'single,1,3', arg: 'LIST', help: 'configurations to run: single (node), 1 and 3 (controllers on 3 etcd members)' },
+    writers: { type: 'string', arg: 'N', help: 'controllers that take the identity creates (default: all); the others only apply them from the watch' },
+    'cpu-prof': { type: 'string', arg: 'DIR', help: "run the controllers under node --cpu-prof into DIR and print where each one's main thread spent the identity creates" },
   },
 });
 const concurrency = intFlag(argv, 'concurrency', 1, 1024);
 const durationMs = numFlag(argv, 'duration', 0.2, 600) * 1000;
 const changes = intFlag(argv, 'changes', 1, 100_000);
 const sessionServices = intFlag(argv, 'session-services', 1, 1_000_000);
+const listOf = <T extends string>(name: string, all: readonly T[]): Set<T> => {
+  const raw = String(argv[name]);
+  if (raw === 'all') return new Set(all);
+  const xs = raw.split(',').map((x) => x.trim());
+  const bad = xs.filter((x) => !all.includes(x as T));
+  if (bad.length || xs.length === 0) {
+    process.stderr.write(`--${name}: expected some of ${all.join(', ')}, got ${JSON.stringify(raw)}\nRun with --help for the flags.\n`);
+    process.exit(2);
+  }
+  return new Set(xs as T[]);
+};
+const only = listOf('only', MEASURES);
+const setups = listOf('setups', SETUPS);
+const writers = argv.writers === undefined ? Infinity : intFlag(argv, 'writers', 1, 3);
+const profDir = argv['cpu-prof'] ? path.resolve(String(argv['cpu-prof'])) : undefined;
 
 interface Node {
   proc: ControllerProcess;
@@ -48,11 +83,12 @@ interface Node {
   token: string;
 }
 
-async function startNodes(n: number, env: Record<string, string>): Promise<Node[]> {
+async function startNodes(n: number, env: Record<string, string>, tag: string): Promise<Node[]> {
   const nodes: Node[] = [];
   // The first one alone: it creates the shared PKI and the default admin.
   for (let i = 0; i < n; i++) {
-    const proc = await spawnController({ password: ADMIN_PASSWORD, env: { MESH_WORKERS: '1', MESH_REQUEST_LOG: 'false', ...env } });
+    const nodeArgs = profDir ? ['--cpu-prof', `--cpu-prof-dir=${path.join(profDir, `${tag}-${i}`)}`] : [];
+    const proc = await spawnController({ password: ADMIN_PASSWORD, nodeArgs, env: { MESH_WORKERS: '1', MESH_REQUEST_LOG: 'false', ...env } });
     const http = await createClient({ origin: proc.origin, ca: proc.ca, connections: Math.max(4, Math.ceil(concurrency / n)), kind: 'https' });
     nodes.push({ proc, http, token: await login(http, 'admin', ADMIN_PASSWORD) });
   }
@@ -68,21 +104,88 @@ async function stopNodes(nodes: Node[]) {
 
 const hdr = (n: Node) => ({ accept: 'application/json', 'content-type': 'application/json', 'zt-session': n.token });
 
-async function creates(nodes: Node[], tag: string) {
-  const per = Math.max(1, Math.round(concurrency / nodes.length));
+/** CPU time (ms) of every process taking part: each controller (whole and main thread), each etcd member, this load generator. */
+function cpuNow(nodes: Node[], etcd?: EtcdCluster) {
+  const self = process.cpuUsage();
+  return {
+    controllers: nodes.map((n) => ({ all: n.proc.cpuMs() ?? NaN, main: n.proc.mainThreadCpuMs() ?? NaN })),
+    etcd: (etcd?.members ?? []).map((m) => (m.proc?.pid ? (readCpuMs(m.proc.pid) ?? NaN) : NaN)),
+    load: (self.user + self.system) / 1000,
+  };
+}
+
+const clusterMetric = async (n: Node, name: string) => {
+  const r = await n.http.request({ method: 'GET', path: '/metrics', headers: {}, wantBody: true });
+  return Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(r.body?.toString('utf8') ?? '')?.[1] ?? NaN);
+};
+const CLUSTER_COUNTERS = ['mesh_cluster_txns_total', 'mesh_cluster_writes_total', 'mesh_cluster_applies_total', 'mesh_cluster_apply_seconds_total', 'mesh_cluster_txn_seconds_total'] as const;
+const clusterCounters = (nodes: Node[]) => Promise.all(nodes.map(async (n) => Promise.all(CLUSTER_COUNTERS.map((c) => clusterMetric(n, c)))));
+
+/** Monotonic clock in µs, as V8 stamps --cpu-prof samples (a profile is cut to the creates' window). */
+const monoUs = () => Number(process.hrtime.bigint() / 1000n);
+const createWindows = new Map<string, [number, number]>();
+
+async function creates(nodes: Node[], tag: string, etcd?: EtcdCluster) {
+  const taking = nodes.slice(0, writers);
+  const per = Math.max(1, Math.round(concurrency / taking.length));
   let seq = 0;
-  const results = await Promise.all(
-    nodes.map((n, i) => {
-      // Every create needs a name of its own (a repeated one is a fast 400 that would count as a
-      // failure and crowd out real writes): more requests than the run can send, none reused.
-      const total = Math.ceil((durationMs / 1000) * 10_000);
-      const requests: RequestSpec[] = Array.from({ length: total }, () => ({ method: 'POST', path: `${MGMT}/identities`, headers: hdr(n), body: Buffer.from(JSON.stringify({ name: `${tag}-${i}-${seq++}-${Math.random().toString(36).slice(2)}`, type: 'User', isAdmin: false })) }));
-      return runLoad({ client: n.http, concurrency: per, requests, count: requests.length, durationMs, label: `${tag} creates on ${i}` });
-    }),
-  );
+  // Every create needs a name of its own (a repeated one is a fast 400 that would count as a
+  // failure and crowd out real writes): more requests than the run can send, none reused.
+  const total = Math.ceil((durationMs / 1000) * 10_000);
+  const requestsOf = taking.map((n, i) => Array.from({ length: total }, (): RequestSpec => ({ method: 'POST', path: `${MGMT}/identities`, headers: hdr(n), body: Buffer.from(JSON.stringify({ name: `${tag}-${i}-${seq++}-${Math.random().toString(36).slice(2)}`, type: 'User', isAdmin: false })) })));
+  const loadBefore = os.loadavg()[0];
+  const countersBefore = etcd ? await clusterCounters(nodes) : undefined;
+  const cpuBefore = cpuNow(nodes, etcd);
+  const from = monoUs();
+  const results = await Promise.all(taking.map((n, i) => runLoad({ client: n.http, concurrency: per, requests: requestsOf[i], count: total, durationMs, label: `${tag} creates on ${i}` })));
+  const cpuAfter = cpuNow(nodes, etcd);
+  createWindows.set(tag, [from, monoUs()]);
+  const countersAfter = etcd ? await clusterCounters(nodes) : undefined;
   const ok = results.reduce((a, r) => a + r.ok, 0);
   const secs = Math.max(...results.map((r) => r.elapsedMs)) / 1000;
-  return { perSec: ok / secs, failed: results.reduce((a, r) => a + Object.values(r.errors).reduce((x, y) => x + y, 0), 0), p99Ms: Math.max(...results.map((r) => r.latency.p99)) };
+  // CPU per create, in ms, per process: what one identity create costs each of them.
+  const perCreate = (a: number, b: number) => Math.round(((b - a) / Math.max(1, ok)) * 1000) / 1000;
+  const cpu = {
+    controllers: cpuAfter.controllers.map((c, i) => ({ all: perCreate(cpuBefore.controllers[i].all, c.all), main: perCreate(cpuBefore.controllers[i].main, c.main) })),
+    etcd: cpuAfter.etcd.map((c, i) => perCreate(cpuBefore.etcd[i], c)),
+    load: perCreate(cpuBefore.load, cpuAfter.load),
+    total: 0,
+  };
+  cpu.total = Math.round((cpu.controllers.reduce((a, c) => a + c.all, 0) + cpu.etcd.reduce((a, c) => a + c, 0) + cpu.load) * 1000) / 1000;
+  const cluster = countersAfter?.map((after, i) => {
+    const d = after.map((v, k) => v - countersBefore![i][k]);
+    return { txns: d[0], writesPerTxn: Math.round((d[1] / Math.max(1, d[0])) * 10) / 10, applies: d[2], meanApplyMs: Math.round((d[3] / Math.max(1, d[2])) * 1e5) / 100, meanTxnMs: Math.round((d[4] / Math.max(1, d[0])) * 1e5) / 100 };
+  });
+  return { perSec: ok / secs, ok, writers: taking.length, windowUs: createWindows.get(tag), failed: results.reduce((a, r) => a + Object.values(r.errors).reduce((x, y) => x + y, 0), 0), p99Ms: Math.max(...results.map((r) => r.latency.p99)), loadAvg1m: Math.round(loadBefore * 100) / 100, cpuMsPerCreate: cpu, cluster };
+}
+
+type Creates = Awaited<ReturnType<typeof creates>>;
+
+function printCreates(label: string, c: Creates) {
+  const cpu = c.cpuMsPerCreate;
+  const lines = [
+    `${label}: ${fmt(c.perSec, 0)} identity creates/s on ${c.writers} controller(s) (${c.ok} ok, ${c.failed} failed, p99 ${fmt(c.p99Ms)} ms, load average ${c.loadAvg1m} before)`,
+    `  CPU ms per create: controllers ${cpu.controllers.map((x) => `${x.all} (main thread ${x.main})`).join(', ')}` +
+      (cpu.etcd.length ? `; etcd members ${cpu.etcd.join(', ')}` : '') +
+      `; load generator ${cpu.load}; all ${cpu.total} → at most ${fmt(2000 / cpu.total, 0)} creates/s on 2 cores`,
+  ];
+  for (const [i, x] of (c.cluster ?? []).entries()) lines.push(`  controller ${i}: ${x.txns} etcd txns, ${x.writesPerTxn} writes/txn, mean txn ${x.meanTxnMs} ms; ${x.applies} replica applies, mean ${x.meanApplyMs} ms`);
+  process.stdout.write(lines.join('\n') + '\n');
+}
+
+/** With --cpu-prof: where each controller's main thread spent the identity creates of a configuration. */
+function printProfiles(tag: string, n: number) {
+  const window = createWindows.get(tag);
+  if (!profDir || !window) return;
+  for (let i = 0; i < n; i++) {
+    const dir = path.join(profDir, `${tag}-${i}`);
+    const file = fs.existsSync(dir) ? fs.readdirSync(dir)
+      // The main thread's (thread id 0); worker threads write profiles of their own.
+      .find((f) => /\.\d+\.0\.\d+\.cpuprofile$/.test(f)) : undefined;
+    if (!file) continue;
+    const summary = summarizeProfile(path.join(dir, file), { root: process.cwd(), window });
+    process.stdout.write(`\n${tag} controller ${i}, identity creates:\n${formatProfile(summary, 30)}\n`);
+  }
 }
 
 const CLIENT = '/edge/client/v1';
@@ -235,56 +338,89 @@ async function controllerFailover(nodes: Node[]) {
   return { routerOnlineMs: out.result, reads: out.reads, failedReads: out.failedReads };
 }
 
+/** One configuration's measures, each only when asked for (--only). */
+async function measure(nodes: Node[], tag: string, etcd?: EtcdCluster) {
+  const out: { creates?: Creates; sessions?: { perSec: number; failed: number }; list?: { p99Ms: number }; visible?: { p50Ms: number; p99Ms: number } } = {};
+  if (only.has('identities')) out.creates = await creates(nodes, tag, etcd);
+  if (only.has('sessions')) out.sessions = await sessions(nodes, tag);
+  if (only.has('lists')) out.list = await lists(nodes);
+  if (only.has('visibility') && nodes.length > 1) out.visible = await visibility(nodes);
+  return out;
+}
+
 async function main() {
-  const results: Record<string, unknown> = { machine: machineInfo(), concurrency, durationMs, changes };
-  process.stderr.write('single node…\n');
-  const single = await startNodes(1, {});
-  const s = { creates: await creates(single, 'single'), sessions: await sessions(single, 'single'), list: await lists(single) };
-  await stopNodes(single);
-  results.single = s;
+  const results: Record<string, unknown> = { machine: machineInfo(), concurrency, durationMs, changes, only: [...only], setups: [...setups] };
+  type Measured = Awaited<ReturnType<typeof measure>>;
+  let s: Measured = {};
+  let c1: Measured = {};
+  let c3: Measured = {};
+  let lf: Awaited<ReturnType<typeof leaderFailover>> | undefined;
+  let cf: Awaited<ReturnType<typeof controllerFailover>> | undefined;
+  if (setups.has('single')) {
+    process.stderr.write('single node…\n');
+    const single = await startNodes(1, {}, 'single');
+    s = await measure(single, 'single');
+    await stopNodes(single);
+    results.single = s;
+    printProfiles('single', 1);
+  }
 
-  const etcd = await startEtcd(undefined, 3);
+  const etcd = setups.has('1') || setups.has('3') ? await startEtcd(undefined, 3) : undefined;
   try {
-    process.stderr.write('3 etcd + 1 controller…\n');
-    const one = await startNodes(1, { MESH_CLUSTER_ETCD: etcd.endpoints.join(','), MESH_CLUSTER_PREFIX: '/bench-1' });
-    const c1 = { creates: await creates(one, 'c1'), sessions: await sessions(one, 'c1'), list: await lists(one) };
-    await stopNodes(one);
-    results.cluster1 = c1;
+    if (etcd && setups.has('1')) {
+      process.stderr.write('3 etcd + 1 controller…\n');
+      const one = await startNodes(1, { MESH_CLUSTER_ETCD: etcd.endpoints.join(','), MESH_CLUSTER_PREFIX: '/bench-1' }, 'c1');
+      c1 = await measure(one, 'c1', etcd);
+      await stopNodes(one);
+      results.cluster1 = c1;
+      printProfiles('c1', 1);
+    }
+    if (etcd && setups.has('3')) {
+      process.stderr.write('3 etcd + 3 controllers…\n');
+      const three = await startNodes(3, { MESH_CLUSTER_ETCD: etcd.endpoints.join(','), MESH_CLUSTER_PREFIX: '/bench-3' }, 'c3');
+      c3 = await measure(three, 'c3', etcd);
+      results.cluster3 = c3;
+      if (only.has('failover')) {
+        process.stderr.write('etcd leader failover…\n');
+        lf = await leaderFailover(etcd, three);
+        process.stderr.write('controller failover…\n');
+        cf = await controllerFailover(three);
+        results.failover = { etcdLeader: lf, controller: cf };
+        await stopNodes(three.slice(1));
+        await three[0].http.close();
+      } else await stopNodes(three);
+      printProfiles('c3', 3);
+    }
 
-    process.stderr.write('3 etcd + 3 controllers…\n');
-    const three = await startNodes(3, { MESH_CLUSTER_ETCD: etcd.endpoints.join(','), MESH_CLUSTER_PREFIX: '/bench-3' });
-    const c3 = { creates: await creates(three, 'c3'), sessions: await sessions(three, 'c3'), list: await lists(three), visible: await visibility(three) };
-    results.cluster3 = c3;
-    process.stderr.write('etcd leader failover…\n');
-    const lf = await leaderFailover(etcd, three);
-    process.stderr.write('controller failover…\n');
-    const cf = await controllerFailover(three);
-    results.failover = { etcdLeader: lf, controller: cf };
-    await stopNodes(three.slice(1));
-    await three[0].http.close();
-
+    const col = <T,>(m: Measured, f: (m: Measured) => T | undefined, show: (v: T) => string | number) => {
+      const v = f(m);
+      return v === undefined ? '-' : show(v);
+    };
+    const row = <T,>(name: string, f: (m: Measured) => T | undefined, show: (v: T) => string | number, target = '') => [name, col(s, f, show), col(c1, f, show), col(c3, f, show), target];
     process.stdout.write(
       '\n' +
         table(
           ['', 'single node', '3 etcd + 1 ctrl', '3 etcd + 3 ctrls', 'target'],
           [
-            ['identity creates/s', fmt(s.creates.perSec, 0), fmt(c1.creates.perSec, 0), fmt(c3.creates.perSec, 0), `≥ ${TARGET_CREATES}`],
-            ['create p99 ms', fmt(s.creates.p99Ms), fmt(c1.creates.p99Ms), fmt(c3.creates.p99Ms), ''],
-            ['failed creates', s.creates.failed, c1.creates.failed, c3.creates.failed, '0'],
-            ['session creates/s', fmt(s.sessions.perSec, 0), fmt(c1.sessions.perSec, 0), fmt(c3.sessions.perSec, 0), ''],
-            ['failed session creates', s.sessions.failed, c1.sessions.failed, c3.sessions.failed, '0'],
-            ['service list p99 ms', fmt(s.list.p99Ms), fmt(c1.list.p99Ms), fmt(c3.list.p99Ms), ''],
-            ['policy change visible everywhere p50 / p99 ms', '-', '-', `${fmt(c3.visible.p50Ms, 1)} / ${fmt(c3.visible.p99Ms, 1)}`, `p99 ≤ ${TARGET_VISIBLE_P99_MS}`],
-            ['etcd leader killed → first write ms', '-', '-', fmt(lf.firstWriteMs, 0), `≤ ${TARGET_WRITES_BACK_MS}`],
-            ['  failed reads meanwhile', '-', '-', `${lf.failedReads} of ${lf.reads}`, '0'],
-            ['controller killed → its router online elsewhere ms', '-', '-', fmt(cf.routerOnlineMs, 0), ''],
-            ['  failed reads meanwhile', '-', '-', `${cf.failedReads} of ${cf.reads}`, '0'],
+            row('identity creates/s', (m) => m.creates?.perSec, (v) => fmt(v, 0), `≥ ${TARGET_CREATES}`),
+            row('create p99 ms', (m) => m.creates?.p99Ms, (v) => fmt(v)),
+            row('failed creates', (m) => m.creates?.failed, (v) => v, '0'),
+            row('CPU ms per create, all processes', (m) => m.creates?.cpuMsPerCreate.total, (v) => v),
+            row('session creates/s', (m) => m.sessions?.perSec, (v) => fmt(v, 0)),
+            row('failed session creates', (m) => m.sessions?.failed, (v) => v, '0'),
+            row('service list p99 ms', (m) => m.list?.p99Ms, (v) => fmt(v)),
+            row('policy change visible everywhere p50 / p99 ms', (m) => m.visible, (v) => `${fmt(v.p50Ms, 1)} / ${fmt(v.p99Ms, 1)}`, `p99 ≤ ${TARGET_VISIBLE_P99_MS}`),
+            ['etcd leader killed → first write ms', '-', '-', lf ? fmt(lf.firstWriteMs, 0) : '-', `≤ ${TARGET_WRITES_BACK_MS}`],
+            ['  failed reads meanwhile', '-', '-', lf ? `${lf.failedReads} of ${lf.reads}` : '-', '0'],
+            ['controller killed → its router online elsewhere ms', '-', '-', cf ? fmt(cf.routerOnlineMs, 0) : '-', ''],
+            ['  failed reads meanwhile', '-', '-', cf ? `${cf.failedReads} of ${cf.reads}` : '-', '0'],
           ],
         ) +
         '\n',
     );
+    for (const [label, m] of [['single node', s], ['3 etcd + 1 controller', c1], ['3 etcd + 3 controllers', c3]] as const) if (m.creates) printCreates(label, m.creates);
   } finally {
-    await etcd.close();
+    await etcd?.close();
   }
   const file = writeResults('cluster', results);
   process.stderr.write(`results: ${file}\n`);

@@ -39,8 +39,8 @@
  */
 import fs from 'node:fs';
 import { randomUUID } from 'node:crypto';
-import { Etcd3, type IKeyValue, type IEvent, type ICompare, type IRequestOp, type ITxnResponse } from 'etcd3';
-import { prefixEnd, watchPrefix } from './watch.js';
+import { Etcd3, type ICompare, type IRequestOp, type ITxnResponse } from 'etcd3';
+import { prefixEnd, watchPrefix, type WatchEvent } from './watch.js';
 import { noop } from 'cockatiel';
 import { Packr } from 'msgpackr';
 import type { Logger } from 'pino';
@@ -140,19 +140,19 @@ class Reads implements ReadTracker {
 
   constructor(private readonly keys: Keys) {}
 
-  record(c: Coll, id: string, pending: boolean) {
+  record(c: Coll, id: string, pending: boolean, present: boolean) {
     // This controller's own records (API sessions, sessions) are read and written here only.
     if (LOCAL_COLLECTIONS.has(c.spec.name)) return;
     if (pending) return void this.waits.add(c);
     const k = this.keys.rec(c.spec.name, id);
-    if (!this.recs.has(k)) this.recs.set(k, [c, c.db.doesExist(id)]);
+    if (!this.recs.has(k)) this.recs.set(k, [c, present]);
   }
 
-  unique(c: Coll, field: string, key: IndexKey, pending: boolean) {
+  unique(c: Coll, field: string, key: IndexKey, pending: boolean, present: boolean) {
     if (LOCAL_COLLECTIONS.has(c.spec.name)) return;
     if (pending) return void this.waits.add(c);
     const k = this.keys.unique(c.spec.name, field, key);
-    if (!this.recs.has(k)) this.recs.set(k, [c, c.unique.get(field)!.doesExist(key)]);
+    if (!this.recs.has(k)) this.recs.set(k, [c, present]);
   }
 
   range(c: Coll, pending: boolean) {
@@ -215,7 +215,7 @@ export class Cluster implements WriteLog {
   private closed = false;
   private applying: Promise<void> = Promise.resolve();
   /** Watch events received and not yet handed to an LMDB transaction. */
-  private arrived: IEvent[] = [];
+  private arrived: WatchEvent[] = [];
   private waiters: { revision: number; resolve: () => void }[] = [];
   /** Writes sent to etcd or waiting to be, per collection they write: a write that read one waits. */
   private readonly inFlight = new Map<Coll, Set<Promise<unknown>>>();
@@ -569,7 +569,7 @@ export class Cluster implements WriteLog {
     }
   }
 
-  private parse(kv: IKeyValue, put: boolean): { collection: string; id: string; after?: Rec } | undefined {
+  private parse(kv: { key: Buffer; value: Buffer }, put: boolean): { collection: string; id: string; after?: Rec } | undefined {
     const key = kv.key.toString();
     const rest = key.slice(this.keys.records.length);
     const slash = rest.indexOf('/');
@@ -638,12 +638,12 @@ export class Cluster implements WriteLog {
     }
   }
 
-  private async apply(events: IEvent[]): Promise<void> {
+  private async apply(events: WatchEvent[]): Promise<void> {
     const changes: { collection: string; id: string; after?: Rec }[] = [];
     const news: SessionNews = { revoked: [], states: [], identities: [], sessions: [] };
     let revision = this.applied;
     for (const ev of events) {
-      revision = Math.max(revision, Number(ev.kv.mod_revision));
+      revision = Math.max(revision, ev.kv.mod_revision);
       const ch = this.parse(ev.kv, ev.type === 'Put');
       if (ch) changes.push(ch);
       else if (ev.type === 'Put') this.parseNews(ev.kv, news, true);
@@ -678,7 +678,7 @@ export class Cluster implements WriteLog {
   }
 
   /** `unseen`: the key is newer than what this controller applied before (a full load reads all). */
-  private parseNews(kv: IKeyValue, news: SessionNews, unseen: boolean) {
+  private parseNews(kv: { key: Buffer; value: Buffer }, news: SessionNews, unseen: boolean) {
     const rest = kv.key.toString().slice(this.keys.records.length);
     try {
       if (rest.startsWith('~revoked/')) {

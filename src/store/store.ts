@@ -81,11 +81,12 @@ export interface WriteLog {
 
 /**
  * What a write read, so the log can guard it (cluster mode only). `pending` says the value came
- * from a write still in flight: the write then waits for that one and runs again.
+ * from a write still in flight: the write then waits for that one and runs again. `present` is
+ * what the read found committed (a record, a unique value held), so the guard need not read again.
  */
 export interface ReadTracker {
-  record(coll: Coll, id: string, pending: boolean): void;
-  unique(coll: Coll, field: string, key: IndexKey, pending: boolean): void;
+  record(coll: Coll, id: string, pending: boolean, present: boolean): void;
+  unique(coll: Coll, field: string, key: IndexKey, pending: boolean, present: boolean): void;
   range(coll: Coll, pending: boolean): void;
 }
 
@@ -135,10 +136,12 @@ export class Store extends EventEmitter {
   /** Set in cluster mode: writes go through the replicated log (src/cluster/replica.ts). */
   cluster?: WriteLog;
   private sealerOrUnset?: Sealer;
+  private readonly noSync: boolean;
 
   /** `noSync`: a cluster replica (src/cluster/replica-dir.ts), durable in etcd, not here. */
   constructor(readonly dir: string, specs: CollectionSpec[], opts: { noSync?: boolean } = {}) {
     super();
+    this.noSync = opts.noSync === true;
     this.setMaxListeners(50);
     fs.mkdirSync(dir, { recursive: true });
     // overlappingSync off: a write resolves only once it is synced to disk, so nothing the API has
@@ -473,13 +476,19 @@ export class Store extends EventEmitter {
         for (const id of coll.db.getKeys({}) as Iterable<string>) if (!listed.has(`${coll.spec.name}\u0000${id}`) && !keep?.(coll.spec.name, id)) ops.push({ coll, id });
     }
     const metaDb = this.metaDb();
-    await this.env.transaction(() => {
+    const apply = () => {
       for (const op of ops) {
         op.before = op.coll.db.get(op.id);
         if (op.before || op.after) this.applyOp(op);
       }
       for (const [k, v] of Object.entries(meta)) metaDb.put(k, v);
-    });
+    };
+    // A replica without sync commits in memory: applied on this thread at once, it costs a quarter
+    // of the CPU per record of an async transaction, whose callback is handed between LMDB's
+    // writer thread and this one (docs/cluster.md). A synced replica keeps its fsync off the
+    // event loop, and so does a full load (it may hold the whole model).
+    if (this.noSync && !replaceAll) this.env.transactionSync(apply);
+    else await this.env.transaction(apply);
     const events: ChangeEvent[] = [];
     for (const op of ops) {
       if (!op.before && !op.after) continue;
@@ -598,11 +607,12 @@ export class Tx {
     if (own) return own.after;
     const c = this.store._coll(collection);
     if (c.pending.has(id)) {
-      this.track?.record(c, id, true);
+      this.track?.record(c, id, true, false);
       return c.pending.get(id) ?? undefined;
     }
-    this.track?.record(c, id, false);
-    return c.db.get(id);
+    const rec = c.db.get(id);
+    this.track?.record(c, id, false, rec !== undefined);
+    return rec;
   }
 
   exists(collection: string, id: string): boolean {
@@ -611,19 +621,21 @@ export class Tx {
     if (own) return own.after !== undefined;
     const c = this.store._coll(collection);
     if (c.pending.has(id)) {
-      this.track?.record(c, id, true);
+      this.track?.record(c, id, true, false);
       return c.pending.get(id) != null;
     }
-    this.track?.record(c, id, false);
-    return this.store.has(collection, id);
+    const present = this.store.has(collection, id);
+    this.track?.record(c, id, false, present);
+    return present;
   }
 
   /** Store.nameOf as this tx sees the record. */
   nameOf(collection: string, id: string): string | null | undefined {
     const c = this.store._coll(collection);
     if (!this.ops.has(this.key(collection, id)) && !c.pending.has(id)) {
-      this.track?.record(c, id, false);
-      return this.store.nameOf(collection, id);
+      const name = this.store.nameOf(collection, id);
+      this.track?.record(c, id, false, name !== undefined);
+      return name;
     }
     const rec = this.get(collection, id);
     return rec ? (typeof rec.name === 'string' ? rec.name : null) : undefined;
@@ -631,7 +643,8 @@ export class Tx {
 
   /** Ids with `field` = value (arrays: containing it), including uncommitted writes. */
   idsByIndex(collection: string, field: string, value: unknown): string[] {
-    const out = new Set(this.store.idsByIndex(collection, field, value));
+    const committed = this.store.idsByIndex(collection, field, value);
+    const out = new Set(committed);
     const c = this.store._coll(collection);
     let fromPending = false;
     const overlay = (id: string, rec: Rec | null | undefined) => {
@@ -645,7 +658,7 @@ export class Tx {
     }
     if (this.track) {
       const keys = indexKeys(value);
-      if (c.unique.has(field) && keys.length === 1) this.track.unique(c, field, keys[0], fromPending);
+      if (c.unique.has(field) && keys.length === 1) this.track.unique(c, field, keys[0], fromPending, committed.length > 0);
       else this.track.range(c, fromPending);
     }
     for (const op of this.ops.values()) if (op.coll === c) overlay(op.id, op.after);
