@@ -19,13 +19,17 @@
  *   through the log (without revoking anything again) whenever they delete sessions.
  * - Idle expiry is local: each controller ends its copy by its own activity (no revocation; the
  *   sessions it ends with it are still news).
+ * - MFA removed: the identity's record changes on every controller; each one drops the MFA pass of
+ *   its own copies (`mfaStateNow`), and a copy taken on later gets its MFA state checked the same
+ *   way against the identity's MFA record.
  */
 import type { Logger } from 'pino';
 import type { ChangeEvent, Rec, Store, Tx } from '../store/store.js';
 import { ApiSessions, type ApiSession } from '../auth/api-sessions.js';
 import { tokenDigest, type TokenClaims } from '../auth/tokens.js';
 import { allowsPrimary, isDisabledAt, type PrimaryMethod } from '../auth/login-policy.js';
-import { SESSION_NEWS_RETENTION_MS, type Cluster, type SessionNews } from './replica.js';
+import { mfaStateNow, sameMfaState, type MfaState } from '../auth/mfa.js';
+import { isLocal, SESSION_NEWS_RETENTION_MS, type Cluster, type SessionNews } from './replica.js';
 
 /** What a token says of its API session, beyond `sub` (identity) and `jti` (id). */
 interface Carried {
@@ -101,7 +105,9 @@ export class SharedSessions {
     if (!authenticator || authenticator.identityId !== claims.sub || authenticator.createdAt > c.c) return undefined;
     if (typeof identity.disabledAt === 'number' && identity.disabledAt >= c.c) return undefined;
     if (c.m && !allowsPrimary(this.store, { method: c.m as PrimaryMethod, identity, signerId: c.ps })) return undefined;
-    const state = this.states.get(claims.jti);
+    const news = this.states.get(claims.jti);
+    // MFA removed since (on any controller) takes the pass the news or the token tell of.
+    const state = mfaStateNow(this.store, identity, news ?? { isMfaRequired: c.mr === true, isMfaComplete: false });
     const rec: ApiSession = {
       id: claims.jti,
       createdAt: c.c,
@@ -112,14 +118,14 @@ export class SharedSessions {
       authenticatorId: c.a,
       ipAddress: String(c.ip ?? ''),
       configTypes: c.ct.filter((x): x is string => typeof x === 'string'),
-      isMfaRequired: state ? state.isMfaRequired : c.mr === true,
-      isMfaComplete: state?.isMfaComplete === true,
+      isMfaRequired: state.isMfaRequired,
+      isMfaComplete: state.isMfaComplete,
       lastActivityAt: now,
     };
     if (c.m) rec.method = c.m;
     if (c.ps) rec.primarySignerId = c.ps;
     if (c.es) rec.extJwtSignerId = c.es;
-    if (state?.mfaPassedAt !== undefined) rec.mfaPassedAt = state.mfaPassedAt;
+    if (state.mfaPassedAt !== undefined) rec.mfaPassedAt = state.mfaPassedAt;
     this.sessions.adopt(rec);
     // Held here from now on (sessions made under it refer to it); written here only.
     void this.store
@@ -150,14 +156,29 @@ export class SharedSessions {
       .writeLocal((tx) => {
         for (const s of states) {
           const cur = tx.get('apiSessions', s.id);
-          if (!cur || (cur.isMfaRequired === s.isMfaRequired && cur.isMfaComplete === s.isMfaComplete && cur.mfaPassedAt === s.mfaPassedAt)) continue;
-          const next: Rec = { ...cur, isMfaRequired: s.isMfaRequired, isMfaComplete: s.isMfaComplete, updatedAt: Date.now() };
-          if (s.mfaPassedAt === undefined) delete next.mfaPassedAt;
-          else next.mfaPassedAt = s.mfaPassedAt;
-          tx.put('apiSessions', next);
+          const identity = cur && tx.get('identities', String(cur.identityId));
+          // A pass the identity's MFA removal (in the same revision or since) took away stays away.
+          if (cur && identity) setMfaState(tx, cur, mfaStateNow(this.store, identity, s));
         }
       })
       .catch((e) => this.log.warn({ err: String((e as Error).message) }, 'cluster: could not apply API-session news'));
+  }
+
+  /** The identity's MFA was removed or replaced: the copies held here lose what it passed. */
+  private mfaChanged(identityIds: string[]) {
+    void this.store
+      .writeLocal((tx) => {
+        for (const iid of identityIds) {
+          const identity = tx.get('identities', iid);
+          if (!identity) continue;
+          for (const id of tx.idsByIndex('apiSessions', 'identityId', iid)) {
+            const cur = tx.get('apiSessions', id);
+            // An OIDC API session is one record everywhere: the removal's own write dropped it.
+            if (cur && isLocal('apiSessions', cur)) setMfaState(tx, cur, mfaStateNow(this.store, identity, cur as unknown as MfaState));
+          }
+        }
+      })
+      .catch((e) => this.log.warn({ err: String((e as Error).message) }, 'cluster: could not drop the MFA pass of API sessions after an MFA removal'));
   }
 
   /** Changes every controller sees: each ends its own copies of what they end. */
@@ -165,12 +186,15 @@ export class SharedSessions {
     const identities: string[] = [];
     const authenticators: [identityId: string, authenticatorId: string][] = [];
     const apiSessions: string[] = [];
+    const mfa: string[] = [];
     for (const ev of events) {
       if (ev.collection === 'identities') {
         if (!ev.after || (ev.after.disabledAt && ev.after.disabledAt !== ev.before?.disabledAt && isDisabledAt(ev.after))) identities.push(ev.id);
+        else if (ev.before?.mfa && ev.before.mfa.id !== ev.after.mfa?.id) mfa.push(ev.id);
       } else if (ev.collection === 'authenticators' && ev.before && !ev.after) authenticators.push([String(ev.before.identityId), ev.id]);
       else if (ev.collection === 'apiSessions' && ev.before && !ev.after) apiSessions.push(ev.id);
     }
+    if (mfa.length) this.mfaChanged(mfa);
     if (identities.length + authenticators.length + apiSessions.length === 0) return;
     // Through the log (nothing to revoke: every controller ends its own), so the sessions this
     // controller holds are news for the routers on the others; with none, it commits here only.
@@ -193,4 +217,13 @@ export class SharedSessions {
     for (const [id, s] of this.states) if (s.until <= now) this.states.delete(id);
     for (const [id, s] of this.identities) if (s.until <= now) this.identities.delete(id);
   }
+}
+
+/** Put an API session's MFA state into its record, when it changes it. */
+function setMfaState(tx: Tx, cur: Rec, s: MfaState) {
+  if (sameMfaState(cur as unknown as MfaState, s)) return;
+  const next: Rec = { ...cur, isMfaRequired: s.isMfaRequired, isMfaComplete: s.isMfaComplete, updatedAt: Date.now() };
+  if (s.mfaPassedAt === undefined) delete next.mfaPassedAt;
+  else next.mfaPassedAt = s.mfaPassedAt;
+  tx.put('apiSessions', next);
 }
