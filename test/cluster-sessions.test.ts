@@ -1,15 +1,20 @@
 /**
- * API sessions across three controllers (real 3-member etcd, three real controllers): an MFA
- * removal reaches every controller's copy of an API session (docs/cluster.md).
+ * API sessions across three controllers (real 3-member etcd, three real controllers, an inactivity
+ * timeout of one minute): an MFA removal reaches every controller's copy of an API session, and a
+ * controller taking on a token it never saw refuses it once it has been idle for the timeout
+ * anywhere (docs/cluster.md).
  */
 import t from 'tap';
 import { startEtcd, type EtcdCluster } from '../bench/lib/etcd.js';
 import { startServer, type Client, type Server } from './helpers/server.js';
 import { totpCode } from '../src/auth/mfa.js';
+import { beatInterval } from '../src/cluster/sessions.js';
 
 t.setTimeout(400_000);
 
 const PREFIX = '/mesh-sessions-test';
+const TIMEOUT_MINUTES = 1;
+const BEAT_MS = beatInterval(TIMEOUT_MINUTES * 60_000);
 let etcd: EtcdCluster;
 const ctrls: Server[] = [];
 const admins: Client[] = [];
@@ -22,6 +27,8 @@ async function within(ms: number, f: () => Promise<boolean>): Promise<void> {
     await new Promise((r) => setTimeout(r, 20));
   }
 }
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A request with a zt-session token on a controller's Client API. */
 const as = (srv: Server, token: string, method: string, p: string, json?: unknown) => srv.client.request(method, p, json, { headers: { 'zt-session': token } });
@@ -37,7 +44,7 @@ const login = async (srv: Server, name: string) => (await srv.login(name, `${nam
 
 t.before(async () => {
   etcd = await startEtcd(t, 3);
-  const env = { MESH_CLUSTER_ETCD: etcd.endpoints.join(','), MESH_CLUSTER_PREFIX: PREFIX };
+  const env = { MESH_CLUSTER_ETCD: etcd.endpoints.join(','), MESH_CLUSTER_PREFIX: PREFIX, MESH_SESSION_TIMEOUT_MINUTES: String(TIMEOUT_MINUTES) };
   ctrls.push(...(await Promise.all([startServer(t, { env }), startServer(t, { env }), startServer(t, { env })])));
   for (const c of ctrls) admins.push(await c.login());
 });
@@ -91,4 +98,27 @@ t.test('an MFA removal on any controller drops the MFA of every copy of the iden
   t.equal(removed.status, 200, `removed by the identity on A (${removed.text.slice(0, 200)})`);
   await within(2000, async () => (await as(C, onC, 'GET', '/current-api-session')).body?.data?.isMfaComplete === false);
   t.pass("C's own API session lost its MFA pass");
+});
+
+// Last: every API session idles here, the admins' too.
+t.test('the inactivity timeout holds on a controller that never saw the token, and activity anywhere keeps it alive everywhere', async (t) => {
+  const [A, B, C] = ctrls;
+  await user('idle-user');
+  const idle = await login(A, 'idle-user');
+  const busyOnA = await login(A, 'idle-user');
+  const busyOnB = await login(A, 'idle-user');
+  t.equal((await as(B, busyOnB, 'GET', '/current-identity')).status, 200, 'B takes on busyOnB');
+  t.equal((await as(A, idle, 'GET', '/current-identity')).status, 200, 'idle is used once, on A');
+  const idleSince = Date.now();
+  // Past the timeout plus a beat and a sweep, with the two busy tokens used meanwhile (busyOnB on B only).
+  while (Date.now() - idleSince < TIMEOUT_MINUTES * 60_000 + BEAT_MS + 5000) {
+    t.equal((await as(A, busyOnA, 'GET', '/current-identity')).status, 200);
+    t.equal((await as(B, busyOnB, 'GET', '/current-identity')).status, 200);
+    await sleep(BEAT_MS / 2);
+  }
+  t.equal((await as(C, idle, 'GET', '/current-identity')).status, 401, 'C, which never saw it, refuses the idle token');
+  t.equal((await as(B, idle, 'GET', '/current-identity')).status, 401, 'so does B');
+  t.equal((await as(A, idle, 'GET', '/current-identity')).status, 401, 'and A, which made it');
+  t.equal((await as(C, busyOnA, 'GET', '/current-identity')).status, 200, 'C takes on a token older than the timeout that A keeps busy');
+  t.equal((await as(A, busyOnB, 'GET', '/current-identity')).status, 200, 'A keeps its copy of a token busy only on B');
 });
