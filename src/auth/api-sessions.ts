@@ -13,8 +13,9 @@
  * the store's changes reach (docs/auth.md).
  *
  * Last activity is kept in memory and flushed in one batched write every `activityFlushMs`,
- * never one commit per request. In a cluster each controller also tells the others which API
- * sessions it saw used, in a coarse activity beat (src/cluster/sessions.ts), never per request.
+ * never one commit per request. In a cluster each controller flushes only the API sessions it keeps
+ * for itself, and tells the others which API sessions it saw used in a coarse activity beat
+ * (src/cluster/sessions.ts), never per request.
  */
 import type { ChangeEvent, Rec, Store, Tx } from '../store/store.js';
 import { timeOrderedId } from '../store/ids.js';
@@ -124,6 +125,12 @@ export class ApiSessions {
   shared?: {
     claims(s: Omit<ApiSession, 'token' | 'lastActivityAt' | 'updatedAt' | 'tags' | 'isMfaComplete'>): Record<string, unknown>;
     learn(claims: TokenClaims, token: string): ApiSession | undefined;
+    /**
+     * How late another controller may learn of a request here (the activity beat's interval):
+     * an OIDC API session, one record for the whole cluster, is ended as idle only when no
+     * controller can have used it for the timeout plus this.
+     */
+    beatMs: number;
   };
   /**
    * Cluster mode: the API sessions whose activity was flushed since the last activity beat
@@ -402,20 +409,25 @@ export class ApiSessions {
     const pending = [...this.activity];
     this.activity.clear();
     if (this.used) for (const [id, at] of pending) if (at >= this.lastBeatAt) this.used.add(id);
-    await this.store.write((tx) => {
+    // This controller's own environment only: in a cluster an OIDC API session is a replicated
+    // record, and writing its activity would be an etcd write per flush; it stays in memory here
+    // and reaches the other controllers in the activity beats (src/cluster/sessions.ts).
+    await this.store.writeLocal((tx) => {
       for (const [id, at] of pending) {
         const rec = tx.get('apiSessions', id);
-        if (rec && rec.lastActivityAt < at) tx.put('apiSessions', { ...rec, lastActivityAt: at });
+        if (rec && rec.lastActivityAt < at && !(this.shared && rec.oidc)) tx.put('apiSessions', { ...rec, lastActivityAt: at });
       }
     });
   }
 
   /** End sessions idle longer than the timeout, with their service sessions. */
   async sweep(now = Date.now()): Promise<number> {
-    const expired = [...this.byId.values()].filter((s) => now - s.lastActivityAt > this.timeoutMs).map((s) => s.id);
+    const shared = this.shared;
+    const expired = [...this.byId.values()].filter((s) => now - s.lastActivityAt > this.timeoutMs + (shared && s.oidc ? shared.beatMs : 0)).map((s) => s.id);
     if (expired.length === 0) return 0;
     // Idle here, counting what the other controllers' activity beats told: another controller
-    // holding a copy of the same API session expires its copy by the same rule (no revocation).
+    // holding a copy of the same API session expires its copy by the same rule (no revocation); an
+    // OIDC API session (one replicated record) ends everywhere, once no controller can have used it.
     await this.store.write((tx) => ApiSessions.deleteInTx(tx, expired), { revoke: false });
     return expired.length;
   }

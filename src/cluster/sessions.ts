@@ -99,6 +99,7 @@ export class SharedSessions {
     this.sessions.shared = {
       claims: (s) => ({ z_as: { a: s.authenticatorId, m: s.method, ps: s.primarySignerId, es: s.extJwtSignerId, ct: s.configTypes, mr: s.isMfaRequired, ip: s.ipAddress, c: s.createdAt } satisfies Carried }),
       learn: (claims, token) => this.learn(claims, token),
+      beatMs: this.beatMs,
     };
     this.sessions.used = new Set();
     this.cluster.onSessionNews = (news) => this.news(news);
