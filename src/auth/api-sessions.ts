@@ -13,7 +13,9 @@
  * the store's changes reach (docs/auth.md).
  *
  * Last activity is kept in memory and flushed in one batched write every `activityFlushMs`,
- * never one commit per request.
+ * never one commit per request. In a cluster each controller flushes only the API sessions it keeps
+ * for itself, and tells the others which API sessions it saw used in a coarse activity beat
+ * (src/cluster/sessions.ts), never per request.
  */
 import type { ChangeEvent, Rec, Store, Tx } from '../store/store.js';
 import { timeOrderedId } from '../store/ids.js';
@@ -123,7 +125,20 @@ export class ApiSessions {
   shared?: {
     claims(s: Omit<ApiSession, 'token' | 'lastActivityAt' | 'updatedAt' | 'tags' | 'isMfaComplete'>): Record<string, unknown>;
     learn(claims: TokenClaims, token: string): ApiSession | undefined;
+    /**
+     * How late another controller may learn of a request here (the activity beat's interval):
+     * an OIDC API session, one record for the whole cluster, is ended as idle only when no
+     * controller can have used it for the timeout plus this.
+     */
+    beatMs: number;
   };
+  /**
+   * Cluster mode: the API sessions whose activity was flushed since the last activity beat
+   * (src/cluster/sessions.ts), which tells the other controllers of them at a coarse interval.
+   * Gathered per flush, not per request (a Set insertion per request cost ~85 ns here).
+   */
+  used?: Set<string>;
+  private lastBeatAt = 0;
   /** The `iss` of new tokens (the API's base URL, known once the listener is bound). */
   issuer = () => '';
 
@@ -136,8 +151,12 @@ export class ApiSessions {
         if (ev.collection === 'authPolicies' && ev.type === 'update') this.recheckMethods(() => true);
         if (ev.collection === 'identities' && ev.before && ev.after && ev.before.authPolicyId !== ev.after.authPolicyId) this.recheckMethods((s) => s.identityId === ev.id);
         if (ev.collection !== 'apiSessions') continue;
+        // The activity known here outlives a rewrite of the record (a flush, an MFA step, a
+        // refresh made on another controller).
+        const known = this.byId.get(ev.id)?.lastActivityAt;
         if (ev.before) this.forget(ev.before as ApiSession);
-        if (ev.after) this.remember(ev.after as ApiSession);
+        if (ev.after) this.remember(ev.after as ApiSession, known);
+        else this.activity.delete(ev.id);
       }
     });
     this.flushTimer = setInterval(() => void this.flush().catch(() => {}), opts.flushMs);
@@ -155,10 +174,30 @@ export class ApiSessions {
     this.remember(s);
   }
 
-  private remember(s: ApiSession) {
-    const live = this.activity.get(s.id);
-    const merged = live && live > s.lastActivityAt ? { ...s, lastActivityAt: live } : s;
+  private remember(s: ApiSession, known?: number) {
+    const live = Math.max(this.activity.get(s.id) ?? 0, known ?? 0);
+    const merged = live > s.lastActivityAt ? { ...s, lastActivityAt: live } : s;
     this.byId.set(s.id, merged);
+  }
+
+  /**
+   * Cluster mode: another controller's activity beat says the API session was used there until
+   * `at`; the copy held here is not idle before that (kept in memory, never written).
+   */
+  noteActivity(id: string, at: number) {
+    const s = this.byId.get(id);
+    if (s && s.lastActivityAt < at) s.lastActivityAt = at;
+  }
+
+  /** Cluster mode: the API sessions used here since the last call (flushed or not yet). */
+  takeUsed(): string[] {
+    const used = this.used;
+    if (!used) return [];
+    for (const [id, at] of this.activity) if (at >= this.lastBeatAt) used.add(id);
+    this.lastBeatAt = Date.now();
+    const ids = [...used];
+    used.clear();
+    return ids;
   }
 
   private forget(s: ApiSession) {
@@ -369,19 +408,26 @@ export class ApiSessions {
     if (this.activity.size === 0) return;
     const pending = [...this.activity];
     this.activity.clear();
-    await this.store.write((tx) => {
+    if (this.used) for (const [id, at] of pending) if (at >= this.lastBeatAt) this.used.add(id);
+    // This controller's own environment only: in a cluster an OIDC API session is a replicated
+    // record, and writing its activity would be an etcd write per flush; it stays in memory here
+    // and reaches the other controllers in the activity beats (src/cluster/sessions.ts).
+    await this.store.writeLocal((tx) => {
       for (const [id, at] of pending) {
         const rec = tx.get('apiSessions', id);
-        if (rec && rec.lastActivityAt < at) tx.put('apiSessions', { ...rec, lastActivityAt: at });
+        if (rec && rec.lastActivityAt < at && !(this.shared && rec.oidc)) tx.put('apiSessions', { ...rec, lastActivityAt: at });
       }
     });
   }
 
   /** End sessions idle longer than the timeout, with their service sessions. */
   async sweep(now = Date.now()): Promise<number> {
-    const expired = [...this.byId.values()].filter((s) => now - s.lastActivityAt > this.timeoutMs).map((s) => s.id);
+    const shared = this.shared;
+    const expired = [...this.byId.values()].filter((s) => now - s.lastActivityAt > this.timeoutMs + (shared && s.oidc ? shared.beatMs : 0)).map((s) => s.id);
     if (expired.length === 0) return 0;
-    // Idle here: another controller holding the same API session expires it by its own activity.
+    // Idle here, counting what the other controllers' activity beats told: another controller
+    // holding a copy of the same API session expires its copy by the same rule (no revocation); an
+    // OIDC API session (one replicated record) ends everywhere, once no controller can have used it.
     await this.store.write((tx) => ApiSessions.deleteInTx(tx, expired), { revoke: false });
     return expired.length;
   }

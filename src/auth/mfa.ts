@@ -140,16 +140,51 @@ export function passMfaInTx(tx: Tx, apiSessionId: string, now: number) {
   if (s) tx.put('apiSessions', { ...s, isMfaRequired: true, isMfaComplete: true, mfaPassedAt: now });
 }
 
+/** The MFA state of an API session (as its record and the cluster's `~as` news carry it). */
+export interface MfaState {
+  isMfaRequired: boolean;
+  isMfaComplete: boolean;
+  mfaPassedAt?: number;
+}
+
+/** What an API session's MFA state becomes when the identity's MFA is removed. */
+function droppedState(store: Store, identity: Rec): MfaState {
+  return { isMfaRequired: policyOf(store, identity)?.secondary?.requireTotp === true, isMfaComplete: false };
+}
+
 /**
  * MFA removed from an identity: its API sessions lose their MFA pass (MFA posture checks fail);
  * they stay fully authenticated unless the auth policy itself requires TOTP.
  */
 export function dropMfaInTx(store: Store, tx: Tx, identity: Rec) {
-  const requireTotp = policyOf(store, identity)?.secondary?.requireTotp === true;
+  const dropped = droppedState(store, identity);
   for (const id of tx.idsByIndex('apiSessions', 'identityId', identity.id)) {
     const s = tx.get('apiSessions', id);
     if (!s) continue;
     const { mfaPassedAt: _p, ...rest } = s;
-    tx.put('apiSessions', { ...rest, isMfaRequired: requireTotp, isMfaComplete: false } as Rec);
+    tx.put('apiSessions', { ...rest, ...dropped } as Rec);
   }
 }
+
+/**
+ * An API session's MFA state as the identity's MFA now allows it: `dropMfaInTx`'s outcome when
+ * the MFA was removed since the state was made, else the state unchanged. For a copy that did not
+ * see the removal's write (cluster mode: a controller holding a copy of an API session another
+ * controller made or took on, or one taking it on later from its token and the MFA news).
+ *
+ * - No MFA record: any pass is gone, and TOTP is required only if the auth policy says so.
+ * - A pass made before the current record was created was made with an MFA since removed.
+ * - No pass, and a record created after the login: the login's MFA may have been removed and
+ *   enrolled again, or the record may be new and the clocks of two controllers apart; the state is
+ *   kept (TOTP stays required: it fails closed, and the new record can pass it).
+ */
+export function mfaStateNow(store: Store, identity: Rec, s: MfaState): MfaState {
+  const mfa = identity.mfa as MfaRecord | undefined;
+  const passed = s.isMfaComplete || s.mfaPassedAt !== undefined;
+  if (mfa && (!passed || s.mfaPassedAt === undefined || mfa.createdAt <= s.mfaPassedAt)) return s;
+  if (!mfa && !passed && !s.isMfaRequired) return s;
+  return droppedState(store, identity);
+}
+
+/** Whether two MFA states are the same. */
+export const sameMfaState = (a: MfaState, b: MfaState) => a.isMfaRequired === b.isMfaRequired && a.isMfaComplete === b.isMfaComplete && a.mfaPassedAt === b.mfaPassedAt;

@@ -17,15 +17,27 @@
  *   every other controller tells its own routers (`onSessionsRemoved`), as the deleting one told
  *   its own at the commit. So the ends above that each controller applies to its own copies go
  *   through the log (without revoking anything again) whenever they delete sessions.
- * - Idle expiry is local: each controller ends its copy by its own activity (no revocation; the
- *   sessions it ends with it are still news).
+ * - Idle expiry is local: each controller ends its copy by its own activity and what the others'
+ *   activity beats told (no revocation; the sessions it ends with it are still news).
+ * - Activity beats: every `beatMs` (a tenth of the inactivity timeout, 1 s to 60 s) a controller
+ *   that served requests puts one leased key `P/activity/<uuid>` naming the API sessions used here
+ *   since the last beat, so a controller taking on a token it never saw knows when it was last used
+ *   anywhere (within one beat), and refuses it once it has been idle for the timeout. The cost is at
+ *   most one etcd write per controller per beat, whatever the request rate.
+ * - MFA removed: the identity's record changes on every controller; each one drops the MFA pass of
+ *   its own copies (`mfaStateNow`), and a copy taken on later gets its MFA state checked the same
+ *   way against the identity's MFA record.
  */
+import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
+import type { IKeyValue } from 'etcd3';
 import type { ChangeEvent, Rec, Store, Tx } from '../store/store.js';
 import { ApiSessions, type ApiSession } from '../auth/api-sessions.js';
 import { tokenDigest, type TokenClaims } from '../auth/tokens.js';
 import { allowsPrimary, isDisabledAt, type PrimaryMethod } from '../auth/login-policy.js';
-import { SESSION_NEWS_RETENTION_MS, type Cluster, type SessionNews } from './replica.js';
+import { mfaStateNow, sameMfaState, type MfaState } from '../auth/mfa.js';
+import { isLocal, packr, SESSION_NEWS_RETENTION_MS, type Cluster, type SessionNews } from './replica.js';
+import { watchPrefix } from './watch.js';
 
 /** What a token says of its API session, beyond `sub` (identity) and `jti` (id). */
 interface Carried {
@@ -49,6 +61,11 @@ interface Carried {
 
 /** Revoked ids are remembered here this long (the news keys live as long in etcd). */
 const PURGE_MS = 60_000;
+/** API sessions named per activity key (about 30 bytes each: well under etcd's request limit). */
+const IDS_PER_BEAT_KEY = 20_000;
+
+/** The interval of activity beats for an inactivity timeout: a tenth of it, from 1 s to 60 s. */
+export const beatInterval = (timeoutMs: number) => Math.min(60_000, Math.max(1000, Math.floor(timeoutMs / 10)));
 
 export class SharedSessions {
   /** API session id → when the revocation stops mattering (ms). */
@@ -57,32 +74,109 @@ export class SharedSessions {
   private readonly identities = new Map<string, { at: number; until: number }>();
   /** Latest MFA state of API sessions, as news said (applied to a copy taken on later). */
   private readonly states = new Map<string, SessionNews['states'][number] & { until: number }>();
+  /** API session id → the latest activity beat (any controller's) that named it (ms). */
+  private readonly active = new Map<string, number>();
   private timer?: NodeJS.Timeout;
+  private beatTimer?: NodeJS.Timeout;
+  private watch?: { close(): void };
+  private closed = false;
   /** Told of sessions another controller deleted (their ids), to tell this controller's routers. */
   onSessionsRemoved?: (ids: string[]) => void;
+  readonly beatMs: number;
+  private readonly beatDir: string;
 
   constructor(
     private readonly store: Store,
     private readonly cluster: Cluster,
     private readonly sessions: ApiSessions,
     private readonly log: Logger,
-  ) {}
+  ) {
+    this.beatMs = beatInterval(sessions.timeoutMs);
+    this.beatDir = `${cluster.keys.prefix}/activity/`;
+  }
 
   start() {
     this.sessions.shared = {
       claims: (s) => ({ z_as: { a: s.authenticatorId, m: s.method, ps: s.primarySignerId, es: s.extJwtSignerId, ct: s.configTypes, mr: s.isMfaRequired, ip: s.ipAddress, c: s.createdAt } satisfies Carried }),
       learn: (claims, token) => this.learn(claims, token),
+      beatMs: this.beatMs,
     };
+    this.sessions.used = new Set();
     this.cluster.onSessionNews = (news) => this.news(news);
     this.store.on('change', (events: ChangeEvent[]) => this.changed(events));
     this.timer = setInterval(() => this.purge(), PURGE_MS);
     this.timer.unref();
+    this.beatTimer = setInterval(() => void this.beat(), this.beatMs);
+    this.beatTimer.unref();
+    void this.followBeats();
   }
 
   close() {
+    this.closed = true;
     clearInterval(this.timer);
+    clearInterval(this.beatTimer);
+    this.watch?.close();
     this.cluster.onSessionNews = undefined;
     this.sessions.shared = undefined;
+    this.sessions.used = undefined;
+  }
+
+  /** Tell the other controllers which API sessions were used here since the last beat. */
+  private async beat(): Promise<void> {
+    const ids = this.sessions.takeUsed();
+    if (ids.length === 0 || this.closed) return;
+    // The beat's time, not each request's: a controller reading it takes the API session as used
+    // until then, so it is refused at most one beat later than on a single node, never too early.
+    const at = Date.now();
+    try {
+      // The key is worth keeping until an API session it names would be idle anyway.
+      const lease = await this.cluster.client.lease(Math.ceil((this.sessions.timeoutMs + 2 * this.beatMs) / 1000), { autoKeepAlive: false }).grant();
+      for (let i = 0; i < ids.length; i += IDS_PER_BEAT_KEY) {
+        await this.cluster.client.kv.put({ key: Buffer.from(`${this.beatDir}${randomUUID()}`), value: packr.pack({ at, ids: ids.slice(i, i + IDS_PER_BEAT_KEY) }), lease });
+      }
+    } catch (e) {
+      // etcd unreachable: they go with the next beat.
+      for (const id of ids) this.sessions.used?.add(id);
+      this.log.warn({ err: String((e as Error).message ?? e) }, 'cluster: could not write an activity beat; trying with the next one');
+    }
+  }
+
+  /** Read every activity beat in etcd, then watch for new ones (listing again after a compaction). */
+  private async followBeats(): Promise<void> {
+    for (let attempt = 1; !this.closed; attempt++) {
+      try {
+        const end = this.beatDir.slice(0, -1) + '0';
+        const res = await this.cluster.client.kv.range({ key: Buffer.from(this.beatDir), range_end: Buffer.from(end) });
+        for (const kv of res.kvs) this.heard(kv);
+        if (this.closed) return;
+        this.watch = watchPrefix(this.cluster.client, this.beatDir, Number(res.header.revision) + 1, {
+          events: (events) => {
+            for (const ev of events) if (ev.type === 'Put') this.heard(ev.kv);
+          },
+          compacted: () => void this.followBeats(),
+        });
+        return;
+      } catch (e) {
+        if (attempt === 1) this.log.warn({ err: String((e as Error).message ?? e) }, 'cluster: could not read the activity beats; trying again');
+        await new Promise((r) => setTimeout(r, 1000).unref());
+      }
+    }
+  }
+
+  private heard(kv: IKeyValue) {
+    let v: { at?: unknown; ids?: unknown };
+    try {
+      v = packr.unpack(kv.value) as typeof v;
+    } catch {
+      return;
+    }
+    const at = Number(v?.at);
+    if (!Number.isFinite(at) || !Array.isArray(v.ids)) return;
+    for (const id of v.ids) {
+      if (typeof id !== 'string') continue;
+      if ((this.active.get(id) ?? 0) < at) this.active.set(id, at);
+      this.sessions.noteActivity(id, at);
+    }
   }
 
   /** A validly signed API-session token this controller does not hold: take it on, or refuse it. */
@@ -101,7 +195,13 @@ export class SharedSessions {
     if (!authenticator || authenticator.identityId !== claims.sub || authenticator.createdAt > c.c) return undefined;
     if (typeof identity.disabledAt === 'number' && identity.disabledAt >= c.c) return undefined;
     if (c.m && !allowsPrimary(this.store, { method: c.m as PrimaryMethod, identity, signerId: c.ps })) return undefined;
-    const state = this.states.get(claims.jti);
+    // Idle for longer than the timeout, as far as the activity beats tell: refused as its own
+    // controller refuses it (it expired there, with no news).
+    const lastActive = Math.max(c.c, this.active.get(claims.jti) ?? 0);
+    if (now - lastActive > this.sessions.timeoutMs) return undefined;
+    const news = this.states.get(claims.jti);
+    // MFA removed since (on any controller) takes the pass the news or the token tell of.
+    const state = mfaStateNow(this.store, identity, news ?? { isMfaRequired: c.mr === true, isMfaComplete: false });
     const rec: ApiSession = {
       id: claims.jti,
       createdAt: c.c,
@@ -112,14 +212,14 @@ export class SharedSessions {
       authenticatorId: c.a,
       ipAddress: String(c.ip ?? ''),
       configTypes: c.ct.filter((x): x is string => typeof x === 'string'),
-      isMfaRequired: state ? state.isMfaRequired : c.mr === true,
-      isMfaComplete: state?.isMfaComplete === true,
+      isMfaRequired: state.isMfaRequired,
+      isMfaComplete: state.isMfaComplete,
       lastActivityAt: now,
     };
     if (c.m) rec.method = c.m;
     if (c.ps) rec.primarySignerId = c.ps;
     if (c.es) rec.extJwtSignerId = c.es;
-    if (state?.mfaPassedAt !== undefined) rec.mfaPassedAt = state.mfaPassedAt;
+    if (state.mfaPassedAt !== undefined) rec.mfaPassedAt = state.mfaPassedAt;
     this.sessions.adopt(rec);
     // Held here from now on (sessions made under it refer to it); written here only.
     void this.store
@@ -150,14 +250,29 @@ export class SharedSessions {
       .writeLocal((tx) => {
         for (const s of states) {
           const cur = tx.get('apiSessions', s.id);
-          if (!cur || (cur.isMfaRequired === s.isMfaRequired && cur.isMfaComplete === s.isMfaComplete && cur.mfaPassedAt === s.mfaPassedAt)) continue;
-          const next: Rec = { ...cur, isMfaRequired: s.isMfaRequired, isMfaComplete: s.isMfaComplete, updatedAt: Date.now() };
-          if (s.mfaPassedAt === undefined) delete next.mfaPassedAt;
-          else next.mfaPassedAt = s.mfaPassedAt;
-          tx.put('apiSessions', next);
+          const identity = cur && tx.get('identities', String(cur.identityId));
+          // A pass the identity's MFA removal (in the same revision or since) took away stays away.
+          if (cur && identity) setMfaState(tx, cur, mfaStateNow(this.store, identity, s));
         }
       })
       .catch((e) => this.log.warn({ err: String((e as Error).message) }, 'cluster: could not apply API-session news'));
+  }
+
+  /** The identity's MFA was removed or replaced: the copies held here lose what it passed. */
+  private mfaChanged(identityIds: string[]) {
+    void this.store
+      .writeLocal((tx) => {
+        for (const iid of identityIds) {
+          const identity = tx.get('identities', iid);
+          if (!identity) continue;
+          for (const id of tx.idsByIndex('apiSessions', 'identityId', iid)) {
+            const cur = tx.get('apiSessions', id);
+            // An OIDC API session is one record everywhere: the removal's own write dropped it.
+            if (cur && isLocal('apiSessions', cur)) setMfaState(tx, cur, mfaStateNow(this.store, identity, cur as unknown as MfaState));
+          }
+        }
+      })
+      .catch((e) => this.log.warn({ err: String((e as Error).message) }, 'cluster: could not drop the MFA pass of API sessions after an MFA removal'));
   }
 
   /** Changes every controller sees: each ends its own copies of what they end. */
@@ -165,12 +280,15 @@ export class SharedSessions {
     const identities: string[] = [];
     const authenticators: [identityId: string, authenticatorId: string][] = [];
     const apiSessions: string[] = [];
+    const mfa: string[] = [];
     for (const ev of events) {
       if (ev.collection === 'identities') {
         if (!ev.after || (ev.after.disabledAt && ev.after.disabledAt !== ev.before?.disabledAt && isDisabledAt(ev.after))) identities.push(ev.id);
+        else if (ev.before?.mfa && ev.before.mfa.id !== ev.after.mfa?.id) mfa.push(ev.id);
       } else if (ev.collection === 'authenticators' && ev.before && !ev.after) authenticators.push([String(ev.before.identityId), ev.id]);
       else if (ev.collection === 'apiSessions' && ev.before && !ev.after) apiSessions.push(ev.id);
     }
+    if (mfa.length) this.mfaChanged(mfa);
     if (identities.length + authenticators.length + apiSessions.length === 0) return;
     // Through the log (nothing to revoke: every controller ends its own), so the sessions this
     // controller holds are news for the routers on the others; with none, it commits here only.
@@ -192,5 +310,15 @@ export class SharedSessions {
     for (const [id, until] of this.revoked) if (until <= now) this.revoked.delete(id);
     for (const [id, s] of this.states) if (s.until <= now) this.states.delete(id);
     for (const [id, s] of this.identities) if (s.until <= now) this.identities.delete(id);
+    for (const [id, at] of this.active) if (now - at > this.sessions.timeoutMs + this.beatMs) this.active.delete(id);
   }
+}
+
+/** Put an API session's MFA state into its record, when it changes it. */
+function setMfaState(tx: Tx, cur: Rec, s: MfaState) {
+  if (sameMfaState(cur as unknown as MfaState, s)) return;
+  const next: Rec = { ...cur, isMfaRequired: s.isMfaRequired, isMfaComplete: s.isMfaComplete, updatedAt: Date.now() };
+  if (s.mfaPassedAt === undefined) delete next.mfaPassedAt;
+  else next.mfaPassedAt = s.mfaPassedAt;
+  tx.put('apiSessions', next);
 }

@@ -30,7 +30,7 @@ import { newId } from '../resources/write.js';
 import { secondaryFactors } from '../auth/login-policy.js';
 import { checkCodeInTx, dropMfaInTx, isValidTotp, mfaErrors, mfaRecoveryCodes, mfaSecret, newMfaRecord, passMfaInTx, provisioningUrl, totpIssuer, type MfaRecord } from '../auth/mfa.js';
 import type { Rec } from '../store/store.js';
-import { ACCESS_TOKEN, REFRESH_TOKEN, type ApiSession } from '../auth/api-sessions.js';
+import { ACCESS_TOKEN, ApiSessions, REFRESH_TOKEN, type ApiSession } from '../auth/api-sessions.js';
 import { effectiveSettings } from '../control/settings.js';
 
 export const CLIENT_IDS = new Set(['openziti', 'native']);
@@ -575,13 +575,23 @@ export class OidcProvider {
   private async currentRefresh(clientId: string, token: string | undefined) {
     const claims = token ? this.app.keys.verify(token, REFRESH_TOKEN) : undefined;
     if (!claims || typeof claims.z_asid !== 'string') throw new OAuthError('invalid_grant', 'the refresh token is invalid or expired');
-    const s = this.app.sessions.get(claims.z_asid);
+    const asid = claims.z_asid;
+    let s = this.app.sessions.get(asid);
     if (!s?.oidc || s.identityId !== claims.sub) throw new OAuthError('invalid_grant', 'the refresh token has been revoked');
     if (s.oidc.clientId !== clientId) throw new OAuthError('invalid_grant', 'the refresh token was issued to another client');
     if (s.oidc.refreshJti !== claims.jti) {
       // Reuse of a rotated refresh token: whoever holds the family may be an attacker; end it.
-      await this.app.sessions.delete(s.id);
-      throw new OAuthError('invalid_grant', 'the refresh token was already used; its tokens are revoked');
+      // Decided inside a write that reads the record: in a cluster, a replica that has not yet
+      // applied a rotation made on another controller (this very token's) runs it again once it has.
+      const reused = await this.app.store.write((tx) => {
+        const cur = tx.get('apiSessions', asid) as ApiSession | undefined;
+        if (!cur?.oidc || cur.oidc.refreshJti === claims.jti) return false;
+        ApiSessions.deleteInTx(tx, [asid]);
+        return true;
+      });
+      if (reused) throw new OAuthError('invalid_grant', 'the refresh token was already used; its tokens are revoked');
+      s = this.app.sessions.get(asid);
+      if (!s?.oidc) throw new OAuthError('invalid_grant', 'the refresh token has been revoked');
     }
     return { s, oidc: s.oidc, jti: claims.jti, claims };
   }
@@ -676,11 +686,15 @@ export class OidcProvider {
     const keys = this.app.keys;
     const now = Math.floor(Date.now() / 1000);
     const refreshJti = randomId();
-    const rotated = o.accessOnly || await this.app.store.write((tx) => {
+    const rotated = await this.app.store.write((tx) => {
       const cur = tx.get('apiSessions', s.id) as ApiSession | undefined;
       if (!cur) return false;
       if (o.previousRefresh !== undefined && cur.oidc?.refreshJti !== o.previousRefresh) return false;
-      tx.put('apiSessions', { ...cur, oidc: { clientId: o.clientId, refreshJti, scopes: o.scopes }, updatedAt: Date.now() });
+      // Issuing tokens is activity, kept in the record: in a cluster, where the requests' own
+      // activity stays on each controller, every controller learns of it at once (the record is
+      // replicated), and no access token outlives the last recorded issue by more than its lifetime.
+      const t = Date.now();
+      tx.put('apiSessions', { ...cur, oidc: o.accessOnly ? cur.oidc : { clientId: o.clientId, refreshJti, scopes: o.scopes }, lastActivityAt: Math.max(cur.lastActivityAt, t), updatedAt: t });
       return true;
     });
     if (!rotated) throw new OAuthError('invalid_grant', 'the refresh token was already used or revoked');
