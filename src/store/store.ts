@@ -483,10 +483,10 @@ export class Store extends EventEmitter {
       }
       for (const [k, v] of Object.entries(meta)) metaDb.put(k, v);
     };
-    // A replica without sync commits in memory: applied on this thread at once, it costs a quarter
-    // of the CPU per record of an async transaction, whose callback is handed between LMDB's
-    // writer thread and this one (docs/cluster.md). A synced replica keeps its fsync off the
-    // event loop, and so does a full load (it may hold the whole model).
+    // A replica without sync commits in memory: applied on this thread at once, it costs a third
+    // to a half of the CPU per record of an async transaction, whose callback is handed between
+    // LMDB's writer thread and this one (docs/cluster.md). A synced replica keeps its fsync off
+    // the event loop, and so does a full load (it may hold the whole model).
     if (this.noSync && !replaceAll) this.env.transactionSync(apply);
     else await this.env.transaction(apply);
     const events: ChangeEvent[] = [];
