@@ -30,7 +30,6 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { IKeyValue } from 'etcd3';
 import type { ChangeEvent, Rec, Store, Tx } from '../store/store.js';
 import { ApiSessions, type ApiSession } from '../auth/api-sessions.js';
 import { tokenDigest, type TokenClaims } from '../auth/tokens.js';
@@ -163,7 +162,7 @@ export class SharedSessions {
     }
   }
 
-  private heard(kv: IKeyValue) {
+  private heard(kv: { value: Buffer }) {
     let v: { at?: unknown; ids?: unknown };
     try {
       v = packr.unpack(kv.value) as typeof v;
