@@ -143,7 +143,8 @@ class Reads implements ReadTracker {
   record(c: Coll, id: string, pending: boolean, present: boolean) {
     // This controller's own records (API sessions, sessions) are read and written here only; an
     // OIDC API session is replicated, and guarded like any record (its refresh token rotates once).
-    if (LOCAL_COLLECTIONS.has(c.spec.name) && isLocal(c.spec.name, c.db.get(id) as Rec | undefined)) return;
+    // Only an API session is read to tell (one more LMDB read of it per such read in a write).
+    if (LOCAL_COLLECTIONS.has(c.spec.name) && isLocal(c.spec.name, c.spec.name === 'apiSessions' ? (c.db.get(id) as Rec | undefined) : undefined)) return;
     if (pending) return void this.waits.add(c);
     const k = this.keys.rec(c.spec.name, id);
     if (!this.recs.has(k)) this.recs.set(k, [c, present]);
