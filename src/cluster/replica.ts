@@ -68,6 +68,8 @@ const MAX_TXN_OPS = 128;
 const MAX_TXN_BYTES = 1024 * 1024;
 /** Records read in a collection guarded as a whole that also get a guard of their own (deletions). */
 const RANGE_RECORD_GUARDS = 16;
+/** The longest a transaction waits for more writes (group commit sizing, `send`). */
+const LINGER_MAX_MS = 20;
 /** How long one etcd call may take before the write is answered 503. */
 const CALL_TIMEOUT_MS = 5000;
 
@@ -437,8 +439,35 @@ export class Cluster implements WriteLog {
     return flight;
   }
 
-  /** Group commit: one etcd transaction in flight; everything queued meanwhile goes into the next. */
+  /** Writes the last etcd transaction carried and its round trip (group commit sizing). */
+  private lastTxn = { writes: 0, ms: 0 };
+  private lingering?: NodeJS.Timeout;
+
+  /**
+   * Group commit: one etcd transaction in flight; everything queued meanwhile goes into the next.
+   * Sizing: etcd's work and this controller's (a gRPC call costs ~1 ms of CPU on a loaded 2-core
+   * machine) are largely per transaction, not per write. So after a transaction that carried
+   * several writes, the next one waits until twice as many are queued, at most a quarter of the
+   * last round trip (and LINGER_MAX_MS): with three controllers, 6.5 → 9 writes per transaction
+   * and 4–21% less CPU per write, all processes together (docs/cluster.md). Writes that come one
+   * at a time (the last transaction carried one) never wait, and the wait shrinks with the round
+   * trip.
+   */
   private send() {
+    if (this.sending || this.queue.length === 0) return;
+    if (this.lastTxn.writes > 1 && this.queue.length < Math.min(2 * this.lastTxn.writes, MAX_TXN_OPS)) {
+      this.lingering ??= setTimeout(() => {
+        this.lingering = undefined;
+        this.sendQueued();
+      }, Math.min(this.lastTxn.ms / 4, LINGER_MAX_MS));
+      return;
+    }
+    clearTimeout(this.lingering);
+    this.lingering = undefined;
+    this.sendQueued();
+  }
+
+  private sendQueued() {
     if (this.sending || this.queue.length === 0) return;
     const batch: Queued[] = [];
     const rest: Queued[] = [];
@@ -464,6 +493,7 @@ export class Cluster implements WriteLog {
       .txn({ compare: [], success: batch.map((q) => ({ request_txn: q.txn })), failure: [] }, { deadline: Date.now() + CALL_TIMEOUT_MS })
       .then(
         (res: ITxnResponse) => {
+          this.lastTxn = { writes: batch.length, ms: performance.now() - sent };
           const revision = Number(res.header.revision);
           batch.forEach((q, i) => q.done({ ok: res.responses[i]?.response_txn?.succeeded === true, revision }));
         },
