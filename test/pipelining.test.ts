@@ -14,7 +14,8 @@
  * for a commit followed by a successor in the same read gets none answered (and nothing done),
  * while a successor in a later read waits for its turn. Which read a successor lands in depends on
  * how the bytes happen to arrive, so those assertions hold for either outcome; a mix whose requests
- * before the last are reads is answered in full whatever the reads.
+ * before the last are reads answered at once (identity details) is answered in full whatever the
+ * reads.
  */
 import t from 'tap';
 import tls from 'node:tls';
