@@ -232,10 +232,9 @@ t.test('requests split across writes', async (t) => {
 });
 
 t.test('a successor written after a POST, before its answer', async (t) => {
-  // RFC 9112 §9.3.2: a client does not pipeline after a non-idempotent method until its answer
-  // came, so the API listener keeps reading meanwhile (see src/http/uws.ts). A client that does
-  // anyway gets its successor answered in order, or the connection closed with the successor
-  // undone; the POST's own answer may then be lost although the POST was made.
+  // RFC 9112 §9.3.2 tells clients not to pipeline after a non-idempotent method; one that does
+  // still gets both answers in order, or (both in one read on uWS) the connection closed with
+  // neither done — never a POST made and its answer lost.
   for (const [listener, port] of LISTENERS()) {
     const steps: Step[] = [create(), await del()];
     const [a, b] = steps.map((s) => wire(s, admin.token!));
@@ -247,8 +246,8 @@ t.test('a successor written after a POST, before its answer', async (t) => {
     }
     if (answers.length < 2) {
       t.ok(closedByServer, `${listener}: ${2 - answers.length} unanswered, and the server closed the connection`);
-      t.notOk(await made(steps[1]), `${listener}: the unanswered successor did nothing`);
-      t.equal((await admin.delete(`/identities/${(steps[1] as { id: string }).id}`)).status, 200, `${listener}: its retry succeeds`);
+      for (let i = answers.length; i < 2; i++) t.notOk(await made(steps[i]), `${listener}: unanswered ${steps[i].kind} ${i + 1} did nothing`);
+      t.equal((await admin.delete(`/identities/${(steps[1] as { id: string }).id}`)).status, 200, `${listener}: the DELETE's retry succeeds`);
     }
   }
 });

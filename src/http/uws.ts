@@ -90,15 +90,12 @@ function headerBlock(h: Record<string, string> | undefined, contentType: string 
  *   request came in has been parsed whole (afterThisRead): when uWS closed the connection for a
  *   successor in that read, the request is found aborted and has done nothing, so the client's
  *   retry of its unanswered requests is safe;
- * - a request with an idempotent method (GET, HEAD, PUT, DELETE, OPTIONS) whose answer is not
- *   written by then stops reads from its connection (pause) until its answer is being written
- *   (resume): a successor that arrives meanwhile waits in the socket and is answered in turn.
- *   After POST and PATCH a client must not pipeline until the answer has come (RFC 9112 §9.3.2:
- *   not after a non-idempotent method), so reads stay on: the pause and resume change the
- *   socket's poll twice (~8 µs a request with 256 connections here), the largest cost of the
- *   guards, and creates and logins are the busiest requests that wait for a commit or a worker.
- *   A client that pipelines after one anyway has the connection closed when its successor
- *   arrives: the successor did nothing; the POST's answer is lost although it may have been made.
+ * - a request whose answer is not written by then stops reads from its connection (pause) until
+ *   its answer is being written (resume): a successor that arrives meanwhile waits in the socket
+ *   and is answered in turn. POST and PATCH too, although RFC 9112 §9.3.2 tells clients not to
+ *   pipeline after them: with reads on, a successor would close the connection and lose the
+ *   answer of a write that was made. The pause and resume (~8 µs a request with 256 connections)
+ *   are the largest cost of these guards; uWS offers no cheaper way to hold a successor back.
  * Both happen in one setImmediate per turn of the event loop shared by every request of that turn.
  * Reads resume when the answer starts: a successor arriving while a large answer streams makes
  * uWS close the connection, cutting that answer (a read, safe to retry). Keeping reads paused
@@ -122,9 +119,6 @@ interface Exchange {
   done(): void;
 }
 
-/** Methods a client may pipeline after (the idempotent ones, RFC 9110 §9.2.2), lower case as in Req. */
-const PIPELINABLE_AFTER = new Set(['get', 'head', 'put', 'delete', 'options']);
-
 /** Requests parsed in this turn of the event loop, for afterThisRead's sweep. */
 let parsedThisTurn: Exchange[] = [];
 
@@ -142,7 +136,7 @@ function sweep() {
       if (x.deferred) x.done();
       continue;
     }
-    if (!x.writing && PIPELINABLE_AFTER.has(x.req.method)) {
+    if (!x.writing) {
       x.paused = true;
       x.res.pause();
     }
