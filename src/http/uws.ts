@@ -122,7 +122,7 @@ interface Exchange {
 /** Requests parsed in this turn of the event loop, for afterThisRead's sweep. */
 let parsedThisTurn: Exchange[] = [];
 
-/** Once every read of this turn is parsed: start the request's work if deferred, and pause reads while its answer is pending if a successor may come. */
+/** Once every read of this turn is parsed: start the request's work if deferred, and pause reads while its answer is pending. */
 function afterThisRead(x: Exchange) {
   if (parsedThisTurn.push(x) === 1) setImmediate(sweep);
 }
@@ -269,6 +269,12 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
       send(routerRejected());
     });
     const exchange: Exchange = { res, req, deferred: false, paused: false, writing: false, run, done };
+    /** Reads run at once; anything else waits until the rest of its read is parsed (the pipelining note). */
+    const start = () => {
+      if (req.method === 'get' || req.method === 'head') run();
+      else exchange.deferred = true;
+      afterThisRead(exchange);
+    };
     if (stopped) {
       // Drained and stopping: like an HTTP server shutting down, drop kept-alive connections
       // instead of starting work the closed pool and store can no longer do.
@@ -283,9 +289,7 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
     }
     // A GET may carry a body (upstream's recovery-code view takes `{code}`; Elasticsearch's `_search` is sent that way).
     if (req.method === 'head' || (declared === 0 && headers['transfer-encoding'] === undefined)) {
-      if (req.method !== 'get' && req.method !== 'head') exchange.deferred = true;
-      else run();
-      afterThisRead(exchange);
+      start();
       return;
     }
     const chunks: Buffer[] = [];
@@ -304,9 +308,7 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
       if (isLast) {
         req.body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
         // A GET with a body is a read: answered at once like other reads, so pipelined ones stay in order.
-        if (req.method !== 'get') exchange.deferred = true;
-        else run();
-        afterThisRead(exchange);
+        start();
       }
     });
   });
