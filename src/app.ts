@@ -205,6 +205,8 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     app.traces.close();
     await events.close();
     await sessions.close();
+    // Its final activity beat names what sessions.close() just flushed; the store closes etcd.
+    await sharedSessions?.close();
     keys.close();
     oidc.close();
     policy.close();

@@ -245,21 +245,43 @@ t.test('etcd revisions per request kind', async (t) => {
 });
 
 // Last: every API session idles here, the admins' too.
-t.test('the inactivity timeout holds on a controller that never saw the token, and activity anywhere keeps it alive everywhere', async (t) => {
+t.test('the inactivity timeout holds on a controller that never saw the token, and activity anywhere keeps it alive everywhere, also activity just before a graceful stop', async (t) => {
   const [A, B, C] = ctrls;
   await user('idle-user');
+  // D stops gracefully during the test: its final beat names what was used on it since its last.
+  const D = await startServer(t, { env: { MESH_CLUSTER_ETCD: etcd.endpoints.join(','), MESH_CLUSTER_PREFIX: PREFIX, MESH_SESSION_TIMEOUT_MINUTES: String(TIMEOUT_MINUTES) } });
   const idle = await login(A, 'idle-user');
   const busyOnA = await login(A, 'idle-user');
   const busyOnB = await login(A, 'idle-user');
+  const usedBeforeStop = await login(D, 'idle-user');
+  const usedEarlierOnD = await login(D, 'idle-user');
   t.equal((await as(B, busyOnB, 'GET', '/current-identity')).status, 200, 'B takes on busyOnB');
   t.equal((await as(A, idle, 'GET', '/current-identity')).status, 200, 'idle is used once, on A');
+  for (const tok of [usedBeforeStop, usedEarlierOnD]) t.equal((await as(D, tok, 'GET', '/current-identity')).status, 200, 'used on D');
   const idleSince = Date.now();
+  // Used on D again well after its regular beats named the first use, then D stops; B, which never
+  // saw the token, is asked just before the timeout has passed since that last use. Without the
+  // final beat B would know only of the first use, over the timeout ago by then (as for
+  // usedEarlierOnD, refused).
+  const STOP_AFTER_MS = 2 * BEAT_MS + 3000;
+  const MARGIN_MS = 5000;
+  const stopping = (async () => {
+    await sleep(STOP_AFTER_MS);
+    const lastUse = Date.now();
+    t.equal((await as(D, usedBeforeStop, 'GET', '/current-identity')).status, 200, 'used on D once more');
+    t.equal(await D.stop(), 0, 'D stopped gracefully (SIGTERM)');
+    t.notOk(/could not write the final activity beat/.test(D.output), 'D put its final beat');
+    await sleep(lastUse + TIMEOUT_MINUTES * 60_000 - MARGIN_MS - Date.now());
+    t.equal((await as(B, usedBeforeStop, 'GET', '/current-identity')).status, 200, 'B takes on the token used on D just before D stopped, once the timeout less a little has passed since');
+    t.equal((await as(B, usedEarlierOnD, 'GET', '/current-identity')).status, 401, "B refuses D's token named only by D's regular beats (idle for longer than the timeout)");
+  })();
   // Past the timeout plus a beat and a sweep, with the two busy tokens used meanwhile (busyOnB on B only).
   while (Date.now() - idleSince < TIMEOUT_MINUTES * 60_000 + BEAT_MS + 5000) {
     t.equal((await as(A, busyOnA, 'GET', '/current-identity')).status, 200);
     t.equal((await as(B, busyOnB, 'GET', '/current-identity')).status, 200);
     await sleep(BEAT_MS / 2);
   }
+  await stopping;
   t.equal((await as(C, idle, 'GET', '/current-identity')).status, 401, 'C, which never saw it, refuses the idle token');
   t.equal((await as(B, idle, 'GET', '/current-identity')).status, 401, 'so does B');
   t.equal((await as(A, idle, 'GET', '/current-identity')).status, 401, 'and A, which made it');

@@ -63,6 +63,11 @@ const PURGE_MS = 60_000;
 /** API sessions named per activity key (about 30 bytes each: well under etcd's request limit). */
 const IDS_PER_BEAT_KEY = 20_000;
 
+/** A regular beat waits for etcd for one interval, at least this long (ms). */
+const CALL_TIMEOUT_MS = 5000;
+/** How long a stop waits for etcd to take its final activity beat. */
+const FINAL_BEAT_WAIT_MS = 2000;
+
 /** The interval of activity beats for an inactivity timeout: a tenth of it, from 1 s to 60 s. */
 export const beatInterval = (timeoutMs: number) => Math.min(60_000, Math.max(1000, Math.floor(timeoutMs / 10)));
 
@@ -79,6 +84,9 @@ export class SharedSessions {
   private beatTimer?: NodeJS.Timeout;
   private watch?: { close(): void };
   private closed = false;
+  /** The regular beat in flight, if any. */
+  private beating: Promise<void> = Promise.resolve();
+  private inFlight = false;
   /** Told of sessions another controller deleted (their ids), to tell this controller's routers. */
   onSessionsRemoved?: (ids: string[]) => void;
   readonly beatMs: number;
@@ -105,38 +113,62 @@ export class SharedSessions {
     this.store.on('change', (events: ChangeEvent[]) => this.changed(events));
     this.timer = setInterval(() => this.purge(), PURGE_MS);
     this.timer.unref();
-    this.beatTimer = setInterval(() => void this.beat(), this.beatMs);
+    this.beatTimer = setInterval(() => this.beat(), this.beatMs);
     this.beatTimer.unref();
     void this.followBeats();
   }
 
-  close() {
+  /**
+   * Stop, after putting the final beat: the API sessions used here since the last beat would
+   * otherwise look idle elsewhere up to a beat early. Call it once requests have stopped and their
+   * activity was flushed (ApiSessions.close), before the etcd client closes; with etcd unreachable
+   * it gives up after FINAL_BEAT_WAIT_MS, so a stop never hangs on it.
+   */
+  async close(): Promise<void> {
+    if (this.closed) return;
     this.closed = true;
     clearInterval(this.timer);
     clearInterval(this.beatTimer);
     this.watch?.close();
+    let timer: NodeJS.Timeout | undefined;
+    const waited = new Promise<void>((r) => (timer = setTimeout(r, FINAL_BEAT_WAIT_MS)));
+    // A beat in flight gives its ids back when etcd fails it: the final one then carries them.
+    const final = this.beating.then(() => this.putBeat(this.sessions.takeUsed(), Date.now() + FINAL_BEAT_WAIT_MS));
+    await Promise.race([final, waited.then(() => Promise.reject(new Error(`etcd did not answer within ${FINAL_BEAT_WAIT_MS} ms`)))])
+      .catch((e) => this.log.warn({ err: String((e as Error).message ?? e) }, 'cluster: could not write the final activity beat; API sessions used since the last one may look idle elsewhere up to a beat early'))
+      .finally(() => clearTimeout(timer));
     this.cluster.onSessionNews = undefined;
     this.sessions.shared = undefined;
     this.sessions.used = undefined;
   }
 
   /** Tell the other controllers which API sessions were used here since the last beat. */
-  private async beat(): Promise<void> {
+  private beat() {
+    // One at a time: while one waits for etcd, what is used meanwhile goes with the next.
+    if (this.closed || this.inFlight) return;
     const ids = this.sessions.takeUsed();
-    if (ids.length === 0 || this.closed) return;
-    // The beat's time, not each request's: a controller reading it takes the API session as used
-    // until then, so it is refused at most one beat later than on a single node, never too early.
+    this.inFlight = true;
+    this.beating = this.putBeat(ids, Date.now() + Math.max(this.beatMs, CALL_TIMEOUT_MS))
+      .catch((e) => {
+        // etcd unreachable: they go with the next beat.
+        for (const id of ids) this.sessions.used?.add(id);
+        this.log.warn({ err: String((e as Error).message ?? e) }, 'cluster: could not write an activity beat; trying with the next one');
+      })
+      .finally(() => (this.inFlight = false));
+  }
+
+  /** Put one beat naming `ids` (none: nothing to put), giving up at `deadline` (ms). */
+  private async putBeat(ids: string[], deadline: number): Promise<void> {
+    if (ids.length === 0) return;
+    // The beat's time, not each request's: the API sessions count as used until then, so they are
+    // refused at most one beat later than on a single node, never too early. Only a controller
+    // reading the key at its start uses it (clamped to its own clock); a watching one takes the
+    // time it receives the beat.
     const at = Date.now();
-    try {
-      // The key is worth keeping until an API session it names would be idle anyway.
-      const lease = await this.cluster.client.lease(Math.ceil((this.sessions.timeoutMs + 2 * this.beatMs) / 1000), { autoKeepAlive: false }).grant();
-      for (let i = 0; i < ids.length; i += IDS_PER_BEAT_KEY) {
-        await this.cluster.client.kv.put({ key: Buffer.from(`${this.beatDir}${randomUUID()}`), value: packr.pack({ at, ids: ids.slice(i, i + IDS_PER_BEAT_KEY) }), lease });
-      }
-    } catch (e) {
-      // etcd unreachable: they go with the next beat.
-      for (const id of ids) this.sessions.used?.add(id);
-      this.log.warn({ err: String((e as Error).message ?? e) }, 'cluster: could not write an activity beat; trying with the next one');
+    // The key is worth keeping until an API session it names would be idle anyway.
+    const lease = await this.cluster.client.lease(Math.ceil((this.sessions.timeoutMs + 2 * this.beatMs) / 1000), { autoKeepAlive: false, deadline }).grant();
+    for (let i = 0; i < ids.length; i += IDS_PER_BEAT_KEY) {
+      await this.cluster.client.kv.put({ key: Buffer.from(`${this.beatDir}${randomUUID()}`), value: packr.pack({ at, ids: ids.slice(i, i + IDS_PER_BEAT_KEY) }), lease }, { deadline });
     }
   }
 
@@ -146,11 +178,18 @@ export class SharedSessions {
       try {
         const end = this.beatDir.slice(0, -1) + '0';
         const res = await this.cluster.client.kv.range({ key: Buffer.from(this.beatDir), range_end: Buffer.from(end) });
-        for (const kv of res.kvs) this.heard(kv);
+        // Beats put before this controller watched: their writer's time, but never later than
+        // now here (a writer's clock ahead would keep its API sessions alive longer).
+        const now = Date.now();
+        for (const kv of res.kvs) this.heard(kv, (at) => Math.min(at, now));
         if (this.closed) return;
         this.watch = watchPrefix(this.cluster.client, this.beatDir, Number(res.header.revision) + 1, {
+          // A beat as it arrives: used until now by this controller's clock, whatever the
+          // writer's (later than the real use by the watch latency: refused that much later at
+          // most, never too early).
           events: (events) => {
-            for (const ev of events) if (ev.type === 'Put') this.heard(ev.kv);
+            const now = Date.now();
+            for (const ev of events) if (ev.type === 'Put') this.heard(ev.kv, () => now);
           },
           compacted: () => void this.followBeats(),
         });
@@ -162,15 +201,17 @@ export class SharedSessions {
     }
   }
 
-  private heard(kv: { value: Buffer }) {
+  /** One beat: the API sessions it names were used until `time(its writer's time)` here. */
+  private heard(kv: { value: Buffer }, time: (writerAt: number) => number) {
     let v: { at?: unknown; ids?: unknown };
     try {
       v = packr.unpack(kv.value) as typeof v;
     } catch {
       return;
     }
-    const at = Number(v?.at);
-    if (!Number.isFinite(at) || !Array.isArray(v.ids)) return;
+    const writerAt = Number(v?.at);
+    if (!Number.isFinite(writerAt) || !Array.isArray(v.ids)) return;
+    const at = time(writerAt);
     for (const id of v.ids) {
       if (typeof id !== 'string') continue;
       if ((this.active.get(id) ?? 0) < at) this.active.set(id, at);
