@@ -2,8 +2,9 @@
  * API sessions across three controllers (real 3-member etcd, three real controllers, an inactivity
  * timeout of one minute): an MFA removal reaches every controller's copy of an API session, OIDC
  * API sessions keep their request activity off etcd while their refresh tokens rotate once for the
- * whole cluster, and a controller taking on a token it never saw refuses it once it has been idle
- * for the timeout anywhere (docs/cluster.md).
+ * whole cluster, a controller taking on a token it never saw refuses it once it has been idle
+ * for the timeout anywhere (counting a controller's final beat at a graceful stop) or was made
+ * before a disable of its identity (docs/cluster.md).
  */
 import t from 'tap';
 import { startEtcd, type EtcdCluster } from '../bench/lib/etcd.js';
@@ -244,6 +245,26 @@ t.test('etcd revisions per request kind', async (t) => {
   t.comment(`etcd revisions per request kind (activity beats aside: at most one per controller per ${BEAT_MS} ms):\n${table.map(([k, n]) => `  ${k}: ${n}`).join('\n')}`);
 });
 
+t.test('a controller started after an identity was disabled and enabled again refuses a token made before the disable', async (t) => {
+  const [A, B, C] = ctrls;
+  const iid = await user('disable-user');
+  const before = await login(A, 'disable-user');
+  t.equal((await as(A, before, 'GET', '/current-identity')).status, 200, 'made and used on A');
+  t.equal((await admins[2].post(`/identities/${iid}/disable`, { durationMinutes: 0 })).status, 200, 'disabled on C');
+  t.equal((await admins[2].post(`/identities/${iid}/enable`, {})).status, 200, 'enabled again on C');
+  const after = await login(A, 'disable-user');
+  for (const [name, srv] of [['A', A], ['B', B]] as const) {
+    await within(2000, async () => (await as(srv, before, 'GET', '/current-identity')).status === 401);
+    t.pass(`${name} refuses the token made before the disable`);
+  }
+  // D saw neither the disable nor the enable as news: it learns of the disable from etcd at start.
+  const D = await startServer(t, { env: { MESH_CLUSTER_ETCD: etcd.endpoints.join(','), MESH_CLUSTER_PREFIX: PREFIX, MESH_SESSION_TIMEOUT_MINUTES: String(TIMEOUT_MINUTES) } });
+  await within(2000, async () => (await as(D, after, 'GET', '/current-identity')).status === 200);
+  t.pass('D takes on a token made after the identity was enabled again');
+  t.equal((await as(D, before, 'GET', '/current-identity')).status, 401, 'D refuses the token made before the disable');
+  t.equal((await as(C, after, 'GET', '/current-identity')).status, 200, 'C takes on the token made after the enable');
+});
+
 // Last: every API session idles here, the admins' too.
 t.test('the inactivity timeout holds on a controller that never saw the token, and activity anywhere keeps it alive everywhere, also activity just before a graceful stop', async (t) => {
   const [A, B, C] = ctrls;
@@ -287,4 +308,17 @@ t.test('the inactivity timeout holds on a controller that never saw the token, a
   t.equal((await as(A, idle, 'GET', '/current-identity')).status, 401, 'and A, which made it');
   t.equal((await as(C, busyOnA, 'GET', '/current-identity')).status, 200, 'C takes on a token older than the timeout that A keeps busy');
   t.equal((await as(A, busyOnB, 'GET', '/current-identity')).status, 200, 'A keeps its copy of a token busy only on B');
+});
+
+// Last of all: etcd is gone afterwards.
+t.test('a graceful stop with every etcd member down does not wait for its final beat past its bound', async (t) => {
+  const C = ctrls[2];
+  // The admins' API sessions idled away in the test before.
+  for (let i = 0; i < ctrls.length; i++) admins[i] = await ctrls[i].login();
+  await user('stop-user');
+  const tok = await login(C, 'stop-user');
+  t.equal((await as(C, tok, 'GET', '/current-identity')).status, 200, 'used on C: its final beat has something to say');
+  for (let i = 0; i < 3; i++) await etcd.kill(i);
+  t.equal(await C.stop(), 0, 'C stopped with exit code 0 (a stop that hangs ends with 1 after 15 s)');
+  t.match(C.output, /could not write the final activity beat/, 'and said that the final beat was not written');
 });

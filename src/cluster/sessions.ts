@@ -36,7 +36,7 @@ import { tokenDigest, type TokenClaims } from '../auth/tokens.js';
 import { allowsPrimary, isDisabledAt, type PrimaryMethod } from '../auth/login-policy.js';
 import { mfaStateNow, sameMfaState, type MfaState } from '../auth/mfa.js';
 import { isLocal, packr, SESSION_NEWS_RETENTION_MS, type Cluster, type SessionNews } from './replica.js';
-import { watchPrefix } from './watch.js';
+import { prefixEnd, watchPrefix } from './watch.js';
 
 /** What a token says of its API session, beyond `sub` (identity) and `jti` (id). */
 interface Carried {
@@ -56,6 +56,11 @@ interface Carried {
   ip: string;
   /** created (ms) */
   c: number;
+  /**
+   * The etcd revision the maker's replica had applied: the token was made before a disable of its
+   * identity exactly when this is below the disable's revision, whatever the clocks say.
+   */
+  r?: number;
 }
 
 /** Revoked ids are remembered here this long (the news keys live as long in etcd). */
@@ -65,6 +70,8 @@ const IDS_PER_BEAT_KEY = 20_000;
 
 /** A regular beat waits for etcd for one interval, at least this long (ms). */
 const CALL_TIMEOUT_MS = 5000;
+/** How long a start waits for the identity disables in etcd before it goes on without them. */
+const FIRST_READ_WAIT_MS = 5000;
 /** How long a stop waits for etcd to take its final activity beat. */
 const FINAL_BEAT_WAIT_MS = 2000;
 
@@ -74,8 +81,12 @@ export const beatInterval = (timeoutMs: number) => Math.min(60_000, Math.max(100
 export class SharedSessions {
   /** API session id → when the revocation stops mattering (ms). */
   private readonly revoked = new Map<string, number>();
-  /** Identity id → every API session made until then (ms) is over; and when that stops mattering. */
-  private readonly identities = new Map<string, { at: number; until: number }>();
+  /**
+   * Identity id → its latest disable (news): every API session made before it is over (made by a
+   * controller that had not applied `revision`, or, for a token that does not say, until `at`);
+   * and when that stops mattering.
+   */
+  private readonly identities = new Map<string, { at: number; revision: number; until: number }>();
   /** Latest MFA state of API sessions, as news said (applied to a copy taken on later). */
   private readonly states = new Map<string, SessionNews['states'][number] & { until: number }>();
   /** API session id → the latest activity beat (any controller's) that named it (ms). */
@@ -102,9 +113,10 @@ export class SharedSessions {
     this.beatDir = `${cluster.keys.prefix}/activity/`;
   }
 
-  start() {
+  /** Resolves once the identity disables etcd keeps were read (or the first attempt failed). */
+  async start(): Promise<void> {
     this.sessions.shared = {
-      claims: (s) => ({ z_as: { a: s.authenticatorId, m: s.method, ps: s.primarySignerId, es: s.extJwtSignerId, ct: s.configTypes, mr: s.isMfaRequired, ip: s.ipAddress, c: s.createdAt } satisfies Carried }),
+      claims: (s) => ({ z_as: { a: s.authenticatorId, m: s.method, ps: s.primarySignerId, es: s.extJwtSignerId, ct: s.configTypes, mr: s.isMfaRequired, ip: s.ipAddress, c: s.createdAt, r: this.cluster.applied } satisfies Carried }),
       learn: (claims, token) => this.learn(claims, token),
       beatMs: this.beatMs,
     };
@@ -116,6 +128,38 @@ export class SharedSessions {
     this.beatTimer = setInterval(() => this.beat(), this.beatMs);
     this.beatTimer.unref();
     void this.followBeats();
+    const first = this.readDisables();
+    // Tokens are taken on only once they were read (a token made before a disable would pass);
+    // with etcd failing now, this controller goes on and reads them as soon as etcd answers.
+    await Promise.race([first, new Promise((r) => setTimeout(r, FIRST_READ_WAIT_MS).unref())]);
+  }
+
+  /**
+   * The identity disables etcd still keeps (`~revoked-identity/`, 25 hours): news only tells of
+   * those put while this controller watches, and a restart forgets them.
+   */
+  private async readDisables(): Promise<void> {
+    const dir = `${this.cluster.keys.records}~revoked-identity/`;
+    for (let attempt = 1; !this.closed; attempt++) {
+      try {
+        const res = await this.cluster.client.kv.range({ key: Buffer.from(dir), range_end: Buffer.from(prefixEnd(dir)) });
+        const identities: SessionNews['identities'] = [];
+        for (const kv of res.kvs) {
+          let at = 0;
+          try {
+            at = Number((packr.unpack(kv.value) as { at?: unknown })?.at ?? 0);
+          } catch {
+            // Its revision still tells.
+          }
+          identities.push({ id: kv.key.toString().slice(dir.length), at, revision: Number(kv.mod_revision) });
+        }
+        if (!this.closed) this.news({ revoked: [], identities, states: [], sessions: [] });
+        return;
+      } catch (e) {
+        if (attempt === 1) this.log.warn({ err: String((e as Error).message ?? e) }, 'cluster: could not read the identity disables; trying again');
+        await new Promise((r) => setTimeout(r, 1000).unref());
+      }
+    }
   }
 
   /**
@@ -227,7 +271,8 @@ export class SharedSessions {
     // Older than the revocations etcd keeps: it could have been revoked unseen. Log in again.
     if (c.c < now - SESSION_NEWS_RETENTION_MS) return undefined;
     if (this.revoked.has(claims.jti)) return undefined;
-    if ((this.identities.get(claims.sub)?.at ?? -1) >= c.c) return undefined;
+    const disabled = this.identities.get(claims.sub);
+    if (disabled && (typeof c.r === 'number' ? c.r < disabled.revision : disabled.at >= c.c)) return undefined;
     const identity = this.store.get('identities', claims.sub);
     if (!identity || isDisabledAt(identity)) return undefined;
     const authenticator = this.store.get('authenticators', c.a);
@@ -276,7 +321,7 @@ export class SharedSessions {
     const until = Date.now() + SESSION_NEWS_RETENTION_MS;
     for (const r of news.revoked) this.revoked.set(r.id, until);
     for (const s of news.states) this.states.set(s.id, { ...s, until });
-    for (const i of news.identities) if ((this.identities.get(i.id)?.at ?? -1) < i.at) this.identities.set(i.id, { at: i.at, until });
+    for (const i of news.identities) if ((this.identities.get(i.id)?.revision ?? -1) < i.revision) this.identities.set(i.id, { at: i.at, revision: i.revision, until });
     const ended = news.revoked.map((r) => r.id);
     const states = news.states;
     // Ended through the log (nothing to revoke again), so the sessions made here under them are
