@@ -245,7 +245,7 @@ t.test('etcd revisions per request kind', async (t) => {
   t.comment(`etcd revisions per request kind (activity beats aside: at most one per controller per ${BEAT_MS} ms):\n${table.map(([k, n]) => `  ${k}: ${n}`).join('\n')}`);
 });
 
-t.test('a controller started after an identity was disabled and enabled again refuses a token made before the disable', async (t) => {
+t.test('a controller started after a logout and after an identity was disabled and enabled again refuses the tokens they ended', async (t) => {
   const [A, B, C] = ctrls;
   const iid = await user('disable-user');
   const before = await login(A, 'disable-user');
@@ -253,15 +253,18 @@ t.test('a controller started after an identity was disabled and enabled again re
   t.equal((await admins[2].post(`/identities/${iid}/disable`, { durationMinutes: 0 })).status, 200, 'disabled on C');
   t.equal((await admins[2].post(`/identities/${iid}/enable`, {})).status, 200, 'enabled again on C');
   const after = await login(A, 'disable-user');
+  const loggedOut = await login(A, 'disable-user');
+  t.equal((await as(A, loggedOut, 'DELETE', '/current-api-session')).status, 200, 'another one made after the enable is logged out on A');
   for (const [name, srv] of [['A', A], ['B', B]] as const) {
     await within(2000, async () => (await as(srv, before, 'GET', '/current-identity')).status === 401);
     t.pass(`${name} refuses the token made before the disable`);
   }
-  // D saw neither the disable nor the enable as news: it learns of the disable from etcd at start.
+  // D heard none of it as news: it learns of the logout and the disable from etcd at start.
   const D = await startServer(t, { env: { MESH_CLUSTER_ETCD: etcd.endpoints.join(','), MESH_CLUSTER_PREFIX: PREFIX, MESH_SESSION_TIMEOUT_MINUTES: String(TIMEOUT_MINUTES) } });
   await within(2000, async () => (await as(D, after, 'GET', '/current-identity')).status === 200);
   t.pass('D takes on a token made after the identity was enabled again');
   t.equal((await as(D, before, 'GET', '/current-identity')).status, 401, 'D refuses the token made before the disable');
+  t.equal((await as(D, loggedOut, 'GET', '/current-identity')).status, 401, 'D refuses the token logged out before it started');
   t.equal((await as(C, after, 'GET', '/current-identity')).status, 200, 'C takes on the token made after the enable');
 });
 

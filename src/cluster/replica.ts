@@ -714,7 +714,7 @@ export class Cluster implements WriteLog {
   }
 
   /** `unseen`: the key is newer than what this controller applied before (a full load reads all). */
-  private parseNews(kv: { key: Buffer; value: Buffer; mod_revision: number | string }, news: SessionNews, unseen: boolean) {
+  parseNews(kv: { key: Buffer; value: Buffer; mod_revision: number | string }, news: SessionNews, unseen: boolean) {
     const rest = kv.key.toString().slice(this.keys.records.length);
     try {
       if (rest.startsWith('~revoked/')) {

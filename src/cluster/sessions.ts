@@ -70,7 +70,7 @@ const IDS_PER_BEAT_KEY = 20_000;
 
 /** A regular beat waits for etcd for one interval, at least this long (ms). */
 const CALL_TIMEOUT_MS = 5000;
-/** How long a start waits for the identity disables in etcd before it goes on without them. */
+/** How long a start waits for the API-session news in etcd before it goes on without it. */
 const FIRST_READ_WAIT_MS = 5000;
 /** How long a stop waits for etcd to take its final activity beat. */
 const FINAL_BEAT_WAIT_MS = 2000;
@@ -113,7 +113,7 @@ export class SharedSessions {
     this.beatDir = `${cluster.keys.prefix}/activity/`;
   }
 
-  /** Resolves once the identity disables etcd keeps were read (or the first attempt failed). */
+  /** Resolves once the API-session news etcd keeps was read (or etcd did not answer in time). */
   async start(): Promise<void> {
     this.sessions.shared = {
       claims: (s) => ({ z_as: { a: s.authenticatorId, m: s.method, ps: s.primarySignerId, es: s.extJwtSignerId, ct: s.configTypes, mr: s.isMfaRequired, ip: s.ipAddress, c: s.createdAt, r: this.cluster.applied } satisfies Carried }),
@@ -128,35 +128,36 @@ export class SharedSessions {
     this.beatTimer = setInterval(() => this.beat(), this.beatMs);
     this.beatTimer.unref();
     void this.followBeats();
-    const first = this.readDisables();
-    // Tokens are taken on only once they were read (a token made before a disable would pass);
-    // with etcd failing now, this controller goes on and reads them as soon as etcd answers.
+    const first = this.readNews();
+    // Tokens are taken on only once it was read (a token logged out or made before a disable would
+    // pass); with etcd failing now, this controller goes on and reads it as soon as etcd answers.
     await Promise.race([first, new Promise((r) => setTimeout(r, FIRST_READ_WAIT_MS).unref())]);
   }
 
   /**
-   * The identity disables etcd still keeps (`~revoked-identity/`, 25 hours): news only tells of
-   * those put while this controller watches, and a restart forgets them.
+   * The news of API sessions etcd still keeps (25 hours): API sessions ended, identities disabled,
+   * MFA states. The watch tells only of what is put while this controller listens, and a restart
+   * forgets what it told.
    */
-  private async readDisables(): Promise<void> {
-    const dir = `${this.cluster.keys.records}~revoked-identity/`;
+  private async readNews(): Promise<void> {
     for (let attempt = 1; !this.closed; attempt++) {
       try {
-        const res = await this.cluster.client.kv.range({ key: Buffer.from(dir), range_end: Buffer.from(prefixEnd(dir)) });
-        const identities: SessionNews['identities'] = [];
-        for (const kv of res.kvs) {
-          let at = 0;
-          try {
-            at = Number((packr.unpack(kv.value) as { at?: unknown })?.at ?? 0);
-          } catch {
-            // Its revision still tells.
+        const news: SessionNews = { revoked: [], identities: [], states: [], sessions: [] };
+        for (const kind of ['~revoked/', '~revoked-identity/', '~as/']) {
+          const prefix = this.cluster.keys.records + kind;
+          const end = Buffer.from(prefixEnd(prefix));
+          let from = Buffer.from(prefix);
+          for (;;) {
+            const page = await this.cluster.client.kv.range({ key: from, range_end: end, limit: 2000 });
+            for (const kv of page.kvs) this.cluster.parseNews(kv, news, false);
+            if (!page.more || page.kvs.length === 0) break;
+            from = Buffer.concat([page.kvs[page.kvs.length - 1].key, Buffer.from([0])]);
           }
-          identities.push({ id: kv.key.toString().slice(dir.length), at, revision: Number(kv.mod_revision) });
         }
-        if (!this.closed) this.news({ revoked: [], identities, states: [], sessions: [] });
+        if (!this.closed) this.news(news);
         return;
       } catch (e) {
-        if (attempt === 1) this.log.warn({ err: String((e as Error).message ?? e) }, 'cluster: could not read the identity disables; trying again');
+        if (attempt === 1) this.log.warn({ err: String((e as Error).message ?? e) }, 'cluster: could not read the API-session news; trying again');
         await new Promise((r) => setTimeout(r, 1000).unref());
       }
     }
