@@ -23,7 +23,10 @@
  *   that served requests puts one leased key `P/activity/<uuid>` naming the API sessions used here
  *   since the last beat, so a controller taking on a token it never saw knows when it was last used
  *   anywhere (within one beat), and refuses it once it has been idle for the timeout. The cost is at
- *   most one etcd write per controller per beat, whatever the request rate.
+ *   most one etcd write per controller per beat, whatever the request rate. A graceful stop puts a
+ *   final beat; a beat counts from when the reader receives it (its own clock).
+ * - At start, before taking on any token, a controller reads the news etcd still keeps (its watch
+ *   told only of what was put while it listened).
  * - MFA removed: the identity's record changes on every controller; each one drops the MFA pass of
  *   its own copies (`mfaStateNow`), and a copy taken on later gets its MFA state checked the same
  *   way against the identity's MFA record.
