@@ -126,7 +126,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   await keys.start();
   sessions.keys = keys;
   // Cluster mode: API sessions stay on this controller; tokens and revocations cross (docs/cluster.md).
-  const sharedSessions = join && cluster ? join.shareSessions(store, cluster, sessions, clusterLog) : undefined;
+  const sharedSessions = join && cluster ? await join.shareSessions(store, cluster, sessions, clusterLog) : undefined;
   const ended = await sessions.endPlainTokenSessions();
   if (ended) log.info({ ended }, 'ended API sessions stored with a plain token');
   // Built on the main thread: it reads only index keys and policies (no entity records); the
@@ -205,6 +205,8 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     app.traces.close();
     await events.close();
     await sessions.close();
+    // Its final activity beat names what sessions.close() just flushed; the store closes etcd.
+    await sharedSessions?.close();
     keys.close();
     oidc.close();
     policy.close();

@@ -2,8 +2,9 @@
  * API sessions across three controllers (real 3-member etcd, three real controllers, an inactivity
  * timeout of one minute): an MFA removal reaches every controller's copy of an API session, OIDC
  * API sessions keep their request activity off etcd while their refresh tokens rotate once for the
- * whole cluster, and a controller taking on a token it never saw refuses it once it has been idle
- * for the timeout anywhere (docs/cluster.md).
+ * whole cluster, a controller taking on a token it never saw refuses it once it has been idle
+ * for the timeout anywhere (counting a controller's final beat at a graceful stop) or was made
+ * before a disable of its identity (docs/cluster.md).
  */
 import t from 'tap';
 import { startEtcd, type EtcdCluster } from '../bench/lib/etcd.js';
@@ -244,25 +245,83 @@ t.test('etcd revisions per request kind', async (t) => {
   t.comment(`etcd revisions per request kind (activity beats aside: at most one per controller per ${BEAT_MS} ms):\n${table.map(([k, n]) => `  ${k}: ${n}`).join('\n')}`);
 });
 
+t.test('a controller started after a logout and after an identity was disabled and enabled again refuses the tokens they ended', async (t) => {
+  const [A, B, C] = ctrls;
+  const iid = await user('disable-user');
+  const before = await login(A, 'disable-user');
+  t.equal((await as(A, before, 'GET', '/current-identity')).status, 200, 'made and used on A');
+  t.equal((await admins[2].post(`/identities/${iid}/disable`, { durationMinutes: 0 })).status, 200, 'disabled on C');
+  t.equal((await admins[2].post(`/identities/${iid}/enable`, {})).status, 200, 'enabled again on C');
+  const after = await login(A, 'disable-user');
+  const loggedOut = await login(A, 'disable-user');
+  t.equal((await as(A, loggedOut, 'DELETE', '/current-api-session')).status, 200, 'another one made after the enable is logged out on A');
+  for (const [name, srv] of [['A', A], ['B', B]] as const) {
+    await within(2000, async () => (await as(srv, before, 'GET', '/current-identity')).status === 401);
+    t.pass(`${name} refuses the token made before the disable`);
+  }
+  // D heard none of it as news: it learns of the logout and the disable from etcd at start.
+  const D = await startServer(t, { env: { MESH_CLUSTER_ETCD: etcd.endpoints.join(','), MESH_CLUSTER_PREFIX: PREFIX, MESH_SESSION_TIMEOUT_MINUTES: String(TIMEOUT_MINUTES) } });
+  await within(2000, async () => (await as(D, after, 'GET', '/current-identity')).status === 200);
+  t.pass('D takes on a token made after the identity was enabled again');
+  t.equal((await as(D, before, 'GET', '/current-identity')).status, 401, 'D refuses the token made before the disable');
+  t.equal((await as(D, loggedOut, 'GET', '/current-identity')).status, 401, 'D refuses the token logged out before it started');
+  t.equal((await as(C, after, 'GET', '/current-identity')).status, 200, 'C takes on the token made after the enable');
+});
+
 // Last: every API session idles here, the admins' too.
-t.test('the inactivity timeout holds on a controller that never saw the token, and activity anywhere keeps it alive everywhere', async (t) => {
+t.test('the inactivity timeout holds on a controller that never saw the token, and activity anywhere keeps it alive everywhere, also activity just before a graceful stop', async (t) => {
   const [A, B, C] = ctrls;
   await user('idle-user');
+  // D stops gracefully during the test: its final beat names what was used on it since its last.
+  const D = await startServer(t, { env: { MESH_CLUSTER_ETCD: etcd.endpoints.join(','), MESH_CLUSTER_PREFIX: PREFIX, MESH_SESSION_TIMEOUT_MINUTES: String(TIMEOUT_MINUTES) } });
   const idle = await login(A, 'idle-user');
   const busyOnA = await login(A, 'idle-user');
   const busyOnB = await login(A, 'idle-user');
+  const usedBeforeStop = await login(D, 'idle-user');
+  const usedEarlierOnD = await login(D, 'idle-user');
   t.equal((await as(B, busyOnB, 'GET', '/current-identity')).status, 200, 'B takes on busyOnB');
   t.equal((await as(A, idle, 'GET', '/current-identity')).status, 200, 'idle is used once, on A');
+  for (const tok of [usedBeforeStop, usedEarlierOnD]) t.equal((await as(D, tok, 'GET', '/current-identity')).status, 200, 'used on D');
   const idleSince = Date.now();
+  // Used on D again well after its regular beats named the first use, then D stops; B, which never
+  // saw the token, is asked just before the timeout has passed since that last use. Without the
+  // final beat B would know only of the first use, over the timeout ago by then (as for
+  // usedEarlierOnD, refused).
+  const STOP_AFTER_MS = 2 * BEAT_MS + 3000;
+  const MARGIN_MS = 5000;
+  const stopping = (async () => {
+    await sleep(STOP_AFTER_MS);
+    const lastUse = Date.now();
+    t.equal((await as(D, usedBeforeStop, 'GET', '/current-identity')).status, 200, 'used on D once more');
+    t.equal(await D.stop(), 0, 'D stopped gracefully (SIGTERM)');
+    t.notOk(/could not write the final activity beat/.test(D.output), 'D put its final beat');
+    await sleep(lastUse + TIMEOUT_MINUTES * 60_000 - MARGIN_MS - Date.now());
+    t.equal((await as(B, usedBeforeStop, 'GET', '/current-identity')).status, 200, 'B takes on the token used on D just before D stopped, once the timeout less a little has passed since');
+    t.equal((await as(B, usedEarlierOnD, 'GET', '/current-identity')).status, 401, "B refuses D's token named only by D's regular beats (idle for longer than the timeout)");
+  })();
   // Past the timeout plus a beat and a sweep, with the two busy tokens used meanwhile (busyOnB on B only).
   while (Date.now() - idleSince < TIMEOUT_MINUTES * 60_000 + BEAT_MS + 5000) {
     t.equal((await as(A, busyOnA, 'GET', '/current-identity')).status, 200);
     t.equal((await as(B, busyOnB, 'GET', '/current-identity')).status, 200);
     await sleep(BEAT_MS / 2);
   }
+  await stopping;
   t.equal((await as(C, idle, 'GET', '/current-identity')).status, 401, 'C, which never saw it, refuses the idle token');
   t.equal((await as(B, idle, 'GET', '/current-identity')).status, 401, 'so does B');
   t.equal((await as(A, idle, 'GET', '/current-identity')).status, 401, 'and A, which made it');
   t.equal((await as(C, busyOnA, 'GET', '/current-identity')).status, 200, 'C takes on a token older than the timeout that A keeps busy');
   t.equal((await as(A, busyOnB, 'GET', '/current-identity')).status, 200, 'A keeps its copy of a token busy only on B');
+});
+
+// Last of all: etcd is gone afterwards.
+t.test('a graceful stop with every etcd member down does not wait for its final beat past its bound', async (t) => {
+  const C = ctrls[2];
+  // The admins' API sessions idled away in the test before.
+  for (let i = 0; i < ctrls.length; i++) admins[i] = await ctrls[i].login();
+  await user('stop-user');
+  const tok = await login(C, 'stop-user');
+  t.equal((await as(C, tok, 'GET', '/current-identity')).status, 200, 'used on C: its final beat has something to say');
+  for (let i = 0; i < 3; i++) await etcd.kill(i);
+  t.equal(await C.stop(), 0, 'C stopped with exit code 0 (a stop that hangs ends with 1 after 15 s)');
+  t.match(C.output, /could not write the final activity beat/, 'and said that the final beat was not written');
 });

@@ -18,9 +18,9 @@ import { SharedSessions } from './sessions.js';
 export { prepareReplicaDir } from './replica-dir.js';
 
 /** API sessions and sessions stay on the controller holding them; their tokens and revocations cross (sessions.ts). */
-export function shareSessions(store: Store, cluster: Cluster, sessions: ApiSessions, log: Logger): SharedSessions {
+export async function shareSessions(store: Store, cluster: Cluster, sessions: ApiSessions, log: Logger): Promise<SharedSessions> {
   const shared = new SharedSessions(store, cluster, sessions, log);
-  shared.start();
+  await shared.start();
   return shared;
 }
 

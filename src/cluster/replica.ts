@@ -91,8 +91,12 @@ const NEWS_LEASE_SLICE_MS = 3600_000;
 export interface SessionNews {
   /** API sessions ended (id → identity id). */
   revoked: { id: string; identityId: string; at: number }[];
-  /** Identities whose API sessions made until `at` (ms) are all ended. */
-  identities: { id: string; at: number }[];
+  /**
+   * Identities whose API sessions made before the disable are all ended: made by a controller
+   * whose replica had not applied `revision` (the news key's), or, for a token that does not say,
+   * until `at` (ms, the disabling controller's clock).
+   */
+  identities: { id: string; at: number; revision: number }[];
   /** API sessions whose MFA state changed. */
   states: { id: string; isMfaRequired: boolean; isMfaComplete: boolean; mfaPassedAt?: number }[];
   /** Sessions (dial/bind) another controller deleted: its id, and the `jti` of its token. */
@@ -710,7 +714,7 @@ export class Cluster implements WriteLog {
   }
 
   /** `unseen`: the key is newer than what this controller applied before (a full load reads all). */
-  private parseNews(kv: { key: Buffer; value: Buffer }, news: SessionNews, unseen: boolean) {
+  parseNews(kv: { key: Buffer; value: Buffer; mod_revision: number | string }, news: SessionNews, unseen: boolean) {
     const rest = kv.key.toString().slice(this.keys.records.length);
     try {
       if (rest.startsWith('~revoked/')) {
@@ -718,7 +722,7 @@ export class Cluster implements WriteLog {
         news.revoked.push({ id: rest.slice('~revoked/'.length), identityId: String(v?.identityId ?? ''), at: Number(v?.at ?? 0) });
       } else if (rest.startsWith('~revoked-identity/')) {
         const v = packr.unpack(kv.value) as { at?: unknown };
-        news.identities.push({ id: rest.slice('~revoked-identity/'.length), at: Number(v?.at ?? 0) });
+        news.identities.push({ id: rest.slice('~revoked-identity/'.length), at: Number(v?.at ?? 0), revision: Number(kv.mod_revision) });
       } else if (rest.startsWith('~as/')) {
         const v = packr.unpack(kv.value) as SessionNews['states'][number];
         news.states.push({ id: rest.slice('~as/'.length), isMfaRequired: v?.isMfaRequired === true, isMfaComplete: v?.isMfaComplete === true, mfaPassedAt: typeof v?.mfaPassedAt === 'number' ? v.mfaPassedAt : undefined });

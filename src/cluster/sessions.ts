@@ -23,7 +23,10 @@
  *   that served requests puts one leased key `P/activity/<uuid>` naming the API sessions used here
  *   since the last beat, so a controller taking on a token it never saw knows when it was last used
  *   anywhere (within one beat), and refuses it once it has been idle for the timeout. The cost is at
- *   most one etcd write per controller per beat, whatever the request rate.
+ *   most one etcd write per controller per beat, whatever the request rate. A graceful stop puts a
+ *   final beat; a beat counts from when the reader receives it (its own clock).
+ * - At start, before taking on any token, a controller reads the news etcd still keeps (its watch
+ *   told only of what was put while it listened).
  * - MFA removed: the identity's record changes on every controller; each one drops the MFA pass of
  *   its own copies (`mfaStateNow`), and a copy taken on later gets its MFA state checked the same
  *   way against the identity's MFA record.
@@ -36,7 +39,7 @@ import { tokenDigest, type TokenClaims } from '../auth/tokens.js';
 import { allowsPrimary, isDisabledAt, type PrimaryMethod } from '../auth/login-policy.js';
 import { mfaStateNow, sameMfaState, type MfaState } from '../auth/mfa.js';
 import { isLocal, packr, SESSION_NEWS_RETENTION_MS, type Cluster, type SessionNews } from './replica.js';
-import { watchPrefix } from './watch.js';
+import { prefixEnd, watchPrefix } from './watch.js';
 
 /** What a token says of its API session, beyond `sub` (identity) and `jti` (id). */
 interface Carried {
@@ -56,6 +59,11 @@ interface Carried {
   ip: string;
   /** created (ms) */
   c: number;
+  /**
+   * The etcd revision the maker's replica had applied: the token was made before a disable of its
+   * identity exactly when this is below the disable's revision, whatever the clocks say.
+   */
+  r?: number;
 }
 
 /** Revoked ids are remembered here this long (the news keys live as long in etcd). */
@@ -63,14 +71,25 @@ const PURGE_MS = 60_000;
 /** API sessions named per activity key (about 30 bytes each: well under etcd's request limit). */
 const IDS_PER_BEAT_KEY = 20_000;
 
+/** A regular beat waits for etcd for one interval, at least this long (ms). */
+const CALL_TIMEOUT_MS = 5000;
+/** How long a start waits for the API-session news in etcd before it goes on without it. */
+const FIRST_READ_WAIT_MS = 5000;
+/** How long a stop waits for etcd to take its final activity beat. */
+const FINAL_BEAT_WAIT_MS = 2000;
+
 /** The interval of activity beats for an inactivity timeout: a tenth of it, from 1 s to 60 s. */
 export const beatInterval = (timeoutMs: number) => Math.min(60_000, Math.max(1000, Math.floor(timeoutMs / 10)));
 
 export class SharedSessions {
   /** API session id → when the revocation stops mattering (ms). */
   private readonly revoked = new Map<string, number>();
-  /** Identity id → every API session made until then (ms) is over; and when that stops mattering. */
-  private readonly identities = new Map<string, { at: number; until: number }>();
+  /**
+   * Identity id → its latest disable (news): every API session made before it is over (made by a
+   * controller that had not applied `revision`, or, for a token that does not say, until `at`);
+   * and when that stops mattering.
+   */
+  private readonly identities = new Map<string, { at: number; revision: number; until: number }>();
   /** Latest MFA state of API sessions, as news said (applied to a copy taken on later). */
   private readonly states = new Map<string, SessionNews['states'][number] & { until: number }>();
   /** API session id → the latest activity beat (any controller's) that named it (ms). */
@@ -79,6 +98,9 @@ export class SharedSessions {
   private beatTimer?: NodeJS.Timeout;
   private watch?: { close(): void };
   private closed = false;
+  /** The regular beat in flight, if any. */
+  private beating: Promise<void> = Promise.resolve();
+  private inFlight = false;
   /** Told of sessions another controller deleted (their ids), to tell this controller's routers. */
   onSessionsRemoved?: (ids: string[]) => void;
   readonly beatMs: number;
@@ -94,9 +116,10 @@ export class SharedSessions {
     this.beatDir = `${cluster.keys.prefix}/activity/`;
   }
 
-  start() {
+  /** Resolves once the API-session news etcd keeps was read (or etcd did not answer in time). */
+  async start(): Promise<void> {
     this.sessions.shared = {
-      claims: (s) => ({ z_as: { a: s.authenticatorId, m: s.method, ps: s.primarySignerId, es: s.extJwtSignerId, ct: s.configTypes, mr: s.isMfaRequired, ip: s.ipAddress, c: s.createdAt } satisfies Carried }),
+      claims: (s) => ({ z_as: { a: s.authenticatorId, m: s.method, ps: s.primarySignerId, es: s.extJwtSignerId, ct: s.configTypes, mr: s.isMfaRequired, ip: s.ipAddress, c: s.createdAt, r: this.cluster.applied } satisfies Carried }),
       learn: (claims, token) => this.learn(claims, token),
       beatMs: this.beatMs,
     };
@@ -105,38 +128,95 @@ export class SharedSessions {
     this.store.on('change', (events: ChangeEvent[]) => this.changed(events));
     this.timer = setInterval(() => this.purge(), PURGE_MS);
     this.timer.unref();
-    this.beatTimer = setInterval(() => void this.beat(), this.beatMs);
+    this.beatTimer = setInterval(() => this.beat(), this.beatMs);
     this.beatTimer.unref();
     void this.followBeats();
+    const first = this.readNews();
+    // Tokens are taken on only once it was read (a token logged out or made before a disable would
+    // pass); with etcd failing now, this controller goes on and reads it as soon as etcd answers.
+    await Promise.race([first, new Promise((r) => setTimeout(r, FIRST_READ_WAIT_MS).unref())]);
   }
 
-  close() {
+  /**
+   * The news of API sessions etcd still keeps (25 hours): API sessions ended, identities disabled,
+   * MFA states. The watch tells only of what is put while this controller listens, and a restart
+   * forgets what it told.
+   */
+  private async readNews(): Promise<void> {
+    for (let attempt = 1; !this.closed; attempt++) {
+      try {
+        const news: SessionNews = { revoked: [], identities: [], states: [], sessions: [] };
+        for (const kind of ['~revoked/', '~revoked-identity/', '~as/']) {
+          const prefix = this.cluster.keys.records + kind;
+          const end = Buffer.from(prefixEnd(prefix));
+          let from = Buffer.from(prefix);
+          for (;;) {
+            const page = await this.cluster.client.kv.range({ key: from, range_end: end, limit: 2000 });
+            for (const kv of page.kvs) this.cluster.parseNews(kv, news, false);
+            if (!page.more || page.kvs.length === 0) break;
+            from = Buffer.concat([page.kvs[page.kvs.length - 1].key, Buffer.from([0])]);
+          }
+        }
+        if (!this.closed) this.news(news);
+        return;
+      } catch (e) {
+        if (attempt === 1) this.log.warn({ err: String((e as Error).message ?? e) }, 'cluster: could not read the API-session news; trying again');
+        await new Promise((r) => setTimeout(r, 1000).unref());
+      }
+    }
+  }
+
+  /**
+   * Stop, after putting the final beat: the API sessions used here since the last beat would
+   * otherwise look idle elsewhere up to a beat early. Call it once requests have stopped and their
+   * activity was flushed (ApiSessions.close), before the etcd client closes; with etcd unreachable
+   * it gives up after FINAL_BEAT_WAIT_MS, so a stop never hangs on it.
+   */
+  async close(): Promise<void> {
+    if (this.closed) return;
     this.closed = true;
     clearInterval(this.timer);
     clearInterval(this.beatTimer);
     this.watch?.close();
+    let timer: NodeJS.Timeout | undefined;
+    const waited = new Promise<void>((r) => (timer = setTimeout(r, FINAL_BEAT_WAIT_MS)));
+    // A beat in flight gives its ids back when etcd fails it: the final one then carries them.
+    const final = this.beating.then(() => this.putBeat(this.sessions.takeUsed(), Date.now() + FINAL_BEAT_WAIT_MS));
+    await Promise.race([final, waited.then(() => Promise.reject(new Error(`etcd did not answer within ${FINAL_BEAT_WAIT_MS} ms`)))])
+      .catch((e) => this.log.warn({ err: String((e as Error).message ?? e) }, 'cluster: could not write the final activity beat; API sessions used since the last one may look idle elsewhere up to a beat early'))
+      .finally(() => clearTimeout(timer));
     this.cluster.onSessionNews = undefined;
     this.sessions.shared = undefined;
     this.sessions.used = undefined;
   }
 
   /** Tell the other controllers which API sessions were used here since the last beat. */
-  private async beat(): Promise<void> {
+  private beat() {
+    // One at a time: while one waits for etcd, what is used meanwhile goes with the next.
+    if (this.closed || this.inFlight) return;
     const ids = this.sessions.takeUsed();
-    if (ids.length === 0 || this.closed) return;
-    // The beat's time, not each request's: a controller reading it takes the API session as used
-    // until then, so it is refused at most one beat later than on a single node, never too early.
+    this.inFlight = true;
+    this.beating = this.putBeat(ids, Date.now() + Math.max(this.beatMs, CALL_TIMEOUT_MS))
+      .catch((e) => {
+        // etcd unreachable: they go with the next beat.
+        for (const id of ids) this.sessions.used?.add(id);
+        this.log.warn({ err: String((e as Error).message ?? e) }, 'cluster: could not write an activity beat; trying with the next one');
+      })
+      .finally(() => (this.inFlight = false));
+  }
+
+  /** Put one beat naming `ids` (none: nothing to put), giving up at `deadline` (ms). */
+  private async putBeat(ids: string[], deadline: number): Promise<void> {
+    if (ids.length === 0) return;
+    // The beat's time, not each request's: the API sessions count as used until then, so they are
+    // refused at most one beat later than on a single node, never too early. Only a controller
+    // reading the key at its start uses it (clamped to its own clock); a watching one takes the
+    // time it receives the beat.
     const at = Date.now();
-    try {
-      // The key is worth keeping until an API session it names would be idle anyway.
-      const lease = await this.cluster.client.lease(Math.ceil((this.sessions.timeoutMs + 2 * this.beatMs) / 1000), { autoKeepAlive: false }).grant();
-      for (let i = 0; i < ids.length; i += IDS_PER_BEAT_KEY) {
-        await this.cluster.client.kv.put({ key: Buffer.from(`${this.beatDir}${randomUUID()}`), value: packr.pack({ at, ids: ids.slice(i, i + IDS_PER_BEAT_KEY) }), lease });
-      }
-    } catch (e) {
-      // etcd unreachable: they go with the next beat.
-      for (const id of ids) this.sessions.used?.add(id);
-      this.log.warn({ err: String((e as Error).message ?? e) }, 'cluster: could not write an activity beat; trying with the next one');
+    // The key is worth keeping until an API session it names would be idle anyway.
+    const lease = await this.cluster.client.lease(Math.ceil((this.sessions.timeoutMs + 2 * this.beatMs) / 1000), { autoKeepAlive: false, deadline }).grant();
+    for (let i = 0; i < ids.length; i += IDS_PER_BEAT_KEY) {
+      await this.cluster.client.kv.put({ key: Buffer.from(`${this.beatDir}${randomUUID()}`), value: packr.pack({ at, ids: ids.slice(i, i + IDS_PER_BEAT_KEY) }), lease }, { deadline });
     }
   }
 
@@ -146,11 +226,18 @@ export class SharedSessions {
       try {
         const end = this.beatDir.slice(0, -1) + '0';
         const res = await this.cluster.client.kv.range({ key: Buffer.from(this.beatDir), range_end: Buffer.from(end) });
-        for (const kv of res.kvs) this.heard(kv);
+        // Beats put before this controller watched: their writer's time, but never later than
+        // now here (a writer's clock ahead would keep its API sessions alive longer).
+        const now = Date.now();
+        for (const kv of res.kvs) this.heard(kv, (at) => Math.min(at, now));
         if (this.closed) return;
         this.watch = watchPrefix(this.cluster.client, this.beatDir, Number(res.header.revision) + 1, {
+          // A beat as it arrives: used until now by this controller's clock, whatever the
+          // writer's (later than the real use by the watch latency: refused that much later at
+          // most, never too early).
           events: (events) => {
-            for (const ev of events) if (ev.type === 'Put') this.heard(ev.kv);
+            const now = Date.now();
+            for (const ev of events) if (ev.type === 'Put') this.heard(ev.kv, () => now);
           },
           compacted: () => void this.followBeats(),
         });
@@ -162,15 +249,17 @@ export class SharedSessions {
     }
   }
 
-  private heard(kv: { value: Buffer }) {
+  /** One beat: the API sessions it names were used until `time(its writer's time)` here. */
+  private heard(kv: { value: Buffer }, time: (writerAt: number) => number) {
     let v: { at?: unknown; ids?: unknown };
     try {
       v = packr.unpack(kv.value) as typeof v;
     } catch {
       return;
     }
-    const at = Number(v?.at);
-    if (!Number.isFinite(at) || !Array.isArray(v.ids)) return;
+    const writerAt = Number(v?.at);
+    if (!Number.isFinite(writerAt) || !Array.isArray(v.ids)) return;
+    const at = time(writerAt);
     for (const id of v.ids) {
       if (typeof id !== 'string') continue;
       if ((this.active.get(id) ?? 0) < at) this.active.set(id, at);
@@ -186,7 +275,8 @@ export class SharedSessions {
     // Older than the revocations etcd keeps: it could have been revoked unseen. Log in again.
     if (c.c < now - SESSION_NEWS_RETENTION_MS) return undefined;
     if (this.revoked.has(claims.jti)) return undefined;
-    if ((this.identities.get(claims.sub)?.at ?? -1) >= c.c) return undefined;
+    const disabled = this.identities.get(claims.sub);
+    if (disabled && (typeof c.r === 'number' ? c.r < disabled.revision : disabled.at >= c.c)) return undefined;
     const identity = this.store.get('identities', claims.sub);
     if (!identity || isDisabledAt(identity)) return undefined;
     const authenticator = this.store.get('authenticators', c.a);
@@ -235,7 +325,7 @@ export class SharedSessions {
     const until = Date.now() + SESSION_NEWS_RETENTION_MS;
     for (const r of news.revoked) this.revoked.set(r.id, until);
     for (const s of news.states) this.states.set(s.id, { ...s, until });
-    for (const i of news.identities) if ((this.identities.get(i.id)?.at ?? -1) < i.at) this.identities.set(i.id, { at: i.at, until });
+    for (const i of news.identities) if ((this.identities.get(i.id)?.revision ?? -1) < i.revision) this.identities.set(i.id, { at: i.at, revision: i.revision, until });
     const ended = news.revoked.map((r) => r.id);
     const states = news.states;
     // Ended through the log (nothing to revoke again), so the sessions made here under them are
