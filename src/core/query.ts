@@ -110,8 +110,11 @@ export interface ListResult {
   pagination: Pagination;
 }
 
-/** Records (or ids) handled between two points where a sliced run may pause (slices.ts). */
-const STEP = 512;
+/**
+ * Records (or ids) handled between two points where a sliced run may pause: a record decoded
+ * from the store costs several µs, and a slice is a share of TURN_MS (slices.ts).
+ */
+const STEP = 32;
 
 /** Run a list query; returns the page of records and the pagination block. */
 export function runList(store: Store, src: ListSource, p: ListParams): ListResult {
