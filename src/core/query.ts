@@ -112,7 +112,7 @@ export interface ListResult {
 
 /**
  * Records (or ids) handled between two points where a sliced run may pause: a record decoded
- * from the store costs several µs, and a slice is a share of TURN_MS (slices.ts).
+ * from the store costs several µs, and all large answers together get TURN_MS a turn (slices.ts).
  */
 const STEP = 32;
 

@@ -34,7 +34,7 @@ export function listRecords(reg: Registry, def: ResourceDef, ctx: Ctx, extra?: P
 
 /**
  * Records rendered between two points where a sliced list may pause: one not kept as JSON costs
- * tens of µs to read and render, and a slice is a share of TURN_MS (slices.ts).
+ * tens of µs to read and render, and all large answers together get TURN_MS a turn (slices.ts).
  */
 const RENDER_STEP = 8;
 
