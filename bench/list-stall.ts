@@ -2,10 +2,11 @@
  * Does a large answer stall everyone else? Seeds identities, measures a small request on the idle
  * controller, then measures it again while clients keep asking for the whole collection
  * (`limit=-1`) and for an unindexed filter over it; reports the small request's latency under that
- * load as a ratio to the idle one (same run, same machine), the large answers' latency, how many
- * were refused (429 RATE_LIMITED, by design beyond a few at once) and the controller's peak RSS.
+ * load as a ratio to the idle one (same run, same machine), the large answers' latency and
+ * throughput, how many were refused (429 RATE_LIMITED, by design beyond a few at once) and the
+ * controller's peak RSS.
  *
- *   npm run bench:list-stall -- [--identities 5000] [--large 4] [--small 300]
+ *   npm run bench:list-stall -- [--identities 5000] [--large 4] [--small 300] [--load-seconds 0]
  *
  * Small defaults finish in about a minute; the issue's case is `--identities 50000 --large 4`.
  * Prints a summary and writes bench/results/list-stall-<time>.json.
@@ -24,18 +25,20 @@ const argv = parseCli({
   summary: `Does a large answer stall everyone else? Seeds identities, measures a small request on the idle
 controller, then again while clients keep asking for the whole collection and for an unindexed filter;
 reports the small request's latency as a ratio to the idle one of the same run, the large answers'
-latency, the 429s (by design beyond a few at once) and the controller's peak RSS.`,
+latency and throughput, the 429s (by design beyond a few at once) and the controller's peak RSS.`,
   usage: ['npm run bench:list-stall', 'npm run bench:list-stall -- --identities 50000 --large 4'],
   flags: {
     'identities': { type: 'string', default: '5000', arg: 'N', help: 'identities to seed' },
     'large': { type: 'string', default: '4', arg: 'K', help: 'clients asking for large answers at once' },
     'small': { type: 'string', default: '300', arg: 'S', help: 'small requests measured idle and under load' },
+    'load-seconds': { type: 'string', default: '0', arg: 'T', help: 'keep the load (and the small requests) going at least this long: the same window for runs to compare, so the large answers cut off at its end weigh the same in their throughput' },
     'node-args': { type: 'string', default: '', arg: 'FLAGS', help: 'node flags for the controller, e.g. "--trace-gc" or "--cpu-prof --cpu-prof-dir=DIR"; its output is then written beside the results' },
   },
 }, isMainThread ? process.argv.slice(2) : []);
 const IDENTITIES = intFlag(argv, 'identities', 1, 10000000);
 const LARGE = intFlag(argv, 'large', 1, 64);
 const SMALL = intFlag(argv, 'small', 10, 1000000);
+const LOAD_MS = intFlag(argv, 'load-seconds', 0, 3600) * 1000;
 const PASSWORD = 'bench-admin-password';
 
 const q = (xs: number[], p: number) => {
@@ -61,10 +64,12 @@ async function seed(client: HttpClient, h: Record<string, string>) {
   bar.done();
 }
 
-async function smallLatencies(client: HttpClient, spec: RequestSpec, n: number): Promise<number[]> {
+/** Latencies of `n` small requests one after another, and more until `minMs` have passed. */
+async function smallLatencies(client: HttpClient, spec: RequestSpec, n: number, minMs = 0): Promise<number[]> {
   const out: number[] = [];
-  const bar = progressBar('small requests', { total: n });
-  for (let i = 0; i < n; i++) {
+  const bar = progressBar('small requests', { total: n, durationMs: minMs });
+  const start = performance.now();
+  for (let i = 0; i < n || performance.now() - start < minMs; i++) {
     const t0 = performance.now();
     const r = await client.request(spec);
     if (r.status !== 200) throw new Error(`small request: ${r.status}`);
@@ -97,15 +102,17 @@ async function main() {
     ];
     // The large lists come from a worker thread: reading and decrypting their answers must not
     // delay this thread's small requests (that would be the client's stall, not the controller's).
+    const cpu0 = ctl.mainThreadCpuMs();
     const load = new Worker(new URL(import.meta.url), { workerData: { origin: ctl.origin, ca: ctl.ca, specs: largeSpecs, loops: LARGE } });
-    const loadDone = new Promise<{ large: number[]; largeBytes: number[]; refused: number }>((resolve, reject) => {
+    const loadDone = new Promise<{ large: number[]; largeBytes: number[]; refused: number; seconds: number }>((resolve, reject) => {
       load.once('message', resolve);
       load.once('error', reject);
     });
     await new Promise((r) => setTimeout(r, 300)); // let the large lists get going
-    const loaded = await smallLatencies(smallClient, small, SMALL);
+    const loaded = await smallLatencies(smallClient, small, SMALL, LOAD_MS);
     load.postMessage('stop');
-    const { large, largeBytes, refused } = await loadDone;
+    const cpu1 = ctl.mainThreadCpuMs();
+    const { large, largeBytes, refused, seconds } = await loadDone;
     await load.terminate();
     const mem = ctl.memory();
     const result = {
@@ -116,7 +123,17 @@ async function main() {
       smallDuringLargeLists: stats(loaded),
       ratioP50: +(q(loaded, 0.5) / q(idle, 0.5)).toFixed(2),
       ratioP99: +(q(loaded, 0.99) / q(idle, 0.99)).toFixed(2),
-      largeLists: { ...stats(large), refused429: refused, meanBytes: Math.round(largeBytes.reduce((a, b) => a + b, 0) / Math.max(1, largeBytes.length)) },
+      largeLists: {
+        ...stats(large),
+        refused429: refused,
+        meanBytes: Math.round(largeBytes.reduce((a, b) => a + b, 0) / Math.max(1, largeBytes.length)),
+        // Answers finished while the load ran, over its whole length (those cut off at the end count nothing).
+        loadSeconds: +seconds.toFixed(1),
+        mibPerSecond: +(largeBytes.reduce((a, b) => a + b, 0) / seconds / 2 ** 20).toFixed(2),
+        // The controller's main thread over the load (small requests included): how busy, and its CPU per MiB answered.
+        mainThreadBusy: cpu0 !== undefined && cpu1 !== undefined ? +((cpu1 - cpu0) / 1000 / seconds).toFixed(2) : undefined,
+        mainThreadMsPerMiB: cpu0 !== undefined && cpu1 !== undefined ? +((cpu1 - cpu0) / (largeBytes.reduce((a, b) => a + b, 0) / 2 ** 20)).toFixed(1) : undefined,
+      },
       controllerPeakRssMiB: mem ? Math.round(mem.hwmKiB / 1024) : undefined,
       at: new Date().toISOString(),
     };
@@ -135,7 +152,7 @@ async function main() {
   }
 }
 
-/** The worker: `loops` clients asking for large lists until told to stop; posts what it saw. */
+/** The worker: `loops` clients asking for large lists until told to stop; posts what it saw before the stop. */
 async function loadWorker() {
   const { origin, ca, specs, loops } = workerData as { origin: string; ca: Buffer; specs: RequestSpec[]; loops: number };
   const client = await createClient({ origin, ca, connections: loops });
@@ -143,12 +160,18 @@ async function loadWorker() {
   const largeBytes: number[] = [];
   let refused = 0;
   let stop = false;
-  parentPort!.once('message', () => (stop = true));
+  const start = performance.now();
+  let seconds = 0;
+  parentPort!.once('message', () => {
+    stop = true;
+    seconds = (performance.now() - start) / 1000;
+  });
   await Promise.all(
     Array.from({ length: loops }, async (_, k) => {
       while (!stop) {
         const t = performance.now();
         const r = await client.request(specs[k % specs.length]);
+        if (stop) break;
         if (r.status === 429) refused++;
         else if (r.status !== 200) throw new Error(`large list: ${r.status}`);
         else {
@@ -159,7 +182,7 @@ async function loadWorker() {
     }),
   );
   await client.close();
-  parentPort!.postMessage({ large, largeBytes, refused });
+  parentPort!.postMessage({ large, largeBytes, refused, seconds });
 }
 
 (isMainThread ? main() : loadWorker()).catch((e) => {

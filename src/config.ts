@@ -72,7 +72,7 @@ export const ConfigSchema = Type.Object({
    *  itself is bounded by the worker pool's threads and queue. */
   heavyConcurrency: Type.Integer({ default: 64, minimum: 1, maximum: 100_000 }),
   heavyQueue: Type.Integer({ default: 256, minimum: 0, maximum: 1_000_000 }),
-  /** Lists too large for one slice of main-thread work that run at once, and that may wait (beyond: 429). */
+  /** Lists past 8 ms of main-thread work (large answers) that go on at once, and that may wait (beyond: 429). */
   largeAnswerConcurrency: Type.Integer({ default: 2, minimum: 1, maximum: 1000 }),
   largeAnswerQueue: Type.Integer({ default: 4, minimum: 0, maximum: 10_000 }),
   /** Least time between two fetches of one external JWT signer's JWKS (unknown kids refetch). */

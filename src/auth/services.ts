@@ -22,8 +22,8 @@ export class AuthServices {
   readonly extJwt: ExtJwtVerifier;
   readonly limits: Record<RateLimit, Limiter>;
   /**
-   * Lists too large to answer within one slice (resources/define.ts listRecords): each holds its
-   * page and its answer in memory while it runs, so only this many run at once and a few wait.
+   * Lists that have taken 8 ms of main-thread work (large answers: core/slices.ts): each holds
+   * its page and its answer in memory while it runs, so only this many go on at once and a few wait.
    */
   readonly largeAnswers: Limiter;
   /** Wrong MFA codes per identity (src/auth/mfa-throttle.ts). */

@@ -110,8 +110,11 @@ export interface ListResult {
   pagination: Pagination;
 }
 
-/** Records (or ids) handled between two points where a sliced run may pause (slices.ts). */
-const STEP = 512;
+/**
+ * Records (or ids) handled between two points where a sliced run may pause: a record decoded
+ * from the store costs several µs, and all large answers together get TURN_MS a turn (slices.ts).
+ */
+const STEP = 32;
 
 /** Run a list query; returns the page of records and the pagination block. */
 export function runList(store: Store, src: ListSource, p: ListParams): ListResult {
@@ -217,15 +220,21 @@ export function* listSteps(store: Store, src: ListSource, p: ListParams): Genera
     return { page, pagination: pagination(store.count(src.collection)) };
   }
 
+  // An unbounded page (`limit=-1`) keeps the ids of the records it matched, not the records: tens
+  // of thousands of decoded records held while a large answer renders in slices survived every
+  // young-generation collection meanwhile, which then took ~10 ms each (bench/list-stall.ts). Its
+  // entries are read again as they are rendered, most not at all (kept JSON, render-cache.ts).
+  const keep = (rec: Rec): Rec | string => (limit === -1 ? rec.id : rec);
+
   // Sorted by a unique field (always present, e.g. `name`): walk its index in order.
   if (!ids && sort.length >= 1 && store.isUnique(src.collection, sort[0].field) && (sort.length === 1 || (sort.length === 2 && sort[1].field === 'id'))) {
-    const records: Rec[] = [];
+    const records: (Rec | string)[] = [];
     let total = 0;
     for (const id of store.idsByRange(src.collection, sort[0].field, { reverse: sort[0].desc })) {
       if (++n % STEP === 0) yield;
       const rec = store.get(src.collection, id);
       if (!rec || !match(rec)) continue;
-      if (total >= offset && total < end) records.push(rec);
+      if (total >= offset && total < end) records.push(keep(rec));
       total++;
     }
     return { page: records, pagination: pagination(total) };
@@ -245,12 +254,12 @@ export function* listSteps(store: Store, src: ListSource, p: ListParams): Genera
   }
 
   if (sort.length === 0) {
-    const records: Rec[] = [];
+    const records: (Rec | string)[] = [];
     let total = 0;
     for (const rec of source) {
       if (++n % STEP === 0) yield;
       if (!match(rec)) continue;
-      if (total >= offset && total < end) records.push(rec);
+      if (total >= offset && total < end) records.push(keep(rec));
       total++;
     }
     return { page: records, pagination: pagination(total) };

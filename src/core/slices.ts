@@ -1,13 +1,17 @@
 /**
- * Work in slices: a long computation written as a generator that yields at points where it may
- * pause (list queries, list rendering). Run to the end at once when it is small; once a slice has
- * taken SLICE_MS, the rest runs in slices with the event loop free in between (all such
- * computations together at most SLICE_MS per turn), so large answers never stall every other
- * request (routers are marked offline after seconds of silence).
+ * Work in slices: large answers (list queries and their rendering, written as generators that
+ * yield where they may pause, and the writing of large bodies) run in small steps, all of them
+ * together at most TURN_MS of main-thread work per turn of the event loop, so a request arriving
+ * meanwhile waits about TURN_MS however many large answers are under way (routers are marked
+ * offline after seconds of silence).
  */
 
-/** Longest stretch of main-thread work between two turns of the event loop. */
-export const SLICE_MS = 8;
+/** Main-thread work of all large answers together per turn of the event loop, first slices included. */
+export const TURN_MS = 2;
+/** A computation that has not ended after this long at once continues in turns (it is a large answer). */
+export const FIRST_MS = 1;
+/** A computation that has taken this long in all is let go on only when `admit` lets it (see `sliced`). */
+export const ADMIT_AFTER_MS = 8;
 
 /** Run steps to the end without pausing (callers that must answer synchronously). */
 export function runToEnd<T>(g: Generator<void, T>): T {
@@ -17,43 +21,77 @@ export function runToEnd<T>(g: Generator<void, T>): T {
   }
 }
 
-/**
- * Run `g` for up to one slice. Its result when it finished, or `undefined` when it has more to
- * do: then `continueSliced` (optionally behind an admission check) finishes it.
- */
-export function firstSlice<T>(g: Generator<void, T>): { done: true; value: T } | { done: false } {
-  const start = performance.now();
-  for (;;) {
-    const r = g.next();
-    if (r.done) return { done: true, value: r.value };
-    if (performance.now() - start >= SLICE_MS) return { done: false };
+/** One step of a task; false when the task leaves the queue (it ended, or waits for something else). */
+export type Step = () => boolean;
+
+/** Tasks taking turns, one step each, within the turn's budget. */
+const queue: Step[] = [];
+let scheduled = false;
+/** First slices run since the last turn: they count against the next one's budget. */
+let spentOutside = 0;
+
+/** Run `step` in turns until it returns false. */
+export function enqueue(step: Step) {
+  queue.push(step);
+  if (!scheduled) {
+    scheduled = true;
+    setImmediate(runTurn);
   }
 }
 
-const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
-
-/** Computations being finished in slices now: together they take one SLICE_MS per turn. */
-let sliced = 0;
+function runTurn() {
+  scheduled = false;
+  const start = performance.now();
+  const budget = TURN_MS - spentOutside;
+  spentOutside = 0;
+  // At least one step per turn, so requests that keep starting large answers cannot starve the running ones.
+  do {
+    const step = queue.shift()!;
+    if (step()) queue.push(step);
+  } while (queue.length > 0 && performance.now() - start < budget);
+  if (queue.length > 0) {
+    scheduled = true;
+    setImmediate(runTurn);
+  }
+}
 
 /**
- * Finish `g` in slices, letting the event loop run between them. The computations running at
- * once share one SLICE_MS per turn (each gets its share), so a request arriving meanwhile waits
- * about one slice however many of them run.
+ * Run `g` to its result. A small computation ends at once (within FIRST_MS) and its value is
+ * returned. A longer one continues in turns (the shared budget); once it has taken ADMIT_AFTER_MS
+ * in all it is a large answer and goes on inside `admit` (a limiter: it may wait for a slot, or
+ * refuse by throwing), so ordinary computations that merely did not fit in one turn are never
+ * refused.
  */
-export async function continueSliced<T>(g: Generator<void, T>): Promise<T> {
-  sliced++;
-  try {
-    for (;;) {
-      await turn();
-      const start = performance.now();
-      const share = SLICE_MS / sliced;
-      for (;;) {
-        const r = g.next();
-        if (r.done) return r.value;
-        if (performance.now() - start >= share) break;
-      }
-    }
-  } finally {
-    sliced--;
+export function sliced<T>(g: Generator<void, T>, admit: (rest: () => Promise<T>) => Promise<T>): T | Promise<T> {
+  const start = performance.now();
+  let used: number;
+  for (;;) {
+    const r = g.next();
+    if (r.done) return r.value;
+    used = performance.now() - start;
+    if (used >= FIRST_MS) break;
   }
+  spentOutside += used;
+  return inTurns(g, ADMIT_AFTER_MS - used).then((r) => (r.done ? r.value : admit(() => inTurns(g, Infinity).then((end) => end.value as T))));
+}
+
+/** Step `g` in turns until it ends or has run `ms` more; its last result. */
+function inTurns<T>(g: Generator<void, T>, ms: number): Promise<IteratorResult<void, T>> {
+  return new Promise((resolve, reject) => {
+    let used = 0;
+    enqueue(() => {
+      const start = performance.now();
+      let r: IteratorResult<void, T>;
+      try {
+        r = g.next();
+      } catch (e) {
+        reject(e);
+        return false;
+      }
+      used += performance.now() - start;
+      if (!r.done && used < ms) return true;
+      resolve(r);
+      return false;
+    });
+  });
 }

@@ -6,6 +6,7 @@
 import uWS from 'uWebSockets.js';
 import { STATUS_TEXT, TLS12_CIPHERS, FLUSH_BEFORE_CLOSE_MS, type Handle, replyBody, routerRejected, InFlight, byteLength, inPieces } from './common.js';
 import { BodyPieces } from '../core/envelope.js';
+import { enqueue } from '../core/slices.js';
 import type { Reply, Req } from '../core/operation.js';
 import type { Connection, Transport } from '../control/channel.js';
 
@@ -45,10 +46,6 @@ const KEEP_ALIVE_LINE = 'keep-alive: timeout=5';
 
 /** Bodies larger than this are written in pieces with backpressure (streamBody). */
 const STREAM_ABOVE = 1024 * 1024;
-/** Longest stretch of writing large answers (all of them together) before other requests get the loop. */
-const WRITE_SLICE_MS = 2;
-/** Large answers being written now: they share WRITE_SLICE_MS per turn. */
-let streams = 0;
 
 /** Shared by every bodiless request (handlers replace `req.body`, never mutate it). */
 const NO_BODY = Buffer.alloc(0);
@@ -183,7 +180,6 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
       req.aborted = true;
       if (streaming) {
         streaming = false;
-        streams--;
         done();
       }
     });
@@ -211,42 +207,32 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
     };
     /**
      * A large body goes out in pieces as fast as the client reads it (tryEnd, resumed from
-     * onWritable), all of them together for about WRITE_SLICE_MS per turn of the event loop (at
-     * least a piece each): uWS neither copies all
-     * of it into its own buffer for a slow reader nor encrypts tens of MiB in one go while every
-     * other request waits (a client on the same host reads as fast as it is written, so without
-     * the turns one answer was written whole in one stretch). Pieces go to uWS as ArrayBuffers of
-     * their own (it reads a typed array's whole buffer, not the view).
+     * onWritable), a piece at a time in the turns of the large answers' work (slices.ts: all of it
+     * together TURN_MS per turn of the event loop): uWS neither copies all of it into its own
+     * buffer for a slow reader nor encrypts tens of MiB in one go while every other request waits
+     * (a client on the same host reads as fast as it is written). Pieces go to uWS as
+     * ArrayBuffers of their own (it reads a typed array's whole buffer, not the view).
      */
     const streamBody = (pieces: Buffer[], total: number) => {
       streaming = true;
-      streams++;
       let next = 0;
       let pending: { piece: ArrayBuffer; at: number } | undefined;
       const finish = () => {
         streaming = false;
-        streams--;
         done();
       };
-      const pump = () => {
-        if (req.aborted) return;
-        const start = performance.now();
-        const share = WRITE_SLICE_MS / streams;
-        res.cork(() => {
-          while (next < pieces.length) {
-            const b = pieces[next++];
-            const piece = (b.byteOffset === 0 && b.byteLength === b.buffer.byteLength ? b.buffer : b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength)) as ArrayBuffer;
-            const at = res.getWriteOffset();
-            const [ok, finished] = res.tryEnd(piece, total);
-            if (finished) return finish();
-            if (!ok) {
-              pending = { piece, at };
-              return;
-            }
-            if (performance.now() - start >= share) break;
-          }
-          if (next < pieces.length) setImmediate(pump);
-        });
+      /** Write the next piece; false once the body is written or waits for onWritable. */
+      const writePiece = (): boolean => {
+        if (req.aborted) return false;
+        const b = pieces[next++];
+        const piece = (b.byteOffset === 0 && b.byteLength === b.buffer.byteLength ? b.buffer : b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength)) as ArrayBuffer;
+        const at = res.getWriteOffset();
+        let ok = false;
+        let finished = false;
+        res.cork(() => ([ok, finished] = res.tryEnd(piece, total)));
+        if (finished) finish();
+        else if (!ok) pending = { piece, at };
+        return ok && !finished;
       };
       res.onWritable((offset) => {
         if (req.aborted || !pending) return true;
@@ -258,10 +244,10 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
         }
         if (!ok) return false;
         pending = undefined;
-        setImmediate(pump);
+        enqueue(writePiece);
         return true;
       });
-      pump();
+      enqueue(writePiece);
     };
     const run = () => opts.handle(req).then(send, (e) => {
       // The router never rejects; this is the last line of defence for the process.

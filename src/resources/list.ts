@@ -2,7 +2,7 @@
 import { errors } from '../core/errors.js';
 import { ListWriter } from '../core/envelope.js';
 import { parseListParams, listSteps, type ListSource } from '../core/query.js';
-import { continueSliced, firstSlice } from '../core/slices.js';
+import { sliced } from '../core/slices.js';
 import type { Ctx } from '../core/context.js';
 import type { Reply } from '../core/operation.js';
 import type { Rec } from '../store/store.js';
@@ -22,19 +22,21 @@ export function listSource(reg: Registry, def: ResourceDef, extra?: Partial<List
 
 /**
  * List a collection (optionally restricted) and render each record. A small list answers at once;
- * one that takes longer than a slice (an unbounded `limit=-1` over a large collection, a filter
- * on an unindexed field) continues in slices with the event loop free in between, and only a few
- * such lists run at once (`app.auth.largeAnswers`; beyond its queue, 429 RATE_LIMITED).
+ * a longer one continues in slices with the event loop free in between (slices.ts), and one that
+ * turns out large (an unbounded `limit=-1` over a large collection, a filter on an unindexed
+ * field) goes on only while few such lists run at once (`app.auth.largeAnswers`; beyond its
+ * queue, 429 RATE_LIMITED).
  */
 export function listRecords(reg: Registry, def: ResourceDef, ctx: Ctx, extra?: Partial<ListSource>, render?: (r: Rec) => unknown): Reply | Promise<Reply> {
-  const steps = listReplySteps(reg, def, ctx, extra, render);
-  const first = firstSlice(steps);
-  if (first.done) return first.value;
-  return ctx.app.auth.largeAnswers.run(() => continueSliced(steps));
+  const limiter = ctx.app.auth.largeAnswers;
+  return sliced(listReplySteps(reg, def, ctx, extra, render), (rest) => limiter.run(rest));
 }
 
-/** Records rendered between two points where a sliced list may pause. */
-const RENDER_STEP = 128;
+/**
+ * Records rendered between two points where a sliced list may pause: one not kept as JSON costs
+ * tens of µs to read and render, and all large answers together get TURN_MS a turn (slices.ts).
+ */
+const RENDER_STEP = 8;
 
 function* listReplySteps(reg: Registry, def: ResourceDef, ctx: Ctx, extra?: Partial<ListSource>, render?: (r: Rec) => unknown): Generator<void, Reply> {
   const src = listSource(reg, def, extra);

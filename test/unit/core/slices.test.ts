@@ -1,0 +1,156 @@
+/**
+ * src/core/slices.ts: how large answers share the event loop. The orders asserted here follow from
+ * the queue alone (steps that busy-wait guarantee a least duration, never a most), so nothing here
+ * depends on how fast the machine is.
+ */
+import t from 'tap';
+import { ADMIT_AFTER_MS, FIRST_MS, TURN_MS, enqueue, sliced } from '../../../src/core/slices.js';
+
+/** Hold the thread for at least `ms`. */
+const busy = (ms: number) => {
+  const start = performance.now();
+  while (performance.now() - start < ms);
+};
+const nextTurn = () => new Promise<void>((r) => setImmediate(r));
+/** An admission that always lets the computation go on, counting its calls. */
+const letThrough = () => {
+  const admit = <T>(rest: () => Promise<T>) => {
+    admit.calls++;
+    return rest();
+  };
+  admit.calls = 0;
+  return admit;
+};
+
+t.test('a computation that ends within its first slice answers at once', async (t) => {
+  const admit = letThrough();
+  const out = sliced(
+    (function* () {
+      yield;
+      yield;
+      return 42;
+    })(),
+    admit,
+  );
+  t.equal(out, 42, 'the value itself, not a promise');
+  t.equal(admit.calls, 0, 'never asked for admission');
+});
+
+t.test('a longer one continues in turns, and the event loop runs between them', async (t) => {
+  const log: string[] = [];
+  const out = sliced(
+    (function* () {
+      busy(FIRST_MS);
+      yield;
+      for (let i = 0; i < 3; i++) {
+        log.push('step');
+        setImmediate(() => log.push('other'));
+        busy(TURN_MS);
+        yield;
+      }
+      return 'done';
+    })(),
+    letThrough(),
+  );
+  t.ok(out instanceof Promise, 'a promise: the rest runs later');
+  t.equal(await out, 'done');
+  // Each step takes the whole turn's budget: what was scheduled meanwhile runs before the next one.
+  t.same(log, ['step', 'other', 'step', 'other', 'step', 'other']);
+});
+
+t.test('tasks take turns one step at a time', async (t) => {
+  const log: string[] = [];
+  let left = 0;
+  const finished = new Promise<void>((resolve) => {
+    const task = (name: string, steps: number) => {
+      left++;
+      let n = 0;
+      enqueue(() => {
+        log.push(name);
+        if (++n < steps) return true;
+        if (--left === 0) resolve();
+        return false;
+      });
+    };
+    task('a', 4);
+    task('b', 2);
+    task('c', 3);
+  });
+  await finished;
+  t.same(log.join(''), 'abcabcaca');
+});
+
+t.test('a first slice counts against the budget of the next turn', async (t) => {
+  const log: string[] = [];
+  let stop = false;
+  enqueue(() => {
+    log.push('queued');
+    return !stop;
+  });
+  const out = sliced(
+    (function* () {
+      busy(Math.max(FIRST_MS, TURN_MS));
+      yield;
+      return 'ok';
+    })(),
+    letThrough(),
+  );
+  setImmediate(() => log.push('other'));
+  await nextTurn();
+  stop = true;
+  t.equal(await out, 'ok');
+  // The first slice used the whole budget: the next turn runs one step (at least one always runs) and lets go.
+  t.same(log.slice(0, 2), ['queued', 'other']);
+});
+
+t.test('admission is asked once a computation has taken ADMIT_AFTER_MS in all', async (t) => {
+  const steps = () =>
+    (function* () {
+      for (let i = 0; i < ADMIT_AFTER_MS + 4; i++) {
+        busy(1);
+        yield;
+      }
+      return 'whole';
+    })();
+  const admit = letThrough();
+  t.equal(await sliced(steps(), admit), 'whole', 'admitted: it runs to the end');
+  t.equal(admit.calls, 1, 'asked once');
+
+  let stepped = 0;
+  const refused = new Error('refused');
+  const g = (function* () {
+    for (;;) {
+      stepped++;
+      busy(1);
+      yield;
+    }
+  })();
+  await t.rejects(
+    Promise.resolve(
+      sliced(g, () => {
+        throw refused;
+      }),
+    ),
+    refused,
+    'refused: the caller gets the refusal',
+  );
+  const at = stepped;
+  await nextTurn();
+  await nextTurn();
+  t.equal(stepped, at, 'and the computation is not stepped any more');
+  // Steps of at least 1 ms: past the first slice, and refused by the time they add up to ADMIT_AFTER_MS.
+  t.ok(at > 1 && at <= ADMIT_AFTER_MS, `refused after ${at} steps`);
+});
+
+t.test('an error thrown in a later turn rejects the answer', async (t) => {
+  const boom = new Error('boom');
+  const out = sliced(
+    (function* (): Generator<void, string> {
+      busy(FIRST_MS);
+      yield;
+      throw boom;
+    })(),
+    letThrough(),
+  );
+  await t.rejects(Promise.resolve(out), boom);
+});
