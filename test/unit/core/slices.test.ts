@@ -4,7 +4,7 @@
  * depends on how fast the machine is.
  */
 import t from 'tap';
-import { ADMIT_AFTER_MS, FIRST_MS, TURN_MS, enqueue, sliced } from '../../../src/core/slices.js';
+import { ADMIT_AFTER_MS, FIRST_CAP_MS, FIRST_MS, FIRST_STEPS, TURN_MS, enqueue, sliced } from '../../../src/core/slices.js';
 
 /** Hold the thread for at least `ms`. */
 const busy = (ms: number) => {
@@ -36,11 +36,40 @@ t.test('a computation that ends within its first slice answers at once', async (
   t.equal(admit.calls, 0, 'never asked for admission');
 });
 
+t.test('a few steps stretched past FIRST_MS (a preemption, a GC pause) still answer at once', async (t) => {
+  const admit = letThrough();
+  const out = sliced(
+    (function* () {
+      for (let i = 0; i < FIRST_STEPS - 1; i++) {
+        if (i === 0) busy(FIRST_MS * 1.5);
+        yield;
+      }
+      return 'small';
+    })(),
+    admit,
+  );
+  t.equal(out, 'small', 'the value itself, not a promise');
+  t.equal(admit.calls, 0, 'never asked for admission');
+});
+
+t.test('many steps past FIRST_MS continue in turns', async (t) => {
+  const out = sliced(
+    (function* () {
+      busy(FIRST_MS);
+      for (let i = 0; i < FIRST_STEPS * 2; i++) yield;
+      return 'many';
+    })(),
+    letThrough(),
+  );
+  t.ok(out instanceof Promise, 'a promise: the rest runs later');
+  t.equal(await out, 'many');
+});
+
 t.test('a longer one continues in turns, and the event loop runs between them', async (t) => {
   const log: string[] = [];
   const out = sliced(
     (function* () {
-      busy(FIRST_MS);
+      busy(FIRST_CAP_MS);
       yield;
       for (let i = 0; i < 3; i++) {
         log.push('step');
@@ -89,7 +118,7 @@ t.test('a first slice counts against the budget of the next turn', async (t) => 
   });
   const out = sliced(
     (function* () {
-      busy(Math.max(FIRST_MS, TURN_MS));
+      busy(Math.max(FIRST_CAP_MS, TURN_MS));
       yield;
       return 'ok';
     })(),
@@ -146,7 +175,7 @@ t.test('an error thrown in a later turn rejects the answer', async (t) => {
   const boom = new Error('boom');
   const out = sliced(
     (function* (): Generator<void, string> {
-      busy(FIRST_MS);
+      busy(FIRST_CAP_MS);
       yield;
       throw boom;
     })(),
