@@ -8,16 +8,15 @@
 
 /** Main-thread work of all large answers together per turn of the event loop, first slices included. */
 export const TURN_MS = 2;
-/** A computation that has not ended after this long at once and FIRST_STEPS steps continues in turns (it is a large answer). */
+/** A computation that has not ended after FIRST_STEPS steps and this long at once continues in turns (it is a large answer). */
 export const FIRST_MS = 1;
 /**
- * ...unless it has taken fewer steps: a small list whose first slice a preemption or a GC pause
- * stretched past FIRST_MS still answers at once. (An answer given later cuts what a client
- * pipelined behind it: uWS closes the connection on a request parsed while an answer is pending.)
+ * Steps a first slice takes at least (each is small: 32 records read, 8 rendered), so a small list
+ * whose first slice a preemption or a GC pause stretched past FIRST_MS still answers at once: one
+ * answered later cuts what a client pipelined behind it (uWS closes the connection on a request
+ * parsed while an answer is pending). Counted, not timed, so the outcome does not depend on load.
  */
 export const FIRST_STEPS = 16;
-/** However few its steps, a computation continues in turns after this long at once. */
-export const FIRST_CAP_MS = 4;
 /** A computation that has taken this long in all is let go on only when `admit` lets it (see `sliced`). */
 export const ADMIT_AFTER_MS = 8;
 
@@ -64,8 +63,8 @@ function runTurn() {
 }
 
 /**
- * Run `g` to its result. A small computation ends at once (its first slice: FIRST_MS and
- * FIRST_STEPS steps, at most FIRST_CAP_MS) and its value is returned. A longer one continues in turns (the shared budget); once it has taken ADMIT_AFTER_MS
+ * Run `g` to its result. A small computation ends at once (its first slice: at least FIRST_STEPS
+ * steps and FIRST_MS) and its value is returned. A longer one continues in turns (the shared budget); once it has taken ADMIT_AFTER_MS
  * in all it is a large answer and goes on inside `admit` (a limiter: it may wait for a slot, or
  * refuse by throwing), so ordinary computations that merely did not fit in one turn are never
  * refused.
@@ -77,7 +76,7 @@ export function sliced<T>(g: Generator<void, T>, admit: (rest: () => Promise<T>)
     const r = g.next();
     if (r.done) return r.value;
     used = performance.now() - start;
-    if ((used >= FIRST_MS && steps >= FIRST_STEPS) || used >= FIRST_CAP_MS) break;
+    if (steps >= FIRST_STEPS && used >= FIRST_MS) break;
   }
   spentOutside += used;
   return inTurns(g, ADMIT_AFTER_MS - used).then((r) => (r.done ? r.value : admit(() => inTurns(g, Infinity).then((end) => end.value as T))));

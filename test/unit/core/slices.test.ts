@@ -4,13 +4,18 @@
  * depends on how fast the machine is.
  */
 import t from 'tap';
-import { ADMIT_AFTER_MS, FIRST_CAP_MS, FIRST_MS, FIRST_STEPS, TURN_MS, enqueue, sliced } from '../../../src/core/slices.js';
+import { ADMIT_AFTER_MS, FIRST_MS, FIRST_STEPS, TURN_MS, enqueue, sliced } from '../../../src/core/slices.js';
 
 /** Hold the thread for at least `ms`. */
 const busy = (ms: number) => {
   const start = performance.now();
   while (performance.now() - start < ms);
 };
+/** Steps that take a computation past its first slice (FIRST_STEPS of them, FIRST_MS in all). */
+function* pastFirstSlice(ms = FIRST_MS) {
+  busy(ms);
+  for (let i = 0; i < FIRST_STEPS; i++) yield;
+}
 const nextTurn = () => new Promise<void>((r) => setImmediate(r));
 /** An admission that always lets the computation go on, counting its calls. */
 const letThrough = () => {
@@ -36,12 +41,12 @@ t.test('a computation that ends within its first slice answers at once', async (
   t.equal(admit.calls, 0, 'never asked for admission');
 });
 
-t.test('a few steps stretched past FIRST_MS (a preemption, a GC pause) still answer at once', async (t) => {
+t.test('fewer than FIRST_STEPS steps answer at once however long they take (a preemption, a GC pause)', async (t) => {
   const admit = letThrough();
   const out = sliced(
     (function* () {
       for (let i = 0; i < FIRST_STEPS - 1; i++) {
-        if (i === 0) busy(FIRST_MS * 1.5);
+        if (i === 0) busy(FIRST_MS * 3);
         yield;
       }
       return 'small';
@@ -55,8 +60,8 @@ t.test('a few steps stretched past FIRST_MS (a preemption, a GC pause) still ans
 t.test('many steps past FIRST_MS continue in turns', async (t) => {
   const out = sliced(
     (function* () {
-      busy(FIRST_MS);
-      for (let i = 0; i < FIRST_STEPS * 2; i++) yield;
+      yield* pastFirstSlice();
+      for (let i = 0; i < FIRST_STEPS; i++) yield;
       return 'many';
     })(),
     letThrough(),
@@ -69,8 +74,7 @@ t.test('a longer one continues in turns, and the event loop runs between them', 
   const log: string[] = [];
   const out = sliced(
     (function* () {
-      busy(FIRST_CAP_MS);
-      yield;
+      yield* pastFirstSlice();
       for (let i = 0; i < 3; i++) {
         log.push('step');
         setImmediate(() => log.push('other'));
@@ -118,8 +122,7 @@ t.test('a first slice counts against the budget of the next turn', async (t) => 
   });
   const out = sliced(
     (function* () {
-      busy(Math.max(FIRST_CAP_MS, TURN_MS));
-      yield;
+      yield* pastFirstSlice(Math.max(FIRST_MS, TURN_MS));
       return 'ok';
     })(),
     letThrough(),
@@ -133,10 +136,13 @@ t.test('a first slice counts against the budget of the next turn', async (t) => 
 });
 
 t.test('admission is asked once a computation has taken ADMIT_AFTER_MS in all', async (t) => {
+  // Steps of at least STEP_MS: the first slice's FIRST_STEPS take half of ADMIT_AFTER_MS or more.
+  const STEP_MS = ADMIT_AFTER_MS / (2 * FIRST_STEPS);
+  const most = Math.ceil(ADMIT_AFTER_MS / STEP_MS);
   const steps = () =>
     (function* () {
-      for (let i = 0; i < ADMIT_AFTER_MS + 4; i++) {
-        busy(1);
+      for (let i = 0; i < most + 8; i++) {
+        busy(STEP_MS);
         yield;
       }
       return 'whole';
@@ -150,7 +156,7 @@ t.test('admission is asked once a computation has taken ADMIT_AFTER_MS in all', 
   const g = (function* () {
     for (;;) {
       stepped++;
-      busy(1);
+      busy(STEP_MS);
       yield;
     }
   })();
@@ -167,16 +173,15 @@ t.test('admission is asked once a computation has taken ADMIT_AFTER_MS in all', 
   await nextTurn();
   await nextTurn();
   t.equal(stepped, at, 'and the computation is not stepped any more');
-  // Steps of at least 1 ms: past the first slice, and refused by the time they add up to ADMIT_AFTER_MS.
-  t.ok(at > 1 && at <= ADMIT_AFTER_MS, `refused after ${at} steps`);
+  // Past the first slice (at least one step in turns), and refused by the time the steps add up to ADMIT_AFTER_MS.
+  t.ok(at > FIRST_STEPS && at <= most + 1, `refused after ${at} steps`);
 });
 
 t.test('an error thrown in a later turn rejects the answer', async (t) => {
   const boom = new Error('boom');
   const out = sliced(
     (function* (): Generator<void, string> {
-      busy(FIRST_CAP_MS);
-      yield;
+      yield* pastFirstSlice();
       throw boom;
     })(),
     letThrough(),
