@@ -9,7 +9,7 @@
  * only connects, state reports and disconnects.
  */
 import type { Etcd3, Lease } from 'etcd3';
-import { watchPrefix } from './watch.js';
+import { prefixEnd, watchPrefix } from './watch.js';
 import type { Logger } from 'pino';
 import type { Presence, RouterConnection } from '../control/presence.js';
 import type { Members } from './members.js';
@@ -58,7 +58,7 @@ export class SharedPresence {
    * from a revision compacted meanwhile: with no router changes its revision never moved) lists again.
    */
   private async follow(): Promise<void> {
-    const res = await this.client.kv.range({ key: Buffer.from(this.dir), range_end: Buffer.from(this.dir.slice(0, -1) + '0') });
+    const res = await this.client.kv.range({ key: Buffer.from(this.dir), range_end: Buffer.from(prefixEnd(this.dir)) });
     const listed = new Set<string>();
     for (const kv of res.kvs) {
       listed.add(kv.key.toString().slice(this.dir.length));

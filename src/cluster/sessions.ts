@@ -224,8 +224,7 @@ export class SharedSessions {
   private async followBeats(): Promise<void> {
     for (let attempt = 1; !this.closed; attempt++) {
       try {
-        const end = this.beatDir.slice(0, -1) + '0';
-        const res = await this.cluster.client.kv.range({ key: Buffer.from(this.beatDir), range_end: Buffer.from(end) });
+        const res = await this.cluster.client.kv.range({ key: Buffer.from(this.beatDir), range_end: Buffer.from(prefixEnd(this.beatDir)) });
         // Beats put before this controller watched: their writer's time, but never later than
         // now here (a writer's clock ahead would keep its API sessions alive longer).
         const now = Date.now();

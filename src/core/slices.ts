@@ -64,10 +64,10 @@ function runTurn() {
 
 /**
  * Run `g` to its result. A small computation ends at once (its first slice: at least FIRST_STEPS
- * steps and FIRST_MS) and its value is returned. A longer one continues in turns (the shared budget); once it has taken ADMIT_AFTER_MS
- * in all it is a large answer and goes on inside `admit` (a limiter: it may wait for a slot, or
- * refuse by throwing), so ordinary computations that merely did not fit in one turn are never
- * refused.
+ * steps and FIRST_MS) and its value is returned. A longer one continues in turns (the shared
+ * budget); once it has taken ADMIT_AFTER_MS in all it is a large answer and goes on inside `admit`
+ * (a limiter: it may wait for a slot, or refuse by throwing), so ordinary computations that merely
+ * did not fit in one turn are never refused.
  */
 export function sliced<T>(g: Generator<void, T>, admit: (rest: () => Promise<T>) => Promise<T>): T | Promise<T> {
   const start = performance.now();
