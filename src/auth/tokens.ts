@@ -97,7 +97,7 @@ export interface SessionTokenFacts {
  * signature covers the Merkle tree (RFC 9162 §2.1) of every session's claims asked for together,
  * and each token carries its claims and their inclusion proof (see `signSessionBatch`).
  */
-export function signSessionToken(keys: SigningKeys, issuer: string, s: SessionTokenFacts, lifetimeSeconds: number): Promise<string> {
+export function signSessionToken(keys: SigningKeys, issuer: string, s: SessionTokenFacts, lifetimeSeconds: number): PendingToken {
   return keys.signSession(sessionTokenClaims(issuer, s, lifetimeSeconds));
 }
 
@@ -205,12 +205,19 @@ export function signSessionBatch(key: KeyObject, header: string, claims: TokenCl
 
 /** Most sessions one signature covers: a token carries one 32-byte hash per doubling (8 at most). */
 const MAX_SESSION_BATCH = 256;
-/** How long a token waits at most for a commit to land before its batch is signed anyway. */
-const SIGN_WAIT_MS = 5;
+/** How long a token nobody said it needs waits at most before its batch is signed anyway. */
+const SIGN_WAIT_MS = 50;
 
 interface WaitingToken {
   claims: TokenClaims;
   resolve: (token: string) => void;
+  signed: boolean;
+}
+
+/** A session token being signed: `need` signs its batch now unless that is done. */
+export interface PendingToken {
+  token: Promise<string>;
+  need(): void;
 }
 
 /** RFC 7638 thumbprint of an EC public JWK: the key's id, the same on every controller. */
@@ -242,9 +249,6 @@ export class SigningKeys {
     fs.mkdirSync(this.dir, { recursive: true, mode: 0o700 });
     for (const rec of store.scan(SIGNING_KEYS)) this.remember(rec as SigningKeyRec);
     store.on('change', (events: ChangeEvent[]) => {
-      // A commit landed: the tokens asked for while it committed are signed now, as the next
-      // commit, which carries their sessions' writes, starts (see signSession).
-      if (this.waiting.length > 0) this.flushSigning();
       for (const ev of events) {
         if (ev.collection !== SIGNING_KEYS) continue;
         if (ev.before && !ev.after) this.verifiers.delete(ev.id);
@@ -357,21 +361,26 @@ export class SigningKeys {
   }
 
   /**
-   * A session's token, signed in a batch (`signSessionBatch`) with the others asked for at about
-   * the same time. A session's token is asked for as its write is queued; that write waits for the
-   * commit in flight to land and then goes in the next one. So the tokens asked for while a commit
-   * is in flight are signed together when it lands (its change events), with one signature, as the
-   * commit carrying their writes starts: the batches grow with the load as the commit groups do
-   * (at most MAX_SESSION_BATCH; with no commit landing within SIGN_WAIT_MS, e.g. a repeated create
-   * that writes nothing, they go anyway).
+   * A session's token, signed in a batch (`signSessionBatch`) with every other token asked for
+   * and not signed yet. A batch is signed when one of its tokens is needed (`need`: its
+   * session's write has landed, or there is no write): the tokens of the sessions of a commit are
+   * asked for while the previous commit lands (their writes wait for it), so signing them only
+   * when their own commit lands takes in the next commit's tokens too, and every other commit's
+   * tokens are already signed when it lands: half as many signatures as signing at each landing
+   * (at most MAX_SESSION_BATCH a batch; a token nobody needs, its write having failed, goes with
+   * the next batch or after SIGN_WAIT_MS).
    */
-  signSession(claims: TokenClaims): Promise<string> {
-    return new Promise((resolve) => {
-      this.waiting.push({ claims, resolve });
-      if (this.waiting.length >= MAX_SESSION_BATCH) this.flushSigning();
-      else this.flushTimer ??= setTimeout(() => this.flushSigning(), SIGN_WAIT_MS);
-    });
+  signSession(claims: TokenClaims): PendingToken {
+    const w: WaitingToken = { claims, resolve: () => {}, signed: false };
+    const token = new Promise<string>((resolve) => (w.resolve = resolve));
+    this.waiting.push(w);
+    if (this.waiting.length >= MAX_SESSION_BATCH) this.flushSigning();
+    else this.flushTimer ??= setTimeout(() => this.flushSigning(), SIGN_WAIT_MS);
+    return { token, need: () => w.signed || this.flushSigning() };
   }
+
+  /** Session tokens signed, and the batches (signatures) that signed them. */
+  readonly signingStats = { tokens: 0, batches: 0 };
 
   private flushSigning() {
     clearTimeout(this.flushTimer);
@@ -379,7 +388,12 @@ export class SigningKeys {
     while (this.waiting.length > 0) {
       const group = this.waiting.splice(0, MAX_SESSION_BATCH);
       const tokens = this.signSessions(group.map((w) => w.claims));
-      for (let i = 0; i < group.length; i++) group[i].resolve(tokens[i]);
+      this.signingStats.batches++;
+      this.signingStats.tokens += group.length;
+      for (let i = 0; i < group.length; i++) {
+        group[i].signed = true;
+        group[i].resolve(tokens[i]);
+      }
     }
   }
 

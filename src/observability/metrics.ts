@@ -104,6 +104,9 @@ export class Metrics {
     monotonic(registers, 'mesh_store_commits_total', 'LMDB transactions committed (group commit: each carries every write issued while the previous one committed)', () => ({ '': commits.commits }));
     monotonic(registers, 'mesh_store_committed_writes_total', 'Atomic writes carried by those transactions', () => ({ '': commits.writes }));
     monotonic(registers, 'mesh_store_commit_seconds_total', 'Time from starting each transaction to its being durable on disk', () => ({ '': commits.seconds }));
+    const signing = app.keys.signingStats;
+    monotonic(registers, 'mesh_session_tokens_signed_total', 'Session (dial/bind) tokens signed', () => ({ '': signing.tokens }));
+    monotonic(registers, 'mesh_session_token_signatures_total', 'Signatures those tokens took (one per batch: a Merkle tree of the tokens asked for together)', () => ({ '': signing.batches }));
     const cluster = app.store.cluster;
     if (cluster) {
       const cs = cluster.stats;

@@ -14,7 +14,7 @@ import { renderRecord } from '../../resources/render.js';
 import { standardHandlers } from '../../resources/standard.js';
 import { write } from '../../resources/write.js';
 import { parseListParams, runList } from '../../core/query.js';
-import { SESSION_TOKEN, claimedExpiry, signSessionToken, type SessionTokenFacts } from '../../auth/tokens.js';
+import { SESSION_TOKEN, claimedExpiry, signSessionToken, type PendingToken, type SessionTokenFacts } from '../../auth/tokens.js';
 import type { Rec } from '../../store/store.js';
 import type { PolicyType } from '../../policy/access.js';
 import { timeOrderedId } from '../../store/ids.js';
@@ -108,7 +108,9 @@ async function createSession(reg: Registry, ctx: Ctx): Promise<Reply> {
       let token: string;
       if (held !== undefined && exp !== undefined && exp * 1000 - Date.now() > (ctx.app.sessions.timeoutMs / 2)) token = held;
       else {
-        token = await sessionToken(ctx, found);
+        const signing = sessionToken(ctx, found);
+        signing.need();
+        token = await signing.token;
         if (live) live.token = token;
       }
       return withToken(ok(renderRecord(reg, reg.def('sessions'), found, { store: ctx.app.store, ctx }), 201), token);
@@ -118,8 +120,8 @@ async function createSession(reg: Registry, ctx: Ctx): Promise<Reply> {
     // instead of dirtying a random page of each (a commit of 32 sessions 2.5× faster).
     const id = timeOrderedId();
     // The record holds nothing of the token (its jti is the session id, its signature proves the
-    // rest), so the token is signed while the write waits for its commit, in one batch with the
-    // tokens of the other sessions of that commit (SigningKeys.signSession).
+    // rest), so the token is asked for now and signed, at the latest when the write lands, in one
+    // batch with every token asked for meanwhile (SigningKeys.signSession).
     const signing = sessionToken(ctx, { id, identityId: identity.id, apiSessionId: apiSession.id, serviceId, type });
     const rec: Rec = {
       id,
@@ -139,7 +141,9 @@ async function createSession(reg: Registry, ctx: Ctx): Promise<Reply> {
       tx.put('sessions', rec);
       return rec;
     });
-    pending = Promise.all([writing, signing]).then(([rec, token]) => {
+    pending = writing.then(async (rec) => {
+      signing.need();
+      const token = await signing.token;
       // Remembered so that a repeated create answers the same token.
       const live = engine.sessions.live(identity.id, rec.id);
       if (live) live.token = token;
@@ -157,7 +161,7 @@ async function createSession(reg: Registry, ctx: Ctx): Promise<Reply> {
  * timeout): like upstream's service access tokens, which expire with the access token that asked
  * for them.
  */
-function sessionToken(ctx: Ctx, s: SessionTokenFacts | Rec): Promise<string> {
+function sessionToken(ctx: Ctx, s: SessionTokenFacts | Rec): PendingToken {
   return signSessionToken(ctx.app.keys, ctx.app.baseUrl, s as SessionTokenFacts, ctx.app.sessions.timeoutSeconds);
 }
 

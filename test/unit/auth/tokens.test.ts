@@ -40,6 +40,35 @@ t.test('Merkle paths lead every leaf, and only it, to the root', async (t) => {
   t.same(merkleLeafHash('x0'), crypto.createHash('sha256').update(Buffer.from([0])).update('x0').digest(), 'leaf hash: SHA-256(0x00 ‖ leaf)');
 });
 
+t.test('session tokens: a batch is signed when one of its tokens is needed, or after a wait', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-tokens-'));
+  const store = new Store(path.join(dir, 'db'), createRegistry().collectionSpecs());
+  const keys = new SigningKeys(store, dir, { controllerId: 'c1', rotationMs: 3_600_000 });
+  await keys.start();
+  t.teardown(async () => {
+    keys.close();
+    await store.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  const ask = (i: number) => keys.signSession(sessionTokenClaims('https://c1', { id: `s${i}`, identityId: 'i', apiSessionId: 'a', serviceId: `svc${i}`, type: 'Dial' }, 600));
+  let settled = 0;
+  const first = [ask(1), ask(2)];
+  for (const p of first) p.token.then(() => settled++);
+  // Commits land meanwhile (a store write): that alone signs nothing any more.
+  await store.write((tx) => tx.put('services', { id: 'x', name: 'x', createdAt: 0, updatedAt: 0, tags: {} }));
+  await new Promise((r) => setImmediate(r));
+  t.equal(settled, 0, 'asked for, not needed: not signed yet');
+  const third = ask(3);
+  third.need();
+  const tokens = await Promise.all([...first, third].map((p) => p.token));
+  t.equal(new Set(tokens.map((tk) => tk.split('~')[0])).size, 1, 'the needed token took the two waiting ones into its batch');
+  const lone = ask(4);
+  const at = Date.now();
+  await lone.token;
+  t.ok(Date.now() - at >= 40, 'a token nobody needs is signed after the wait anyway');
+  t.same(keys.signingStats, { tokens: 4, batches: 2 }, 'two signatures for the four');
+});
+
 t.test('session tokens: one signature per batch, each verifiable alone', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-tokens-'));
   const store = new Store(path.join(dir, 'db'), createRegistry().collectionSpecs());
@@ -51,9 +80,15 @@ t.test('session tokens: one signature per batch, each verifiable alone', async (
     fs.rmSync(dir, { recursive: true, force: true });
   });
   const facts = (i: number) => ({ id: `s${i}`, identityId: `i${i}`, apiSessionId: `a${i}`, serviceId: `svc${i}`, type: i % 2 ? 'Bind' : 'Dial' });
-  // Asked for together (no commit lands meanwhile): one batch.
-  const tokens = await Promise.all(Array.from({ length: 13 }, (_, i) => keys.signSession(sessionTokenClaims('https://c1', facts(i), 600))));
+  // Asked for together, one of them needed: one batch, signed at once.
+  const asked = Array.from({ length: 13 }, (_, i) => keys.signSession(sessionTokenClaims('https://c1', facts(i), 600)));
+  asked[12].need();
+  const signatures = keys.signingStats.batches;
+  const tokens = await Promise.all(asked.map((p) => p.token));
   t.equal(new Set(tokens.map((tk) => tk.split('~')[0])).size, 1, '13 tokens asked for together share one batch signature');
+  t.same(keys.signingStats, { tokens: 13, batches: 1 }, 'one signature for the 13');
+  asked[3].need();
+  t.equal(keys.signingStats.batches, signatures, 'needing a signed token signs nothing');
   const jwks = createLocalJWKSet(keys.jwks() as never);
   for (const [i, token] of tokens.entries()) {
     const own = keys.verify(token, SESSION_TOKEN);
