@@ -1,0 +1,188 @@
+/**
+ * Session creates of this build against another build, side by side: both controllers run at once
+ * on the same machine (each on bench:policy's large model, written by its own build), and the
+ * creates go to one and then the other in alternating rounds (the order flips each round), so the
+ * machine's drift, which moves one whole run of bench:policy against the next by ±20% here, falls
+ * on both alike. Per build and client level: creates/s and the controller's CPU per create (all
+ * its threads, and its main thread), from /proc over the rounds; the first round warms up and is
+ * not counted. The ceiling of each figure is the other build's, measured in the same run.
+ *
+ *   git worktree add /tmp/before <commit> && (cd /tmp/before && npm ci && npm run build)
+ *   npm run bench:sessions-ab -- --before /tmp/before
+ *
+ * Prints a summary and writes bench/results/sessions-ab-<time>.json.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { ROOT, login, readCpuMs, MGMT, type ControllerProcess, type SpawnOptions } from './lib/controller.js';
+import { createClient, requestJson, type RequestSpec } from './lib/http.js';
+import { runLoad } from './lib/load.js';
+import { parseCli, intFlag, intListFlag } from './lib/cli.js';
+import { fmt, machineInfo, table, writeResults } from './lib/report.js';
+import { progressBar } from './lib/progress.js';
+
+const argv = parseCli({
+  name: 'bench:sessions-ab',
+  summary: `Session creates of this build against another (--before DIR, a built checkout), both controllers
+up at once, in alternating rounds: creates/s and controller CPU per create of each, and their ratio.`,
+  usage: ['npm run bench:sessions-ab -- --before /tmp/before', 'npm run bench:sessions-ab -- --before /tmp/before --rounds 4 --per-round 1000 --session-clients 64'],
+  flags: {
+    'before': { type: 'string', arg: 'DIR', help: 'a checkout of the build to compare with, built (dist/)' },
+    'rounds': { type: 'string', default: '7', arg: 'N', help: 'rounds per client level, the first a warm-up' },
+    'per-round': { type: 'string', default: '3000', arg: 'K', help: 'session creates per build per round' },
+    'session-clients': { type: 'string', default: '64,256', arg: 'LIST', help: 'concurrent creators per level, each on its own connection' },
+    'sessions': { type: 'string', default: '64', arg: 'S', help: 'API sessions of the worst-case identity (sessions to create: S × its dialable services)' },
+    'data-dir': { type: 'string', default: os.tmpdir(), arg: 'DIR', help: 'where the two data directories go (e.g. /dev/shm to take the disk out)' },
+  },
+});
+const before = path.resolve(String(argv.before ?? ''));
+if (!argv.before || !fs.existsSync(path.join(before, 'dist', 'src', 'main.js'))) {
+  console.error('bench:sessions-ab: --before DIR must be a built checkout (DIR/dist/src/main.js)');
+  process.exit(2);
+}
+const ROUNDS = intFlag(argv, 'rounds', 2, 100);
+const PER_ROUND = intFlag(argv, 'per-round', 100, 100_000);
+const LEVELS = intListFlag(argv, 'session-clients', 1, 4096);
+const API_SESSIONS = intFlag(argv, 'sessions', 1, 1000);
+const DATA_PARENT = String(argv['data-dir']);
+const ADMIN_PASSWORD = 'bench-admin-password';
+const USER_PASSWORD = 'bench-user-password';
+const CLIENT = '/edge/client/v1';
+
+interface Build {
+  name: string;
+  dir: string;
+  dataDir?: string;
+  ctl?: ControllerProcess;
+  creates: RequestSpec[];
+  polls: RequestSpec[];
+  next: number;
+  levels: Map<number, { ok: number; seconds: number; cpuMs: number; mainCpuMs: number; perRound: number[] }>;
+  signing?: { tokens: number; signatures: number };
+}
+
+/** A build's own spawnController and model writer: each writes its data directory in its own format. */
+async function prepare(b: Build) {
+  const lib = (await import(pathToFileURL(path.join(b.dir, 'dist', 'bench', 'lib', 'controller.js')).href)) as { spawnController(o: SpawnOptions): Promise<ControllerProcess> };
+  const model = await import(pathToFileURL(path.join(b.dir, 'dist', 'scripts', 'lib', 'model.js')).href);
+  const dataDir = (b.dataDir = fs.mkdtempSync(path.join(DATA_PARENT, 'mesh-bench-ab-')));
+  const env = { MESH_LOG_LEVEL: 'info' };
+  const first = await lib.spawnController({ password: ADMIN_PASSWORD, env, dataDir, keepData: true });
+  await first.stop();
+  const bar = progressBar(`${b.name}: writing the large model`, {});
+  const seeded = await model.writeModelToStore(dataDir, model.shapeByName('large'), { seed: 1, env: { MESH_ADMIN_PASSWORD: ADMIN_PASSWORD, MESH_ADDRESS: '127.0.0.1:0' } });
+  bar.done();
+  const ctl = (b.ctl = await lib.spawnController({ password: ADMIN_PASSWORD, env, dataDir, readyTimeoutMs: 120_000 }));
+  const c = await createClient({ origin: ctl.origin, ca: ctl.ca, connections: 1, kind: 'raw' });
+  try {
+    const admin = await login(c, 'admin', ADMIN_PASSWORD);
+    const r = await requestJson(c, 'POST', `${MGMT}/authenticators`, { accept: 'application/json', 'zt-session': admin }, { identityId: seeded.worstCaseIdentityId, method: 'updb', username: 'bench-worst', password: USER_PASSWORD });
+    if (r.status !== 201) throw new Error(`${b.name}: authenticator: ${r.status} ${JSON.stringify(r.body)}`);
+    const tokens: string[] = [];
+    for (let i = 0; i < API_SESSIONS; i++) {
+      const l = await requestJson(c, 'POST', `${CLIENT}/authenticate?method=password`, { accept: 'application/json' }, { username: 'bench-worst', password: USER_PASSWORD });
+      if (l.status !== 200) throw new Error(`${b.name}: login: ${l.status} ${JSON.stringify(l.body)}`);
+      tokens.push(l.body.data.token);
+    }
+    const list = await requestJson(c, 'GET', `${CLIENT}/services?limit=-1`, { accept: 'application/json', 'zt-session': tokens[0] });
+    const dialable = (list.body.data as { id: string; permissions: string[] }[]).filter((s) => s.permissions.includes('Dial')).map((s) => s.id);
+    for (const sid of dialable) for (const tok of tokens) b.creates.push({ method: 'POST', path: `${CLIENT}/sessions`, headers: { accept: 'application/json', 'content-type': 'application/json', 'zt-session': tok }, body: Buffer.from(JSON.stringify({ serviceId: sid, type: 'Dial' })) });
+    b.polls = tokens.map((tok) => ({ method: 'GET', path: `${CLIENT}/current-api-session/service-updates`, headers: { accept: 'application/json', 'zt-session': tok } }));
+  } finally {
+    await c.close();
+  }
+}
+
+/** One round of one build at one level: `PER_ROUND` creates of pairs not created yet. */
+async function round(b: Build, clients: number, counted: boolean) {
+  const ctl = b.ctl!;
+  const c = await createClient({ origin: ctl.origin, ca: ctl.ca, connections: clients, kind: 'raw' });
+  try {
+    // Connections opened (TLS handshakes) before the clock starts: a poll on each.
+    await runLoad({ client: c, concurrency: clients, requests: b.polls, count: clients * 4 });
+    const specs = b.creates.slice(b.next, b.next + PER_ROUND);
+    b.next += specs.length;
+    if (specs.length === 0) throw new Error(`${b.name}: no session pairs left (fewer rounds, a smaller --per-round or more --sessions)`);
+    const cpu0 = readCpuMs(ctl.pid) ?? NaN;
+    const main0 = readCpuMs(ctl.pid, ctl.pid) ?? NaN;
+    const r = await runLoad({ client: c, concurrency: clients, requests: specs, count: specs.length });
+    const cpuMs = (readCpuMs(ctl.pid) ?? NaN) - cpu0;
+    const mainCpuMs = (readCpuMs(ctl.pid, ctl.pid) ?? NaN) - main0;
+    if (r.ok !== specs.length) throw new Error(`${b.name}: ${specs.length - r.ok} creates failed: ${JSON.stringify(r.errors)}`);
+    if (!counted) return;
+    let l = b.levels.get(clients);
+    if (!l) b.levels.set(clients, (l = { ok: 0, seconds: 0, cpuMs: 0, mainCpuMs: 0, perRound: [] }));
+    l.ok += r.ok;
+    l.seconds += r.ok / r.okPerSec;
+    l.cpuMs += cpuMs;
+    l.mainCpuMs += mainCpuMs;
+    l.perRound.push(Math.round(r.okPerSec));
+  } finally {
+    await c.close();
+  }
+}
+
+/** The session-token signing counters, where the build has them. */
+async function signing(b: Build) {
+  const c = await createClient({ origin: b.ctl!.origin, ca: b.ctl!.ca, connections: 1, kind: 'raw' });
+  try {
+    const r = await c.request({ method: 'GET', path: '/metrics', headers: {}, wantBody: true });
+    const text = r.body?.toString('utf8') ?? '';
+    const value = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+    const tokens = value('mesh_session_tokens_signed_total');
+    if (Number.isFinite(tokens)) b.signing = { tokens, signatures: value('mesh_session_token_signatures_total') };
+  } finally {
+    await c.close();
+  }
+}
+
+async function main() {
+  const builds: Build[] = [
+    { name: 'this', dir: ROOT, creates: [], polls: [], next: 0, levels: new Map() },
+    { name: 'before', dir: before, creates: [], polls: [], next: 0, levels: new Map() },
+  ];
+  try {
+    for (const b of builds) await prepare(b);
+    const bar = progressBar('rounds', { total: ROUNDS * LEVELS.length });
+    let done = 0;
+    for (let i = 0; i < ROUNDS; i++) {
+      for (const clients of LEVELS) {
+        for (const b of i % 2 ? [...builds].reverse() : builds) await round(b, clients, i > 0);
+        bar.update(++done);
+      }
+    }
+    bar.done();
+    for (const b of builds) await signing(b);
+  } finally {
+    for (const b of builds) {
+      await b.ctl?.stop();
+      if (b.dataDir) fs.rmSync(b.dataDir, { recursive: true, force: true });
+    }
+  }
+  const [now, then] = builds;
+  const rows: (string | number)[][] = [];
+  const levels = LEVELS.map((clients) => {
+    const per = (b: Build) => {
+      const l = b.levels.get(clients)!;
+      return { createsPerSec: Math.round(l.ok / l.seconds), cpuUsPerCreate: +((l.cpuMs / l.ok) * 1000).toFixed(1), mainThreadCpuUsPerCreate: +((l.mainCpuMs / l.ok) * 1000).toFixed(1), perRound: l.perRound };
+    };
+    const a = per(now);
+    const b = per(then);
+    const ratio = { creates: +(a.createsPerSec / b.createsPerSec).toFixed(3), cpu: +(a.cpuUsPerCreate / b.cpuUsPerCreate).toFixed(3), mainThreadCpu: +(a.mainThreadCpuUsPerCreate / b.mainThreadCpuUsPerCreate).toFixed(3) };
+    rows.push([`${clients} clients`, `${a.createsPerSec}/s`, `${b.createsPerSec}/s`, fmt(ratio.creates, 2), `${a.cpuUsPerCreate} µs (main ${a.mainThreadCpuUsPerCreate})`, `${b.cpuUsPerCreate} µs (main ${b.mainThreadCpuUsPerCreate})`, fmt(ratio.cpu, 2)]);
+    return { clients, this: a, before: b, ratio };
+  });
+  console.log(`\nsession creates, ${ROUNDS - 1} counted rounds of ${PER_ROUND} per build and level (this: ${ROOT}, before: ${before}; data in ${DATA_PARENT})\n`);
+  console.log(table(['level', 'this', 'before', 'ratio', 'this CPU per create', 'before CPU per create', 'ratio'], rows));
+  for (const b of builds) if (b.signing) console.log(`${b.name}: ${b.signing.tokens} session tokens in ${b.signing.signatures} signatures (${fmt(b.signing.tokens / b.signing.signatures, 1)} a signature)`);
+  console.log(`(load average at the end: ${os.loadavg().map((x) => x.toFixed(1)).join(' ')} on ${os.cpus().length} CPUs)`);
+  const file = writeResults('sessions-ab', { machine: machineInfo(), before, rounds: ROUNDS, perRound: PER_ROUND, apiSessions: API_SESSIONS, dataDir: DATA_PARENT, levels, signing: Object.fromEntries(builds.map((b) => [b.name, b.signing ?? null])) });
+  console.log(`\nresults: ${path.relative(process.cwd(), file)}`);
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
