@@ -126,19 +126,21 @@ export function claimedExpiry(token: string): number | undefined {
 }
 
 // Merkle tree hashes as RFC 9162 §2.1.1 defines them: a leaf and an interior node hash under
-// different prefixes, so a leaf can never pose as a node.
-// (crypto.hash, one call each: a third cheaper than createHash().update().digest() here.)
-const NODE = Buffer.from([1]);
-export const merkleLeafHash = (leaf: string): Buffer => crypto.hash('sha256', `\u0000${leaf}`, 'buffer');
-const nodeHash = (left: Buffer, right: Buffer): Buffer => crypto.hash('sha256', Buffer.concat([NODE, left, right], 65), 'buffer');
+// different prefixes, so a leaf can never pose as a node. A hash is a 32-character latin1 string,
+// one character a byte: a Buffer each would be an ArrayBuffer of its own (crypto.hash does not
+// pool), two or three per session token for the collector; a node's input goes through the
+// Buffer pool. (crypto.hash, one call each: a third cheaper than createHash().update().digest().)
+export type MerkleHash = string;
+export const merkleLeafHash = (leaf: string): MerkleHash => crypto.hash('sha256', `\u0000${leaf}`, 'binary');
+const nodeHash = (left: MerkleHash, right: MerkleHash): MerkleHash => crypto.hash('sha256', Buffer.from(`\u0001${left}${right}`, 'latin1'), 'binary');
 
 /**
  * The Merkle tree hash of the leaf hashes (RFC 9162 §2.1.1: the left subtree holds the largest
  * power of two below the count) and each leaf's inclusion path (§2.1.3.1), nearest sibling first.
  */
-export function merkleTree(leaves: Buffer[]): { root: Buffer; paths: Buffer[][] } {
-  const paths = leaves.map((): Buffer[] => []);
-  const mth = (lo: number, hi: number): Buffer => {
+export function merkleTree(leaves: MerkleHash[]): { root: MerkleHash; paths: MerkleHash[][] } {
+  const paths = leaves.map((): MerkleHash[] => []);
+  const mth = (lo: number, hi: number): MerkleHash => {
     if (hi - lo === 1) return leaves[lo];
     let k = 1;
     while (k * 2 < hi - lo) k *= 2;
@@ -152,7 +154,7 @@ export function merkleTree(leaves: Buffer[]): { root: Buffer; paths: Buffer[][] 
 }
 
 /** The root an inclusion path leads to from leaf `index` of a tree of `size` leaves (RFC 9162 §2.1.3.2); undefined when it cannot. */
-export function merkleRootOf(index: number, size: number, leaf: Buffer, path: Buffer[]): Buffer | undefined {
+export function merkleRootOf(index: number, size: number, leaf: MerkleHash, path: MerkleHash[]): MerkleHash | undefined {
   if (!(index >= 0 && index < size)) return undefined;
   let fn = index;
   let sn = size - 1;
@@ -195,11 +197,10 @@ export function signSessionBatch(key: KeyObject, header: string, claims: TokenCl
     iat = Math.min(iat, c.iat);
     exp = Math.max(exp, c.exp ?? 0);
   }
-  const batch = signJws(key, header, { iss: claims[0].iss, iat, exp, z_t: SESSION_BATCH, z_n: claims.length, z_root: root.toString('base64url') });
+  const batch = signJws(key, header, { iss: claims[0].iss, iat, exp, z_t: SESSION_BATCH, z_n: claims.length, z_root: Buffer.from(root, 'latin1').toString('base64url') });
   return payloads.map((payload, i) => {
-    const index = Buffer.alloc(4);
-    index.writeUInt32BE(i);
-    return `${batch}~${payload}~${Buffer.concat([index, ...paths[i]]).toString('base64url')}`;
+    const index = String.fromCharCode((i >>> 24) & 255, (i >>> 16) & 255, (i >>> 8) & 255, i & 255);
+    return `${batch}~${payload}~${Buffer.from(index + paths[i].join(''), 'latin1').toString('base64url')}`;
   });
 }
 
@@ -421,10 +422,10 @@ export class SigningKeys {
     const raw = Buffer.from(proof, 'base64url');
     // Strictly the encoding of those bytes (node's decoder skips what it cannot read).
     if (raw.length < 4 || (raw.length - 4) % 32 !== 0 || raw.toString('base64url') !== proof) return undefined;
-    const path: Buffer[] = [];
-    for (let at = 4; at < raw.length; at += 32) path.push(raw.subarray(at, at + 32));
+    const path: MerkleHash[] = [];
+    for (let at = 4; at < raw.length; at += 32) path.push(raw.toString('latin1', at, at + 32));
     const root = merkleRootOf(raw.readUInt32BE(0), z_n, merkleLeafHash(payload), path);
-    if (!root || root.toString('base64url') !== z_root) return undefined;
+    if (!root || Buffer.from(root, 'latin1').toString('base64url') !== z_root) return undefined;
     let claims: unknown;
     try {
       claims = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8'));
