@@ -8,7 +8,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { createLocalJWKSet } from 'jose';
 import { Store } from '../../../src/store/store.js';
 import { createRegistry } from '../../../src/resources/index.js';
@@ -40,7 +40,8 @@ t.test('Merkle paths lead every leaf, and only it, to the root', async (t) => {
   t.equal(merkleLeafHash('x0'), crypto.createHash('sha256').update(Buffer.from([0])).update('x0').digest('binary'), 'leaf hash: SHA-256(0x00 ‖ leaf)');
 });
 
-t.test('session tokens: a batch is signed when one of its tokens is needed, or after a wait', async (t) => {
+/** A started SigningKeys of controller c1 on a store in a temporary directory, gone at the test's end. */
+async function startKeys(t: Test) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-tokens-'));
   const store = new Store(path.join(dir, 'db'), createRegistry().collectionSpecs());
   const keys = new SigningKeys(store, dir, { controllerId: 'c1', rotationMs: 3_600_000 });
@@ -50,6 +51,11 @@ t.test('session tokens: a batch is signed when one of its tokens is needed, or a
     await store.close();
     fs.rmSync(dir, { recursive: true, force: true });
   });
+  return { dir, store, keys };
+}
+
+t.test('session tokens: a batch is signed when one of its tokens is needed, or after a wait', async (t) => {
+  const { store, keys } = await startKeys(t);
   const ask = (i: number) => keys.signSession(sessionTokenClaims('https://c1', { id: `s${i}`, identityId: 'i', apiSessionId: 'a', serviceId: `svc${i}`, type: 'Dial' }, 600));
   let settled = 0;
   const first = [ask(1), ask(2)];
@@ -70,15 +76,7 @@ t.test('session tokens: a batch is signed when one of its tokens is needed, or a
 });
 
 t.test('session tokens: one signature per batch, each verifiable alone', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-tokens-'));
-  const store = new Store(path.join(dir, 'db'), createRegistry().collectionSpecs());
-  const keys = new SigningKeys(store, dir, { controllerId: 'c1', rotationMs: 3_600_000 });
-  await keys.start();
-  t.teardown(async () => {
-    keys.close();
-    await store.close();
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
+  const { dir, keys } = await startKeys(t);
   const facts = (i: number) => ({ id: `s${i}`, identityId: `i${i}`, apiSessionId: `a${i}`, serviceId: `svc${i}`, type: i % 2 ? 'Bind' : 'Dial' });
   // Asked for together, one of them needed: one batch, signed at once.
   const asked = Array.from({ length: 13 }, (_, i) => keys.signSession(sessionTokenClaims('https://c1', facts(i), 600)));
