@@ -271,6 +271,8 @@ export class SigningKeys {
 
   close(): void {
     clearInterval(this.timer);
+    // Nothing waits for a batch timer past the close.
+    if (this.waiting.length > 0) this.flushSigning();
   }
 
   get currentKid(): string {
@@ -365,8 +367,8 @@ export class SigningKeys {
    * A session's token, signed in a batch (`signSessionBatch`) with every other token asked for
    * and not signed yet. A batch is signed when one of its tokens is needed (`need`: its
    * session's write has landed, or there is no write): the tokens of the sessions of a commit are
-   * asked for while the previous commit lands (their writes wait for it), so signing them only
-   * when their own commit lands takes in the next commit's tokens too, and every other commit's
+   * asked for while the commit before it is in flight (their writes wait for it), so signing them
+   * only when their own commit lands takes in the next commit's tokens too, and every other commit's
    * tokens are already signed when it lands: half as many signatures as signing at each landing
    * (at most MAX_SESSION_BATCH a batch; a token nobody needs, its write having failed, goes with
    * the next batch or after SIGN_WAIT_MS).
@@ -377,7 +379,12 @@ export class SigningKeys {
     this.waiting.push(w);
     if (this.waiting.length >= MAX_SESSION_BATCH) this.flushSigning();
     else this.flushTimer ??= setTimeout(() => this.flushSigning(), SIGN_WAIT_MS);
-    return { token, need: () => w.signed || this.flushSigning() };
+    return {
+      token,
+      need: () => {
+        if (!w.signed) this.flushSigning();
+      },
+    };
   }
 
   /** Session tokens signed, and the batches (signatures) that signed them. */
