@@ -184,13 +184,9 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     heartbeatIntervalMs: settings.routerHeartbeatMs, heartbeatTimeoutMs: settings.routerHeartbeatTimeoutMs,
     handshakeTimeoutMs: settings.routerHandshakeTimeoutMs, maxPendingHandshakes: settings.routerMaxPendingHandshakes,
     controllers: settings.clusterEtcd ? () => (app.cluster?.members() ?? []).map((m) => ({ id: m.id, ctrlAddress: m.ctrlAddress })) : undefined,
-    sessionToken: (rec) => {
-      for (const s of policy.sessions.of(rec.identityId)) if (s.id === rec.id) return s.token;
-      return undefined;
-    },
   });
-  // Sessions deleted on another controller: this one tells its own routers (no token: not held here).
-  if (sharedSessions) sharedSessions.onSessionsRemoved = (ids) => channel.sessionsRemoved(ids.map((id) => ({ id })));
+  // Sessions deleted on another controller: this one tells its own routers.
+  if (sharedSessions) sharedSessions.onSessionsRemoved = (ids) => channel.sessionsRemoved(ids);
   const metrics = new Metrics(app, channel, events.audit);
   const health = new Health(app);
   const logRequest = requestLogger(log, settings.requestLog);

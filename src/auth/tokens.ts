@@ -106,25 +106,6 @@ export function sessionTokenClaims(issuer: string, s: SessionTokenFacts, lifetim
   return { iss: issuer, sub: s.identityId, jti: s.id, iat, exp: iat + lifetimeSeconds, z_t: SESSION_TOKEN, z_asid: s.apiSessionId, z_svc: s.serviceId, z_st: s.type };
 }
 
-/** The `exp` (seconds) a token claims, unverified (undefined when it has none or is not one). */
-export function claimedExpiry(token: string): number | undefined {
-  const parts = token.split('~');
-  let payload: string;
-  if (parts.length === 3) payload = parts[1];
-  else {
-    const first = token.indexOf('.');
-    const second = token.indexOf('.', first + 1);
-    if (first <= 0 || second <= first) return undefined;
-    payload = token.slice(first + 1, second);
-  }
-  try {
-    const exp = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8'))?.exp;
-    return typeof exp === 'number' ? exp : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
 // Merkle tree hashes as RFC 9162 §2.1.1 defines them: a leaf and an interior node hash under
 // different prefixes, so a leaf can never pose as a node. A hash is a 32-character latin1 string,
 // one character a byte: a Buffer each would be an ArrayBuffer of its own (crypto.hash does not

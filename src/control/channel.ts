@@ -62,11 +62,6 @@ export interface ChannelOptions {
   maxPendingHandshakes: number;
   /** Cluster mode: every live controller, so a router knows where to reconnect if this one dies. */
   controllers?: () => { id: string; ctrlAddress: string }[];
-  /**
-   * The token this controller issued for a session record, while it still holds it (read as the
-   * record's deletion is being announced, before the session registry forgets it).
-   */
-  sessionToken?: (session: Rec) => string | undefined;
 }
 
 /** Counters read by the metrics scrape. */
@@ -349,26 +344,21 @@ export class ControlChannel {
    * with their API session, their identity disabled or deleted, access or posture lost — are
    * announced to every connected edge router at once, as upstream's SessionRemoved: one
    * `session-removed` per store write, naming every session it removed by id (the `jti` of its
-   * token, which is how a router holding a signed token matches it) and, where this controller
-   * still holds it, the token itself. In a cluster the sessions another controller deleted come
-   * as news (`sessionsRemoved`).
+   * token, which is how a router holding a signed token matches it). In a cluster the sessions
+   * another controller deleted come as news (`sessionsRemoved`).
    */
   private announceRemovedSessions(events: ChangeEvent[]) {
-    let removed: { id: string; token?: string }[] | undefined;
-    for (const ev of events) {
-      if (ev.collection !== 'sessions' || ev.after || !ev.before) continue;
-      (removed ??= []).push({ id: ev.id, token: this.opts.sessionToken?.(ev.before) });
-    }
+    let removed: string[] | undefined;
+    for (const ev of events) if (ev.collection === 'sessions' && !ev.after && ev.before) (removed ??= []).push(ev.id);
     if (removed) this.sessionsRemoved(removed);
   }
 
-  /** Tell every connected edge router of these removed sessions (a token only where this controller holds it). */
-  sessionsRemoved(removed: { id: string; token?: string }[]) {
+  /** Tell every connected edge router of these removed sessions. */
+  sessionsRemoved(removed: string[]) {
     // At most SESSIONS_PER_MESSAGE sessions per message (a mass removal, say an identity with
     // thousands of sessions, goes in frames of a few dozen KiB), as upstream chunks its own.
     for (let i = 0; i < removed.length; i += SESSIONS_PER_MESSAGE) {
-      const chunk = removed.slice(i, i + SESSIONS_PER_MESSAGE);
-      const msg: ControllerMessage = { type: 'session-removed', ids: chunk.map((r) => r.id), tokens: chunk.flatMap((r) => (r.token === undefined ? [] : [r.token])) };
+      const msg: ControllerMessage = { type: 'session-removed', ids: removed.slice(i, i + SESSIONS_PER_MESSAGE) };
       for (const s of this.byRouter.values()) if (s.kind === 'edge') s.send(msg);
     }
   }

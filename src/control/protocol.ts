@@ -95,7 +95,7 @@ export type ControllerMessage =
   | { type: 'router-update'; router: RouterSettings }
   | { type: 'controllers'; controllers: { id: string; ctrlAddress: string }[] }
   | { type: 'trace'; trace: TraceSpec }
-  | { type: 'session-removed'; ids: string[]; tokens: string[] }
+  | { type: 'session-removed'; ids: string[] }
   | { type: 'ping'; seq: number }
   | { type: 'pong'; seq: number }
   | { type: 'error'; code: string; message: string };

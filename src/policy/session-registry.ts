@@ -12,8 +12,6 @@ import type { PolicyType } from './access.js';
 
 export interface SessionInfo {
   id: string;
-  /** The signed token this process issued for it (memory only: a repeated create answers the same token). */
-  token?: string;
   identityId: string;
   apiSessionId: string;
   serviceId: string;

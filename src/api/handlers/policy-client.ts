@@ -14,7 +14,7 @@ import { renderRecord } from '../../resources/render.js';
 import { standardHandlers } from '../../resources/standard.js';
 import { write } from '../../resources/write.js';
 import { parseListParams, runList } from '../../core/query.js';
-import { SESSION_TOKEN, claimedExpiry, signSessionToken, type PendingToken, type SessionTokenFacts } from '../../auth/tokens.js';
+import { SESSION_TOKEN, signSessionToken, type PendingToken, type SessionTokenFacts } from '../../auth/tokens.js';
 import type { Rec } from '../../store/store.js';
 import type { PolicyType } from '../../policy/access.js';
 import { timeOrderedId } from '../../store/ids.js';
@@ -100,19 +100,11 @@ async function createSession(reg: Registry, ctx: Ctx): Promise<Reply> {
     const existing = engine.sessions.find(apiSession.id, serviceId, type);
     const found = existing ? ctx.app.store.get('sessions', existing) : undefined;
     if (found) {
-      // The same session again: the token this process issued for it while it has more than half
-      // its lifetime left, else a fresh one (any unexpired token naming a live session is valid).
-      const live = engine.sessions.live(identity.id, found.id);
-      const held = live?.token;
-      const exp = held === undefined ? undefined : claimedExpiry(held);
-      let token: string;
-      if (held !== undefined && exp !== undefined && exp * 1000 - Date.now() > (ctx.app.sessions.timeoutMs / 2)) token = held;
-      else {
-        const signing = sessionToken(ctx, found);
-        signing.need();
-        token = await signing.token;
-        if (live) live.token = token;
-      }
+      // The same session again, with a fresh token: any unexpired token naming a live session is
+      // valid, and keeping each issued token (~1 KB) would triple a session's memory.
+      const signing = sessionToken(ctx, found);
+      signing.need();
+      const token = await signing.token;
       return withToken(ok(renderRecord(reg, reg.def('sessions'), found, { store: ctx.app.store, ctx }), 201), token);
     }
     const now = Date.now();
@@ -143,11 +135,7 @@ async function createSession(reg: Registry, ctx: Ctx): Promise<Reply> {
     });
     pending = writing.then(async (rec) => {
       signing.need();
-      const token = await signing.token;
-      // Remembered so that a repeated create answers the same token.
-      const live = engine.sessions.live(identity.id, rec.id);
-      if (live) live.token = token;
-      return { rec, token };
+      return { rec, token: await signing.token };
     });
     inFlight.set(key, pending);
     pending.finally(() => inFlight.delete(key)).catch(() => {});
