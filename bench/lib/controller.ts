@@ -15,6 +15,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { HttpClient } from './http.js';
 import { requestJson } from './http.js';
+import { NODE_FLAGS } from '../../src/node-flags.js';
 
 /** Repository root (this file is dist/bench/lib/controller.js once built). */
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
@@ -79,7 +80,7 @@ export async function spawnController(opts: SpawnOptions): Promise<ControllerPro
   installHooks();
   if (!fs.existsSync(MAIN)) throw new Error(`${MAIN} not found: run npm run build first`);
   const dataDir = opts.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-bench-'));
-  const proc = spawn(process.execPath, [...(opts.nodeArgs ?? []), MAIN], {
+  const proc = spawn(process.execPath, [...NODE_FLAGS, ...(opts.nodeArgs ?? []), MAIN], {
     cwd: ROOT,
     env: {
       ...process.env,
