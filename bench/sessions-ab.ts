@@ -35,6 +35,7 @@ up at once, in alternating rounds: creates/s and controller CPU per create of ea
     'session-clients': { type: 'string', default: '64,256', arg: 'LIST', help: 'concurrent creators per level, each on its own connection' },
     'sessions': { type: 'string', default: '64', arg: 'S', help: 'API sessions of the worst-case identity (sessions to create: S × its dialable services)' },
     'data-dir': { type: 'string', default: os.tmpdir(), arg: 'DIR', help: 'where the two data directories go (e.g. /dev/shm to take the disk out)' },
+    'cpu-prof': { type: 'string', arg: 'DIR', help: 'profile both controllers (node --cpu-prof) into DIR/this and DIR/before' },
   },
 });
 const before = path.resolve(String(argv.before ?? ''));
@@ -47,6 +48,7 @@ const PER_ROUND = intFlag(argv, 'per-round', 100, 100_000);
 const LEVELS = intListFlag(argv, 'session-clients', 1, 4096);
 const API_SESSIONS = intFlag(argv, 'sessions', 1, 1000);
 const DATA_PARENT = String(argv['data-dir']);
+const PROFILE_DIR = argv['cpu-prof'] ? path.resolve(String(argv['cpu-prof'])) : undefined;
 const ADMIN_PASSWORD = 'bench-admin-password';
 const USER_PASSWORD = 'bench-user-password';
 const CLIENT = '/edge/client/v1';
@@ -74,7 +76,8 @@ async function prepare(b: Build) {
   const bar = progressBar(`${b.name}: writing the large model`, {});
   const seeded = await model.writeModelToStore(dataDir, model.shapeByName('large'), { seed: 1, env: { MESH_ADMIN_PASSWORD: ADMIN_PASSWORD, MESH_ADDRESS: '127.0.0.1:0' } });
   bar.done();
-  const ctl = (b.ctl = await lib.spawnController({ password: ADMIN_PASSWORD, env, dataDir, readyTimeoutMs: 120_000 }));
+  const nodeArgs = PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${path.join(PROFILE_DIR, b.name)}`] : [];
+  const ctl = (b.ctl = await lib.spawnController({ password: ADMIN_PASSWORD, env, dataDir, nodeArgs, readyTimeoutMs: 120_000 }));
   const c = await createClient({ origin: ctl.origin, ca: ctl.ca, connections: 1, kind: 'raw' });
   try {
     const admin = await login(c, 'admin', ADMIN_PASSWORD);
