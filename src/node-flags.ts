@@ -8,7 +8,8 @@
  * the default young generation was scavenged every ~50 ms, each scavenge copying everything still
  * in flight. Side by side on bench:policy's large model (2026-11-28, 256 clients): 74 → 18
  * scavenges and 13.9 → 5.0 µs of scavenge pause per create, 154 → 137 µs of controller CPU per
- * create; the price is a peak RSS ~100 MB higher under that load (528 against 431 MB). The young
- * generation grows to it only under allocation pressure: an idle controller stays as it was.
+ * create. The price is memory: the young generation grows to that size under allocation pressure
+ * (loading that model at start is enough) and keeps it, ~110 MB more RSS (511 against 400 MB after
+ * the start, 576 against 458 MB after the creates); a small model stays near its old size.
  */
 export const NODE_FLAGS: readonly string[] = ['--max-semi-space-size=64'];
