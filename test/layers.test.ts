@@ -18,7 +18,7 @@ const SRC = path.resolve(new URL('..', import.meta.url).pathname, 'src');
 
 /** Layer of a file under src/: its top directory, or its own name for files at the top. */
 const RANK: Record<string, number> = {
-  'main.ts': 6, 'app.ts': 6, cli: 6,
+  'main.ts': 6, 'node-flags.ts': 6, 'app.ts': 6, cli: 6,
   http: 5, observability: 5,
   api: 4, oidc: 4, 'migrations.ts': 4,
   resources: 3, auth: 3, pki: 3, policy: 3, events: 3, control: 3, cluster: 3, 'pool.ts': 3,
