@@ -114,6 +114,8 @@ export function sessionTokenClaims(issuer: string, s: SessionTokenFacts, lifetim
 export type MerkleHash = string;
 export const merkleLeafHash = (leaf: string): MerkleHash => crypto.hash('sha256', `\u0000${leaf}`, 'binary');
 const nodeHash = (left: MerkleHash, right: MerkleHash): MerkleHash => crypto.hash('sha256', Buffer.from(`\u0001${left}${right}`, 'latin1'), 'binary');
+/** A root as the batch JWS carries it (`z_root`). */
+const rootClaim = (root: MerkleHash) => Buffer.from(root, 'latin1').toString('base64url');
 
 /**
  * The Merkle tree hash of the leaf hashes (RFC 9162 §2.1.1: the left subtree holds the largest
@@ -178,7 +180,7 @@ export function signSessionBatch(key: KeyObject, header: string, claims: TokenCl
     iat = Math.min(iat, c.iat);
     exp = Math.max(exp, c.exp ?? 0);
   }
-  const batch = signJws(key, header, { iss: claims[0].iss, iat, exp, z_t: SESSION_BATCH, z_n: claims.length, z_root: Buffer.from(root, 'latin1').toString('base64url') });
+  const batch = signJws(key, header, { iss: claims[0].iss, iat, exp, z_t: SESSION_BATCH, z_n: claims.length, z_root: rootClaim(root) });
   return payloads.map((payload, i) => {
     const index = String.fromCharCode((i >>> 24) & 255, (i >>> 16) & 255, (i >>> 8) & 255, i & 255);
     return `${batch}~${payload}~${Buffer.from(index + paths[i].join(''), 'latin1').toString('base64url')}`;
@@ -196,10 +198,10 @@ interface WaitingToken {
   signed: boolean;
 }
 
-/** A session token being signed: `need` signs its batch now unless that is done. */
+/** A session token being signed: `need` signs its batch now unless that is done, and gives the token. */
 export interface PendingToken {
   token: Promise<string>;
-  need(): void;
+  need(): Promise<string>;
 }
 
 /** RFC 7638 thumbprint of an EC public JWK: the key's id, the same on every controller. */
@@ -364,6 +366,7 @@ export class SigningKeys {
       token,
       need: () => {
         if (!w.signed) this.flushSigning();
+        return token;
       },
     };
   }
@@ -413,7 +416,7 @@ export class SigningKeys {
     const path: MerkleHash[] = [];
     for (let at = 4; at < raw.length; at += 32) path.push(raw.toString('latin1', at, at + 32));
     const root = merkleRootOf(raw.readUInt32BE(0), z_n, merkleLeafHash(payload), path);
-    if (!root || Buffer.from(root, 'latin1').toString('base64url') !== z_root) return undefined;
+    if (!root || rootClaim(root) !== z_root) return undefined;
     let claims: unknown;
     try {
       claims = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8'));

@@ -102,9 +102,7 @@ async function createSession(reg: Registry, ctx: Ctx): Promise<Reply> {
     if (found) {
       // The same session again, with a fresh token: any unexpired token naming a live session is
       // valid, and keeping each issued token (~1 KB) would triple a session's memory.
-      const signing = sessionToken(ctx, found);
-      signing.need();
-      const token = await signing.token;
+      const token = await sessionToken(ctx, found).need();
       return withToken(ok(renderRecord(reg, reg.def('sessions'), found, { store: ctx.app.store, ctx }), 201), token);
     }
     const now = Date.now();
@@ -133,10 +131,7 @@ async function createSession(reg: Registry, ctx: Ctx): Promise<Reply> {
       tx.put('sessions', rec);
       return rec;
     });
-    pending = writing.then(async (rec) => {
-      signing.need();
-      return { rec, token: await signing.token };
-    });
+    pending = writing.then(async (rec) => ({ rec, token: await signing.need() }));
     inFlight.set(key, pending);
     pending.finally(() => inFlight.delete(key)).catch(() => {});
   }
