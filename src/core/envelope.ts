@@ -1,4 +1,5 @@
 /** Success and error envelopes: the only place response bodies are shaped. */
+import crypto from 'node:crypto';
 import { ApiError, type ErrorCause } from './errors.js';
 import type { Reply } from './operation.js';
 
@@ -16,6 +17,23 @@ export const envelope = (data: unknown, meta: Record<string, unknown>, status = 
 export const ok = (data: unknown, status = 200): Reply => envelope(data, {}, status);
 
 export const empty = (status = 200): Reply => envelope({}, {}, status);
+
+/** Stands in for a raw value while the rest of its body is encoded: unguessable, so no other value can pose as it. */
+const RAW_MARK = `mesh-raw-${crypto.randomUUID()}`;
+const RAW_MARK_JSON = `"${RAW_MARK}"`;
+
+/**
+ * `ok(data, status)` with `data[field]` set to `raw`, written into the body as the JSON string it
+ * is, unscanned. Only for values made of characters JSON never escapes (a signed token: base64url,
+ * `.` and `~`): JSON.stringify reads every character of a string for escapes, ~3 µs for a session
+ * token's ~1 KB, about 3% of a session create's CPU.
+ */
+export function okWithRaw(data: Record<string, unknown>, field: string, raw: string, status = 200): Reply {
+  data[field] = RAW_MARK;
+  const json = JSON.stringify({ data, meta: {} });
+  const at = json.indexOf(RAW_MARK_JSON);
+  return { status, contentType: 'application/json', body: `${json.slice(0, at)}"${raw}"${json.slice(at + RAW_MARK_JSON.length)}` };
+}
 
 /** 201 with `{id, _links.self}`; `href` relative like upstream: `./identities/<id>`. */
 export const created = (id: string, href: string): Reply => envelope({ id, _links: { self: { href } } }, {}, 201);

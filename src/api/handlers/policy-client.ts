@@ -7,7 +7,7 @@
 import type { Ctx, Entry, Handler } from '../../core/context.js';
 import type { Reply } from '../../core/operation.js';
 import { ApiError, errors } from '../../core/errors.js';
-import { ok, empty, envelope } from '../../core/envelope.js';
+import { ok, okWithRaw, empty, envelope } from '../../core/envelope.js';
 import { listRecords, listSource } from '../../resources/list.js';
 import { type Registry } from '../../resources/registry.js';
 import { renderRecord } from '../../resources/render.js';
@@ -103,7 +103,7 @@ async function createSession(reg: Registry, ctx: Ctx): Promise<Reply> {
       // The same session again, with a fresh token: any unexpired token naming a live session is
       // valid, and keeping each issued token (~1 KB) would triple a session's memory.
       const token = await sessionToken(ctx, found).need();
-      return withToken(ok(renderRecord(reg, reg.def('sessions'), found, { store: ctx.app.store, ctx }), 201), token);
+      return okWithRaw(renderRecord(reg, reg.def('sessions'), found, { store: ctx.app.store, ctx }), 'token', token, 201);
     }
     const now = Date.now();
     // Time-ordered, like every entity id: the write appends to the ends of the session B-trees
@@ -136,7 +136,7 @@ async function createSession(reg: Registry, ctx: Ctx): Promise<Reply> {
     pending.finally(() => inFlight.delete(key)).catch(() => {});
   }
   const { rec, token } = await pending;
-  return withToken(ok(renderRecord(reg, reg.def('sessions'), rec, { store: ctx.app.store, ctx }), 201), token);
+  return okWithRaw(renderRecord(reg, reg.def('sessions'), rec, { store: ctx.app.store, ctx }), 'token', token, 201);
 }
 
 /**
@@ -146,11 +146,6 @@ async function createSession(reg: Registry, ctx: Ctx): Promise<Reply> {
  */
 function sessionToken(ctx: Ctx, s: SessionTokenFacts | Rec): PendingToken {
   return signSessionToken(ctx.app.keys, ctx.app.baseUrl, s as SessionTokenFacts, ctx.app.sessions.timeoutSeconds);
-}
-
-function withToken(reply: Reply, token: string): Reply {
-  (reply.body as { data: { token: string } }).data.token = token;
-  return reply;
 }
 
 /** ISO strings of recent `lastChangeAt` values: clients poll the same few values over and over, and toISOString costs ~1 µs. */
