@@ -55,7 +55,7 @@ export class Registry {
         if (f.unique) unique.push(name);
         else if (f.index || f.ref || f.roles || f.attributes) indexes.push(name);
       }
-      return { name: def.collection, unique, indexes };
+      return { name: def.collection, unique, indexes, indexesInMemory: def.indexesInMemory };
     }));
   }
 

@@ -100,6 +100,12 @@ export interface ResourceDef {
    */
   permissions?: Partial<Record<StandardOp, Permission | null>>;
   fields: Record<string, FieldDef>;
+  /**
+   * Keep this family's secondary indexes (`index`, `ref`, … fields) in memory, built from the
+   * records at start-up, instead of in LMDB (CollectionSpec.indexesInMemory): for records created
+   * at request rates.
+   */
+  indexesInMemory?: boolean;
   /** Filter symbols beyond the fields' own (computed ones). */
   symbols?: SymbolTable;
   /** Extra `_links` (name → path relative to the entity, e.g. `edge-routers`). */

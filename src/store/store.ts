@@ -33,6 +33,13 @@ export interface CollectionSpec {
   name: string;
   unique?: string[];
   indexes?: string[];
+  /**
+   * Keep the secondary indexes (`indexes`) in memory instead of in LMDB: built from the records at
+   * open, changed as each commit lands. For records written at request rates (sessions), where an
+   * LMDB dupSort index costs every write a B-tree update per field in the commit: three per
+   * session create, ~70% of its CPU outside the event loop (docs/benchmarks.md).
+   */
+  indexesInMemory?: boolean;
 }
 
 export interface ChangeEvent {
@@ -95,11 +102,73 @@ export interface Coll {
   db: Database<Rec, string>;
   unique: Map<string, Database<string, IndexKey>>;
   indexes: Map<string, Database<string, IndexKey>>;
+  /** Secondary indexes kept in memory (CollectionSpec.indexesInMemory). */
+  memory: Map<string, MemoryIndex>;
   /** Writes issued but not yet committed: id → record, or null for a delete. */
   pending: Map<string, Rec | null>;
   /** Committed names by id (nameOf); an entry goes when its record's write commits. */
   names: Map<string, string | null>;
 }
+
+/**
+ * A secondary index in memory: index key → ids. It answers as an LMDB dupSort index does: ids of a
+ * key in order, keys in order (strings by UTF-16 code unit, which is LMDB's byte order for the
+ * ASCII ids and references held here).
+ */
+export class MemoryIndex {
+  private readonly byKey = new Map<IndexKey, Set<string>>();
+
+  add(key: IndexKey, id: string) {
+    let ids = this.byKey.get(key);
+    if (!ids) this.byKey.set(key, (ids = new Set()));
+    ids.add(id);
+  }
+
+  remove(key: IndexKey, id: string) {
+    const ids = this.byKey.get(key);
+    if (!ids) return;
+    ids.delete(id);
+    if (ids.size === 0) this.byKey.delete(key);
+  }
+
+  has(key: IndexKey): boolean {
+    return this.byKey.has(key);
+  }
+
+  ids(key: IndexKey): string[] {
+    const ids = this.byKey.get(key);
+    return ids ? [...ids].sort() : [];
+  }
+
+  keys(): IndexKey[] {
+    return [...this.byKey.keys()].sort(compareKeys);
+  }
+
+  *range({ start, end, reverse, offset = 0, limit }: { start?: IndexKey; end?: IndexKey; reverse?: boolean; offset?: number; limit?: number }): Iterable<string> {
+    // As LMDB ranges: forward from `start` (inclusive) to `end`; reverse down from `start` to `end`.
+    const keys = reverse
+      ? this.keys().filter((k) => (start === undefined || compareKeys(k, start) <= 0) && (end === undefined || compareKeys(k, end) > 0)).reverse()
+      : this.keys().filter((k) => (start === undefined || compareKeys(k, start) >= 0) && (end === undefined || compareKeys(k, end) < 0));
+    let skip = offset;
+    let left = limit ?? Infinity;
+    for (const k of keys) {
+      const ids = this.ids(k);
+      if (reverse) ids.reverse();
+      for (const id of ids) {
+        if (skip > 0) {
+          skip--;
+          continue;
+        }
+        if (left-- <= 0) return;
+        yield id;
+      }
+    }
+  }
+}
+
+/** LMDB's order of index keys: booleans, then numbers, then strings. */
+const keyRank = (k: IndexKey) => (typeof k === 'boolean' ? 0 : typeof k === 'number' ? 1 : 2);
+const compareKeys = (a: IndexKey, b: IndexKey): number => keyRank(a) - keyRank(b) || (a < b ? -1 : a > b ? 1 : 0);
 
 /** Names kept per collection (nameOf); past this the collection's names are dropped and refilled. */
 const MAX_NAMES = 100_000;
@@ -182,11 +251,15 @@ export class Store extends EventEmitter {
       db: this.env.openDB<Rec, string>({ name: `c:${spec.name}` }),
       unique: new Map(),
       indexes: new Map(),
+      memory: new Map(),
       pending: new Map(),
       names: new Map(),
     };
     for (const f of spec.unique ?? []) coll.unique.set(f, this.env.openDB({ name: `u:${spec.name}:${f}` }));
-    for (const f of spec.indexes ?? []) coll.indexes.set(f, this.openIndex(coll, f));
+    if (spec.indexesInMemory) {
+      for (const f of spec.indexes ?? []) coll.memory.set(f, new MemoryIndex());
+      for (const { key: id, value: rec } of coll.db.getRange({})) this.indexInMemory(coll, id, undefined, rec);
+    } else for (const f of spec.indexes ?? []) coll.indexes.set(f, this.openIndex(coll, f));
     this.colls.set(spec.name, coll);
   }
 
@@ -227,7 +300,7 @@ export class Store extends EventEmitter {
 
   isIndexed(collection: string, field: string): boolean {
     const c = this.coll(collection);
-    return c.unique.has(field) || c.indexes.has(field);
+    return c.unique.has(field) || c.indexes.has(field) || c.memory.has(field);
   }
 
   // ---- committed reads -------------------------------------------------------------------
@@ -295,6 +368,8 @@ export class Store extends EventEmitter {
       const id = u.get(keys[0]);
       return id === undefined ? [] : [id];
     }
+    const mem = c.memory.get(field);
+    if (mem) return mem.ids(keys[0]);
     const idx = c.indexes.get(field);
     if (!idx) throw new Error(`${collection}.${field} is not indexed`);
     return [...idx.getValues(keys[0])];
@@ -305,6 +380,8 @@ export class Store extends EventEmitter {
     const c = this.coll(collection);
     const keys = indexKeys(value);
     if (keys.length !== 1) return false;
+    const mem = c.memory.get(field);
+    if (mem) return mem.has(keys[0]);
     const db = c.unique.get(field) ?? c.indexes.get(field);
     if (!db) throw new Error(`${collection}.${field} is not indexed`);
     return db.doesExist(keys[0]);
@@ -317,6 +394,11 @@ export class Store extends EventEmitter {
     range: { start?: IndexKey; end?: IndexKey; reverse?: boolean; offset?: number; limit?: number } = {},
   ): Iterable<string> {
     const c = this.coll(collection);
+    const mem = c.memory.get(field);
+    if (mem) {
+      yield* mem.range(range);
+      return;
+    }
     const idx = c.unique.get(field) ?? c.indexes.get(field);
     if (!idx) throw new Error(`${collection}.${field} is not indexed`);
     const { start, end, reverse, offset, limit } = range;
@@ -333,6 +415,11 @@ export class Store extends EventEmitter {
   /** Distinct keys of an index (e.g. every role attribute in use), in key order. */
   *indexKeys(collection: string, field: string): Iterable<IndexKey> {
     const c = this.coll(collection);
+    const mem = c.memory.get(field);
+    if (mem) {
+      yield* mem.keys();
+      return;
+    }
     const idx = c.unique.get(field) ?? c.indexes.get(field);
     if (!idx) throw new Error(`${collection}.${field} is not indexed`);
     for (const key of idx.getKeys()) yield key as IndexKey;
@@ -429,6 +516,8 @@ export class Store extends EventEmitter {
     }
     committed.then(
       () => {
+        // In-memory indexes change as the records do, before the pending overlay goes.
+        for (const { ops } of items) for (const op of ops) this.indexInMemory(op.coll, op.id, op.before, op.after);
         clearPending();
         for (const { ops } of items) for (const op of ops) op.coll.names.delete(op.id);
         try {
@@ -489,6 +578,7 @@ export class Store extends EventEmitter {
     // the event loop, and so does a full load (it may hold the whole model).
     if (this.noSync && !replaceAll) this.env.transactionSync(apply);
     else await this.env.transaction(apply);
+    for (const op of ops) if (op.before || op.after) this.indexInMemory(op.coll, op.id, op.before, op.after);
     const events: ChangeEvent[] = [];
     for (const op of ops) {
       if (!op.before && !op.after) continue;
@@ -503,6 +593,16 @@ export class Store extends EventEmitter {
   /** Replica bookkeeping (cluster mode): the applied log revision and which log it follows. */
   metaDb(): Database<unknown, string> {
     return (this.meta ??= this.env.openDB<unknown, string>({ name: 'm:cluster' }));
+  }
+
+  /** Move a record's entries in its collection's in-memory indexes from `before` to `after`. */
+  private indexInMemory(coll: Coll, id: string, before: Rec | undefined, after: Rec | undefined) {
+    for (const [field, idx] of coll.memory) {
+      const oldK = indexKeys(before?.[field]);
+      const newK = indexKeys(after?.[field]);
+      for (const k of oldK) if (!newK.includes(k)) idx.remove(k, id);
+      for (const k of newK) if (!oldK.includes(k)) idx.add(k, id);
+    }
   }
 
   private applyOp({ coll, id, before, after }: Op) {

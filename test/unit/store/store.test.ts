@@ -117,6 +117,61 @@ t.test('index databases no collection declares any more are dropped when the sto
   await after.close();
 });
 
+t.test('indexes kept in memory answer as LMDB indexes do, and are rebuilt from the records at open', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-store-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const specs = [
+    { name: 'disk', indexes: ['tags', 'owner', 'size'] },
+    { name: 'mem', indexes: ['tags', 'owner', 'size'], indexesInMemory: true },
+  ];
+  // The same writes into a collection indexed in LMDB and one indexed in memory.
+  const both = (tx: import('../../../src/store/store.js').Tx, fn: (coll: string) => void) => {
+    fn('disk');
+    fn('mem');
+  };
+  const thing = (id: string, owner: string, tags: string[], size: number) => ({ id, createdAt: 1, updatedAt: 1, owner, tags, size });
+  const same = (s: Store, what: string) => {
+    for (const [field, value] of [['tags', 'x'], ['tags', 'y'], ['tags', 'none'], ['owner', 'o1'], ['owner', 'o2'], ['size', 3]] as const) {
+      t.same(s.idsByIndex('mem', field, value), s.idsByIndex('disk', field, value), `${what}: ids of ${field} = ${value}`);
+      t.equal(s.anyByIndex('mem', field, value), s.anyByIndex('disk', field, value), `${what}: any ${field} = ${value}`);
+    }
+    for (const field of ['tags', 'owner', 'size']) t.same([...s.indexKeys('mem', field)], [...s.indexKeys('disk', field)], `${what}: keys of ${field}`);
+    for (const range of [{}, { start: 'o1', end: 'o2' }, { reverse: true }, { offset: 1, limit: 2 }, { start: 'o2', reverse: true, limit: 1 }, { start: 'o3', end: 'o1', reverse: true }]) {
+      t.same([...s.idsByRange('mem', 'owner', range)], [...s.idsByRange('disk', 'owner', range)], `${what}: range ${JSON.stringify(range)}`);
+    }
+    t.same([...s.idsByRange('mem', 'size', { start: 2, end: 10 })], [...s.idsByRange('disk', 'size', { start: 2, end: 10 })], `${what}: numeric range`);
+  };
+  let s = new Store(dir, specs);
+  t.ok(s.isIndexed('mem', 'owner'));
+  await s.write((tx) =>
+    both(tx, (c) => {
+      tx.put(c, thing('c', 'o2', ['x'], 3));
+      tx.put(c, thing('a', 'o1', ['x', 'y'], 1));
+      tx.put(c, thing('b', 'o1', ['y'], 12));
+      tx.put(c, thing('d', 'o3', [], 3));
+    }),
+  );
+  same(s, 'after creates');
+  // A write still committing is seen by a later write (the pending overlay), not by committed reads.
+  const moving = s.write((tx) => both(tx, (c) => tx.put(c, thing('a', 'o2', ['y'], 3))));
+  await s.write((tx) => t.same(tx.idsByIndex('mem', 'owner', 'o2').sort(), ['a', 'c'], 'a later write sees the move in flight'));
+  await moving;
+  same(s, 'after an update');
+  await s.write((tx) => both(tx, (c) => tx.delete(c, 'c')));
+  same(s, 'after a delete');
+  t.same(s.idsByIndex('mem', 'owner', 'o2'), ['a']);
+  await s.close();
+  s = new Store(dir, specs);
+  same(s, 'after reopening');
+  t.notOk([...s.env.getKeys({})].some((k) => String(k).startsWith('i:mem:')), 'no LMDB index database for the in-memory ones');
+  await s.close();
+  // Indexed in LMDB before, in memory now: the old databases go, the answers stay.
+  s = new Store(dir, [{ name: 'disk', indexes: ['tags', 'owner', 'size'], indexesInMemory: true }, specs[1]]);
+  t.same(s.idsByIndex('disk', 'owner', 'o1'), ['b']);
+  t.notOk([...s.env.getKeys({})].some((k) => String(k).startsWith('i:disk:')), 'the LMDB index databases are dropped');
+  await s.close();
+});
+
 t.test('names of records are served from memory until a commit changes the record', async (t) => {
   const s = open(t);
   await s.write((tx) => tx.put('things', rec('a', 'alpha')));
