@@ -122,6 +122,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     rotationMs: settings.signingKeyRotationHours * 3_600_000,
     stillNeeded: (key) => sessions.anyCreatedBefore(key.retiredAt ?? Infinity),
     onError: (err) => log.error({ err }, 'signing key rotation failed'),
+    offload: (task) => pool.signSessions(task),
   });
   await keys.start();
   sessions.keys = keys;

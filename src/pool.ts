@@ -1,7 +1,7 @@
 /**
- * The worker pool for CPU-heavy work (password hashing, later CSR signing and index rebuilds).
- * Its queue is bounded: when it is full a caller gets 429 RATE_LIMITED at once instead of an
- * unbounded wait.
+ * The worker pool for CPU-heavy work (password hashing, CSR signing, searches). Its queue is
+ * bounded: when it is full a caller gets 429 RATE_LIMITED at once instead of an unbounded wait.
+ * Session-token batches have a thread of their own (`signSessions`), never queued behind them.
  */
 import os from 'node:os';
 import { Piscina } from 'piscina';
@@ -16,18 +16,22 @@ declare module './core/context.js' {
 }
 
 type TaskName = keyof typeof Tasks;
+
+const TASKS = new URL('../workers/tasks.js', import.meta.url).href;
 type TaskInput<N extends TaskName> = Parameters<(typeof Tasks)[N]>[0];
 type TaskOutput<N extends TaskName> = Awaited<ReturnType<(typeof Tasks)[N]>>;
 
 export class WorkerPool {
   private readonly piscina: Piscina;
+  /** A thread of its own for session-token batches: a session create never waits behind password hashes. */
+  private readonly signer: Piscina;
   /** Worker threads, all started at once. */
   readonly threads: number;
 
   constructor(opts: { threads: number; maxQueue: number }) {
     const threads = (this.threads = opts.threads > 0 ? opts.threads : Math.max(1, os.availableParallelism()));
     this.piscina = new Piscina({
-      filename: new URL('../workers/tasks.js', import.meta.url).href,
+      filename: TASKS,
       // Every worker from the start: a worker started on demand (piscina's default is one, more
       // as the queue grows) spends its first ~100 ms loading code while the burst that asked for
       // it waits (~3% of an enrollment benchmark run).
@@ -39,6 +43,12 @@ export class WorkerPool {
       // loop per task (token signing sends thousands of tasks a second).
       recordTiming: false,
     });
+    this.signer = new Piscina({ filename: TASKS, minThreads: 1, maxThreads: 1, idleTimeout: 60_000, recordTiming: false });
+  }
+
+  /** Sign a batch of session tokens (workers/tokens.ts) on the signing thread. */
+  signSessions(task: TaskInput<'signSessions'>): Promise<string> {
+    return this.signer.run(task, { name: 'signSessions' });
   }
 
   async run<N extends TaskName>(name: N, input: TaskInput<N>): Promise<TaskOutput<N>> {
@@ -56,6 +66,6 @@ export class WorkerPool {
   }
 
   async close(): Promise<void> {
-    await this.piscina.destroy();
+    await Promise.all([this.piscina.destroy(), this.signer.destroy()]);
   }
 }

@@ -37,3 +37,4 @@ export async function verifyPassword(input: { hash: string; password: string }):
 }
 export * from './search.js';
 export * from './pki.js';
+export * from './tokens.js';

@@ -198,6 +198,22 @@ interface WaitingToken {
   signed: boolean;
 }
 
+/**
+ * A batch of session tokens for a worker (workers/tokens.ts): the key as PKCS#8 PEM (parsed once
+ * per worker), the batch JWS header, the claims as one JSON array (one string crosses the thread
+ * boundary cheaper than as many objects).
+ */
+export interface SessionBatchTask {
+  keyPem: string;
+  header: string;
+  claims: string;
+}
+
+/** A batch of session tokens signed in a worker, joined by newlines (a token holds none). */
+export function signSessionsTask(task: SessionBatchTask, key: KeyObject): string {
+  return signSessionBatch(key, task.header, JSON.parse(task.claims) as TokenClaims[]).join('\n');
+}
+
 /** A session token being signed: `need` signs its batch now unless that is done, and gives the token. */
 export interface PendingToken {
   token: Promise<string>;
@@ -211,7 +227,7 @@ function thumbprint(jwk: { crv: string; x: string; y: string }): string {
 
 export class SigningKeys {
   private readonly verifiers = new Map<string, Verifier>();
-  private current!: { kid: string; key: KeyObject; header: string };
+  private current!: { kid: string; key: KeyObject; header: string; pem: string };
   /** Session tokens asked for and not yet signed (see `signSession`). */
   private waiting: WaitingToken[] = [];
   private flushTimer?: NodeJS.Timeout;
@@ -227,11 +243,19 @@ export class SigningKeys {
       /** Whether something signed with a retired key may still be valid. */
       stillNeeded?: (key: SigningKeyRec) => boolean;
       onError?: (err: unknown) => void;
+      /**
+       * Sign a batch of session tokens off the event loop (the worker pool's signing thread):
+       * `signSessionsTask` in, the tokens joined by newlines out. Inline when absent or failing.
+       */
+      offload?: (task: SessionBatchTask) => Promise<string>;
     },
   ) {
     this.dir = path.join(dataDir, 'signing-keys');
     fs.mkdirSync(this.dir, { recursive: true, mode: 0o700 });
     for (const rec of store.scan(SIGNING_KEYS)) this.remember(rec as SigningKeyRec);
+    store.on('committing', () => {
+      if (this.waiting.length > 0) this.flushSigning();
+    });
     store.on('change', (events: ChangeEvent[]) => {
       for (const ev of events) {
         if (ev.collection !== SIGNING_KEYS) continue;
@@ -294,7 +318,7 @@ export class SigningKeys {
   }
 
   private use(kid: string, key: KeyObject) {
-    this.current = { kid, key, header: jwsHeader(kid) };
+    this.current = { kid, key, header: jwsHeader(kid), pem: key.export({ format: 'pem', type: 'pkcs8' }) as string };
   }
 
   /** Make a new current key now; the previous one is retired (it keeps verifying). */
@@ -348,13 +372,11 @@ export class SigningKeys {
 
   /**
    * A session's token, signed in a batch (`signSessionBatch`) with every other token asked for
-   * and not signed yet. A batch is signed when one of its tokens is needed (`need`: its
-   * session's write has landed, or there is no write): the tokens of the sessions of a commit are
-   * asked for while the commit before it is in flight (their writes wait for it), so signing them
-   * only when their own commit lands takes in the next commit's tokens too, and every other commit's
-   * tokens are already signed when it lands: half as many signatures as signing at each landing
-   * (at most MAX_SESSION_BATCH a batch; a token nobody needs, its write having failed, goes with
-   * the next batch or after SIGN_WAIT_MS).
+   * and not signed yet. A batch goes to be signed when the store starts the commit that carries
+   * its sessions' writes (the store's `committing`: the signing thread works while LMDB commits,
+   * and the tokens are there when the writes land), or when one of its tokens is needed first
+   * (`need`: a token without a write), at most MAX_SESSION_BATCH a batch; a token nobody needs,
+   * its write having failed, goes with the next batch or after SIGN_WAIT_MS.
    */
   signSession(claims: TokenClaims): PendingToken {
     const w: WaitingToken = { claims, resolve: () => {}, signed: false };
@@ -379,12 +401,23 @@ export class SigningKeys {
     this.flushTimer = undefined;
     while (this.waiting.length > 0) {
       const group = this.waiting.splice(0, MAX_SESSION_BATCH);
-      const tokens = this.signSessions(group.map((w) => w.claims));
+      const claims = group.map((w) => w.claims);
       this.signingStats.batches++;
       this.signingStats.tokens += group.length;
-      for (let i = 0; i < group.length; i++) {
-        group[i].signed = true;
-        group[i].resolve(tokens[i]);
+      for (const w of group) w.signed = true;
+      const deliver = (tokens: string[]) => {
+        for (let i = 0; i < group.length; i++) group[i].resolve(tokens[i]);
+      };
+      const { key, header, pem } = this.current;
+      if (!this.opts.offload) deliver(signSessionBatch(key, header, claims));
+      else {
+        // A worker that fails (the pool closing) leaves the batch to this thread.
+        const inline = () => deliver(signSessionBatch(key, header, claims));
+        this.opts.offload({ keyPem: pem, header, claims: JSON.stringify(claims) }).then((joined) => {
+          const tokens = joined.split('\n');
+          if (tokens.length === group.length) deliver(tokens);
+          else inline();
+        }, inline);
       }
     }
   }

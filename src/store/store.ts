@@ -484,6 +484,8 @@ export class Store extends EventEmitter {
     const items = this.queue.splice(0);
     if (items.length === 0) return;
     this.committing = true;
+    // For work that its writers will need once they land (session tokens), done meanwhile.
+    this.emit('committing');
     const started = performance.now();
     const next = () => {
       this.commitStats.commits++;

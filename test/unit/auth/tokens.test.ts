@@ -1,7 +1,8 @@
 /**
  * src/auth/tokens.ts: the Merkle tree of a session batch (RFC 9162 §2.1) — every leaf's path leads
  * to the root for every tree size, and nothing else does —, session tokens signed in batches and
- * verified (also as a router would, from the format: test/helpers/session-tokens.ts), and the
+ * verified (also as a router would, from the format: test/helpers/session-tokens.ts), signed in
+ * the signing thread's task or on the event loop when that fails, and the
  * refusals: tampered claims, proofs or batch signatures, expiry, another key, an API-session token.
  */
 import crypto from 'node:crypto';
@@ -14,6 +15,7 @@ import { Store } from '../../../src/store/store.js';
 import { createRegistry } from '../../../src/resources/index.js';
 import { SESSION_TOKEN, SigningKeys, merkleLeafHash, merkleRootOf, merkleTree, sessionTokenClaims } from '../../../src/auth/tokens.js';
 import { verifySessionToken } from '../../helpers/session-tokens.js';
+import { signSessions } from '../../../workers/tokens.js';
 
 t.test('Merkle paths lead every leaf, and only it, to the root', async (t) => {
   let checked = 0;
@@ -54,25 +56,65 @@ async function startKeys(t: Test) {
   return { dir, store, keys };
 }
 
-t.test('session tokens: a batch is signed when one of its tokens is needed, or after a wait', async (t) => {
+t.test('session tokens: a batch is signed when a commit starts, when one of its tokens is needed, or after a wait', async (t) => {
   const { store, keys } = await startKeys(t);
   const ask = (i: number) => keys.signSession(sessionTokenClaims('https://c1', { id: `s${i}`, identityId: 'i', apiSessionId: 'a', serviceId: `svc${i}`, type: 'Dial' }, 600));
   let settled = 0;
   const first = [ask(1), ask(2)];
   for (const p of first) p.token.then(() => settled++);
-  // Commits land meanwhile (a store write): that alone signs nothing any more.
-  await store.write((tx) => tx.put('services', { id: 'x', name: 'x', createdAt: 0, updatedAt: 0, tags: {} }));
   await new Promise((r) => setImmediate(r));
-  t.equal(settled, 0, 'asked for, not needed: not signed yet');
+  t.equal(settled, 0, 'asked for, no commit, not needed: not signed yet');
+  // The commit that carries their sessions' writes starts: they are signed while it commits.
+  await store.write((tx) => tx.put('services', { id: 'x', name: 'x', createdAt: 0, updatedAt: 0, tags: {} }));
+  const tokens = await Promise.all(first.map((p) => p.token));
+  t.equal(new Set(tokens.map((tk) => tk.split('~')[0])).size, 1, 'the two asked for before the commit share its batch');
+  // Needed with no write: signed at once, with whatever waits.
   const third = ask(3);
-  third.need();
-  const tokens = await Promise.all([...first, third].map((p) => p.token));
-  t.equal(new Set(tokens.map((tk) => tk.split('~')[0])).size, 1, 'the needed token took the two waiting ones into its batch');
-  const lone = ask(4);
+  const fourth = ask(4);
+  fourth.need();
+  const later = await Promise.all([third.token, fourth.token]);
+  t.equal(new Set(later.map((tk) => tk.split('~')[0])).size, 1, 'the needed token took the waiting one into its batch');
+  const lone = ask(5);
   const at = Date.now();
   await lone.token;
   t.ok(Date.now() - at >= 40, 'a token nobody needs is signed after the wait anyway');
-  t.same(keys.signingStats, { tokens: 4, batches: 2 }, 'two signatures for the four');
+  t.same(keys.signingStats, { tokens: 5, batches: 3 }, 'three signatures for the five');
+});
+
+t.test('session tokens: signed by the offload (the worker task) when there is one, by the event loop when it fails', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-tokens-'));
+  const store = new Store(path.join(dir, 'db'), createRegistry().collectionSpecs());
+  let offloaded = 0;
+  let failing = false;
+  const keys = new SigningKeys(store, dir, {
+    controllerId: 'c1',
+    rotationMs: 3_600_000,
+    offload: async (task) => {
+      if (failing) throw new Error('the pool is closing');
+      offloaded++;
+      // What the signing thread runs (workers/tokens.ts), key parsed from the PEM it is sent.
+      return signSessions(task);
+    },
+  });
+  await keys.start();
+  t.teardown(async () => {
+    keys.close();
+    await store.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  const jwks = createLocalJWKSet(keys.jwks() as never);
+  const ask = (i: number) => keys.signSession(sessionTokenClaims('https://c1', { id: `s${i}`, identityId: `i${i}`, apiSessionId: 'a', serviceId: 'svc', type: 'Bind' }, 600));
+  for (const mode of ['offloaded', 'inline after a failure']) {
+    failing = mode !== 'offloaded';
+    const asked = [ask(1), ask(2), ask(3)];
+    const tokens = await Promise.all([asked[0].need(), asked[1].token, asked[2].token]);
+    for (const [i, token] of tokens.entries()) {
+      const want = { sub: `i${i + 1}`, jti: `s${i + 1}`, z_svc: 'svc', z_st: 'Bind' };
+      t.match(keys.verify(token, SESSION_TOKEN), want, `${mode}: token ${i + 1} verifies`);
+      t.match(await verifySessionToken(token, jwks), want, `${mode}: a router verifies token ${i + 1}`);
+    }
+  }
+  t.equal(offloaded, 1, 'one task for the batch of three');
 });
 
 t.test('session tokens: one signature per batch, each verifiable alone', async (t) => {
