@@ -484,8 +484,6 @@ export class Store extends EventEmitter {
     const items = this.queue.splice(0);
     if (items.length === 0) return;
     this.committing = true;
-    // For work that its writers will need once they land (session tokens), done meanwhile.
-    this.emit('committing');
     const started = performance.now();
     const next = () => {
       this.commitStats.commits++;
@@ -516,6 +514,9 @@ export class Store extends EventEmitter {
     } catch (err) {
       committed = Promise.reject(err);
     }
+    // LMDB's writer thread has the commit: work its writers will need once it lands (session
+    // tokens) is done meanwhile.
+    this.emit('committing');
     committed.then(
       () => {
         // In-memory indexes change as the records do, before the pending overlay goes.
