@@ -16,10 +16,10 @@ declare module './core/context.js' {
 }
 
 type TaskName = keyof typeof Tasks;
-
-const TASKS = new URL('../workers/tasks.js', import.meta.url).href;
 type TaskInput<N extends TaskName> = Parameters<(typeof Tasks)[N]>[0];
 type TaskOutput<N extends TaskName> = Awaited<ReturnType<(typeof Tasks)[N]>>;
+
+const TASKS = new URL('../workers/tasks.js', import.meta.url).href;
 
 export class WorkerPool {
   private readonly piscina: Piscina;

@@ -36,8 +36,8 @@ export interface CollectionSpec {
   /**
    * Keep the secondary indexes (`indexes`) in memory instead of in LMDB: built from the records at
    * open, changed as each commit lands. For records written at request rates (sessions), where an
-   * LMDB dupSort index costs every write a B-tree update per field in the commit: three per
-   * session create, ~70% of its CPU outside the event loop (docs/benchmarks.md).
+   * LMDB dupSort index costs every write a B-tree update per field in the commit: a session's three
+   * took LMDB's writer threads from ~12 to ~46 µs a create (docs/datastore.md).
    */
   indexesInMemory?: boolean;
 }
