@@ -172,15 +172,31 @@ export function merkleRootOf(index: number, size: number, leaf: MerkleHash, path
  * the batch), then that the proof leads from the claims' leaf hash to `z_root`.
  */
 export function signSessionBatch(key: KeyObject, header: string, claims: TokenClaims[]): string[] {
-  const payloads = claims.map((c) => b64url(JSON.stringify(c)));
-  const { root, paths } = merkleTree(payloads.map(merkleLeafHash));
+  return signClaimsBatch(key, header, batchFacts(claims), claims.map((c) => JSON.stringify(c)));
+}
+
+/** What a batch JWS says of its tokens: the issuer, the earliest `iat`, the latest `exp`. */
+export interface BatchFacts {
+  iss: string;
+  iat: number;
+  exp: number;
+}
+
+function batchFacts(claims: TokenClaims[]): BatchFacts {
   let iat = Infinity;
   let exp = 0;
   for (const c of claims) {
     iat = Math.min(iat, c.iat);
     exp = Math.max(exp, c.exp ?? 0);
   }
-  const batch = signJws(key, header, { iss: claims[0].iss, iat, exp, z_t: SESSION_BATCH, z_n: claims.length, z_root: rootClaim(root) });
+  return { iss: claims[0].iss, iat, exp };
+}
+
+/** `signSessionBatch` from the claims already serialized (each one JSON text). */
+function signClaimsBatch(key: KeyObject, header: string, facts: BatchFacts, jsons: string[]): string[] {
+  const payloads = jsons.map((j) => b64url(j));
+  const { root, paths } = merkleTree(payloads.map(merkleLeafHash));
+  const batch = signJws(key, header, { ...facts, z_t: SESSION_BATCH, z_n: jsons.length, z_root: rootClaim(root) });
   return payloads.map((payload, i) => {
     const index = String.fromCharCode((i >>> 24) & 255, (i >>> 16) & 255, (i >>> 8) & 255, i & 255);
     return `${batch}~${payload}~${Buffer.from(index + paths[i].join(''), 'latin1').toString('base64url')}`;
@@ -200,18 +216,24 @@ interface WaitingToken {
 
 /**
  * A batch of session tokens for a worker (workers/tokens.ts): the key as PKCS#8 PEM (parsed once
- * per worker), the batch JWS header, the claims as one JSON array (one string crosses the thread
- * boundary cheaper than as many objects).
+ * per worker), the batch JWS header and facts, the claims as JSON texts joined by newlines (JSON
+ * text holds none unescaped): one string crosses the thread boundary cheaper than as many
+ * objects, and the worker encodes each claim as it came, without parsing and serializing it again.
  */
 export interface SessionBatchTask {
   keyPem: string;
   header: string;
+  facts: BatchFacts;
   claims: string;
+}
+
+export function sessionBatchTask(keyPem: string, header: string, claims: TokenClaims[]): SessionBatchTask {
+  return { keyPem, header, facts: batchFacts(claims), claims: claims.map((c) => JSON.stringify(c)).join('\n') };
 }
 
 /** A batch of session tokens signed in a worker, joined by newlines (a token holds none). */
 export function signSessionsTask(task: SessionBatchTask, key: KeyObject): string {
-  return signSessionBatch(key, task.header, JSON.parse(task.claims) as TokenClaims[]).join('\n');
+  return signClaimsBatch(key, task.header, task.facts, task.claims.split('\n')).join('\n');
 }
 
 /** A session token being signed: `need` signs its batch now unless that is done, and gives the token. */
@@ -413,7 +435,7 @@ export class SigningKeys {
       else {
         // A worker that fails (the pool closing) leaves the batch to this thread.
         const inline = () => deliver(signSessionBatch(key, header, claims));
-        this.opts.offload({ keyPem: pem, header, claims: JSON.stringify(claims) }).then((joined) => {
+        this.opts.offload(sessionBatchTask(pem, header, claims)).then((joined) => {
           const tokens = joined.split('\n');
           if (tokens.length === group.length) deliver(tokens);
           else inline();

@@ -103,13 +103,14 @@ t.test('session tokens: signed by the offload (the worker task) when there is on
     fs.rmSync(dir, { recursive: true, force: true });
   });
   const jwks = createLocalJWKSet(keys.jwks() as never);
-  const ask = (i: number) => keys.signSession(sessionTokenClaims('https://c1', { id: `s${i}`, identityId: `i${i}`, apiSessionId: 'a', serviceId: 'svc', type: 'Bind' }, 600));
+  // A newline inside a claim: the task carries the claims as JSON texts joined by newlines.
+  const ask = (i: number) => keys.signSession(sessionTokenClaims('https://c1', { id: `s${i}`, identityId: `i${i}`, apiSessionId: `a\n${i}`, serviceId: 'svc', type: 'Bind' }, 600));
   for (const mode of ['offloaded', 'inline after a failure']) {
     failing = mode !== 'offloaded';
     const asked = [ask(1), ask(2), ask(3)];
     const tokens = await Promise.all([asked[0].need(), asked[1].token, asked[2].token]);
     for (const [i, token] of tokens.entries()) {
-      const want = { sub: `i${i + 1}`, jti: `s${i + 1}`, z_svc: 'svc', z_st: 'Bind' };
+      const want = { sub: `i${i + 1}`, jti: `s${i + 1}`, z_asid: `a\n${i + 1}`, z_svc: 'svc', z_st: 'Bind' };
       t.match(keys.verify(token, SESSION_TOKEN), want, `${mode}: token ${i + 1} verifies`);
       t.match(await verifySessionToken(token, jwks), want, `${mode}: a router verifies token ${i + 1}`);
     }
