@@ -123,6 +123,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     stillNeeded: (key) => sessions.anyCreatedBefore(key.retiredAt ?? Infinity),
     onError: (err) => log.error({ err }, 'signing key rotation failed'),
     offload: (task) => pool.signSessions(task),
+    onOffloadError: (err) => log.warn({ err }, 'session tokens signed on the event loop: the signing thread failed'),
   });
   await keys.start();
   sessions.keys = keys;

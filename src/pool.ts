@@ -20,6 +20,8 @@ type TaskInput<N extends TaskName> = Parameters<(typeof Tasks)[N]>[0];
 type TaskOutput<N extends TaskName> = Awaited<ReturnType<(typeof Tasks)[N]>>;
 
 const TASKS = new URL('../workers/tasks.js', import.meta.url).href;
+/** The signing thread loads the token task alone (not argon2, PKI, search). */
+const TOKEN_TASKS = new URL('../workers/tokens.js', import.meta.url).href;
 
 export class WorkerPool {
   private readonly piscina: Piscina;
@@ -43,7 +45,7 @@ export class WorkerPool {
       // loop per task (token signing sends thousands of tasks a second).
       recordTiming: false,
     });
-    this.signer = new Piscina({ filename: TASKS, minThreads: 1, maxThreads: 1, idleTimeout: 60_000, recordTiming: false });
+    this.signer = new Piscina({ filename: TOKEN_TASKS, minThreads: 1, maxThreads: 1, idleTimeout: 60_000, recordTiming: false });
   }
 
   /** Sign a batch of session tokens (workers/tokens.ts) on the signing thread. */

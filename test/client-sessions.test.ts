@@ -159,6 +159,7 @@ t.test('a burst of creates: each answer carries its own session\'s token, signed
   t.equal(again.body.data.id, first.id, 'a later repeat answers the same session');
   t.match((await verifySessionToken(again.body.data.token, jwks)) as object, { jti: first.id, z_svc: services[2], z_st: 'Bind' }, 'with a fresh token naming it');
   for (const token of [first.token, again.body.data.token]) t.equal((await logins[1].get(`/services/${services[2]}/edge-routers`, { headers: { 'session-token': token } })).status, 200, 'the controller accepts the first token and the fresh one');
+  t.notMatch(srv.output, /signing thread failed/, 'signed on the signing thread (no batch fell back to the event loop)');
 });
 
 t.test('service-update timestamp moves exactly on relevant changes', async (t) => {

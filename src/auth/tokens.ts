@@ -255,6 +255,7 @@ export class SigningKeys {
   private flushTimer?: NodeJS.Timeout;
   private readonly dir: string;
   private timer?: NodeJS.Timeout;
+  private closed = false;
 
   constructor(
     private readonly store: Store,
@@ -270,6 +271,8 @@ export class SigningKeys {
        * `signSessionsTask` in, the tokens joined by newlines out. Inline when absent or failing.
        */
       offload?: (task: SessionBatchTask) => Promise<string>;
+      /** The offload failed while this controller runs (a broken signing thread): the batch was signed inline. */
+      onOffloadError?: (err: unknown) => void;
     },
   ) {
     this.dir = path.join(dataDir, 'signing-keys');
@@ -299,6 +302,7 @@ export class SigningKeys {
   }
 
   close(): void {
+    this.closed = true;
     clearInterval(this.timer);
     // Nothing waits for a batch timer past the close.
     if (this.waiting.length > 0) this.flushSigning();
@@ -433,12 +437,16 @@ export class SigningKeys {
       const { key, header, pem } = this.current;
       if (!this.opts.offload) deliver(signSessionBatch(key, header, claims));
       else {
-        // A worker that fails (the pool closing) leaves the batch to this thread.
-        const inline = () => deliver(signSessionBatch(key, header, claims));
+        // A worker that fails leaves the batch to this thread: expected once closing (the pool
+        // closes after the keys), told otherwise, so a broken signing thread is not silent.
+        const inline = (err: unknown) => {
+          if (!this.closed) this.opts.onOffloadError?.(err);
+          deliver(signSessionBatch(key, header, claims));
+        };
         this.opts.offload(sessionBatchTask(pem, header, claims)).then((joined) => {
           const tokens = joined.split('\n');
           if (tokens.length === group.length) deliver(tokens);
-          else inline();
+          else inline(new Error(`the signing thread answered ${tokens.length} tokens for ${group.length}`));
         }, inline);
       }
     }

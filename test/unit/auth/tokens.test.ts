@@ -86,6 +86,7 @@ t.test('session tokens: signed by the offload (the worker task) when there is on
   const store = new Store(path.join(dir, 'db'), createRegistry().collectionSpecs());
   let offloaded = 0;
   let failing = false;
+  const told: unknown[] = [];
   const keys = new SigningKeys(store, dir, {
     controllerId: 'c1',
     rotationMs: 3_600_000,
@@ -95,6 +96,7 @@ t.test('session tokens: signed by the offload (the worker task) when there is on
       // What the signing thread runs (workers/tokens.ts), key parsed from the PEM it is sent.
       return signSessions(task);
     },
+    onOffloadError: (err) => told.push(err),
   });
   await keys.start();
   t.teardown(async () => {
@@ -116,6 +118,7 @@ t.test('session tokens: signed by the offload (the worker task) when there is on
     }
   }
   t.equal(offloaded, 1, 'one task for the batch of three');
+  t.match(told, [{ message: 'the pool is closing' }], 'a failing signing thread is told, once per batch');
 });
 
 t.test('session tokens: one signature per batch, each verifiable alone', async (t) => {
