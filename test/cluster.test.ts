@@ -13,6 +13,7 @@ import { RouterClient } from '../bench/lib/router-client.js';
 import { createAndEnroll } from '../bench/lib/router-enroll.js';
 import { createClient } from '../bench/lib/http.js';
 import { totpCode } from '../src/auth/mfa.js';
+import { STRUCTURES } from '../src/store/store.js';
 
 // Real etcd members and controllers start, die and restart here: more than the default file timeout
 // on a loaded machine (about a minute alone on a busy 2-core one).
@@ -344,7 +345,7 @@ function replicaOf(dataDir: string): Promise<Record<string, Record<string, unkno
     const out = {};
     for (const name of [...env.getKeys({})]) {
       if (typeof name !== 'string' || !name.startsWith('c:')) continue;
-      const db = env.openDB({ name });
+      const db = env.openDB({ name, sharedStructuresKey: Symbol.for(${JSON.stringify(STRUCTURES.description)}) });
       out[name.slice(2)] = Object.fromEntries([...db.getRange({})].map(({ key, value }) => [key, value]));
     }
     process.stdout.write(JSON.stringify(out));`;

@@ -19,6 +19,12 @@
 import type { Rec, Store, Tx, Coll, IndexKey } from './store.js';
 import { indexKeys } from './store.js';
 
+/**
+ * Where a chunk of a collection's records starts: after `after`, or at the first record. (An
+ * explicit `start: undefined` makes lmdb-js begin at the collection's shapes entry, not a record.)
+ */
+const recordsFrom = (after: string | undefined) => (after === undefined ? {} : { start: after });
+
 export interface IntegrityResult {
   description: string;
   fixed: boolean;
@@ -201,7 +207,7 @@ class Run {
       // Records → entries.
       let after: string | undefined;
       for (;;) {
-        const recs = [...c.db.getRange({ start: after, limit: this.opts.chunk + 1 })].filter((e) => e.key !== after);
+        const recs = [...c.db.getRange({ ...recordsFrom(after), limit: this.opts.chunk + 1 })].filter((e) => e.key !== after);
         if (recs.length === 0) break;
         for (const { key, value: rec } of recs) this.recordIndexes(spec.name, c, key as string, rec);
         after = recs[recs.length - 1].key as string;
@@ -256,7 +262,7 @@ class Run {
       const c = this.store._coll(name);
       let after: string | undefined;
       for (;;) {
-        const recs = [...c.db.getRange({ start: after, limit: this.opts.chunk + 1 })].filter((e) => e.key !== after);
+        const recs = [...c.db.getRange({ ...recordsFrom(after), limit: this.opts.chunk + 1 })].filter((e) => e.key !== after);
         if (recs.length === 0) break;
         for (const { value: rec } of recs) {
           if (!rec || typeof rec !== 'object' || typeof rec.id !== 'string') continue;

@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
+import { open as openLmdb } from 'lmdb';
 import { Store, UniqueViolation, type ChangeEvent } from '../../../src/store/store.js';
 
 function open(t: { teardown(fn: () => unknown): void }) {
@@ -97,6 +98,38 @@ t.test('an index added to an existing collection is built when the store opens',
   const again = new Store(dir, [{ name: 'things', unique: ['name'], indexes: ['tags', 'expiresAt'] }]);
   t.same([...again.idsByRange('things', 'expiresAt', {})], ['b', 'd', 'a'], 'reopened: the index is kept, not rebuilt');
   await again.close();
+});
+
+t.test('records name a shape shared by the collection; records that carry their own still read', async (t) => {
+  // A data directory written before shared shapes: every record carries its own msgpack record
+  // definition. Opened now, those records read as before, new ones are smaller, counts stay exact.
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-store-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const old = openLmdb({ path: dir, maxDbs: 256 });
+  const oldDb = old.openDB<Record<string, unknown>, string>({ name: 'c:things' });
+  oldDb.transactionSync(() => {
+    for (const id of ['a', 'b']) oldDb.put(id, { ...rec(id, `old-${id}`, ['x']), nested: { k: id } });
+  });
+  await old.close();
+  let s = new Store(dir, [{ name: 'things', unique: ['name'], indexes: ['tags'] }]);
+  t.equal(s.count('things'), 2, 'old records counted');
+  await s.write((tx) => {
+    for (const id of ['c', 'd']) tx.put('things', { ...rec(id, `new-${id}`, ['x']), nested: { k: id } });
+  });
+  const size = (id: string) => s.env.openDB({ name: 'c:things' }).getBinary(id)!.length;
+  t.ok(size('c') < size('a') / 2, `a new record is smaller: ${size('c')} against ${size('a')} bytes`);
+  t.equal(s.count('things'), 4, 'the shapes are not counted as a record');
+  t.same([...s.scan('things')].map((r) => [r.id, (r.nested as { k: string }).k]), ['a', 'b', 'c', 'd'].map((id) => [id, id]), 'old and new records read back whole, in order');
+  await s.write((tx) => {
+    for (const id of ['a', 'b', 'c', 'd']) tx.delete('things', id);
+  });
+  t.equal(s.count('things'), 0, 'an emptied collection counts none');
+  await s.write((tx) => tx.put('things', rec('e', 'e')));
+  await s.close();
+  s = new Store(dir, [{ name: 'things', unique: ['name'], indexes: ['tags'] }]);
+  t.same([...s.scan('things')].map((r) => r.name), ['e'], 'reopened: shapes are kept');
+  t.equal(s.count('things'), 1);
+  await s.close();
 });
 
 t.test('index databases no collection declares any more are dropped when the store opens', async (t) => {
