@@ -25,6 +25,10 @@ export const MIGRATIONS: Migration[] = [
       log.info(rewritten, 'secrets sealed at rest');
     },
   },
+  // Nothing to rewrite: records written before read as they are, and every write stores the shared
+  // form. The number is what matters: a controller of format 4 or older cannot read the new form,
+  // so it refuses the directory instead of misreading it.
+  { to: 5, description: 'records name a msgpack shape shared per collection (src/store/store.ts STRUCTURES)', run: () => {} },
 ];
 
 if (MIGRATIONS[MIGRATIONS.length - 1].to !== CURRENT_FORMAT)
