@@ -80,6 +80,9 @@ export class EtcdCluster {
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
     m.output = '';
+    proc.once('error', (e) => {
+      m.output += `could not run ${ETCD_BIN}: ${e.message} (install Debian's etcd-server, as npm test does where it may: scripts/test-prerequisites.sh; or name it with MESH_ETCD_BIN)\n`;
+    });
     proc.stdout!.on('data', (d) => (m.output += d));
     proc.stderr!.on('data', (d) => (m.output += d));
     running.add(proc);
