@@ -5,8 +5,9 @@
  * followed by the browser to a local receiver on 127.0.0.1, and the test exchanges the code with
  * its verifier and uses the access token as a Bearer token on both APIs.
  *
- * Chromium comes from the system (Debian's `chromium`, which npm test installs where it may); MESH_CHROMIUM names
- * another executable. Without one the test fails: it is part of `npm test`.
+ * Chromium comes from the system (Debian's `chromium`, which npm test installs where it may:
+ * scripts/test-prerequisites.sh looks at the same paths); MESH_CHROMIUM names another executable.
+ * Without one the test fails: it is part of `npm test`.
  */
 import fs from 'node:fs';
 import http from 'node:http';
