@@ -9,6 +9,7 @@ import { generateSync } from 'otplib';
 import { startServer, isError, type Client, type Server } from './helpers/server.js';
 import { emptyOk } from './helpers/assert.js';
 import { createUser } from './helpers/users.js';
+import { oidcAccessTokenWithTotp } from './helpers/oidc.js';
 
 let srv: Server;
 let admin: Client;
@@ -182,15 +183,21 @@ t.test('full MFA flow with real TOTP codes', async (t) => {
   emptyOk(t, await r3.c.post('/authenticate/mfa', { code: fresh[0] }), 'a new code works');
   emptyOk(t, await u.post('/current-identity/mfa/recovery-codes', { code: fresh[1] }), 'regenerate with an unused recovery code');
 
-  // --- TOTP token for posture responses
-  t.ok(isError(await u.post('/current-api-session/totp-token', { code: '' }), 400, 'MFA_INVALID_TOKEN'), 'totp-token empty code → 400');
-  t.ok(isError(await u.post('/current-api-session/totp-token', { code: wrongCode(secret) }), 400, 'MFA_INVALID_TOKEN'), 'totp-token wrong code → 400');
-  const tt = await u.post('/current-api-session/totp-token', { code: code(secret) });
-  t.equal(tt.status, 200, `totp-token → 200 ${tt.text.slice(0, 200)}`);
+  // --- TOTP token for posture responses: only an OIDC-backed API session may mint one (upstream's rule)
+  t.ok(isError(await u.post('/current-api-session/totp-token', { code: code(secret) }), 400, 'INVALID_BACKING_TOKEN_TYPE'), 'totp-token on a zt-session session → 400');
+  t.ok(isError(await onMgmt(u).post('/current-api-session/totp-token', { code: code(secret) }), 400, 'INVALID_BACKING_TOKEN_TYPE'), 'likewise on the Management API');
+  const access = await oidcAccessTokenWithTotp(srv, 'mfa-user', 'mfa-password-1', () => code(secret));
+  const bearer = { headers: { authorization: `Bearer ${access}` } };
+  const o = new (u.constructor as any)(srv, '/edge/client/v1') as Client;
+  const postBearer = (body: unknown) => o.request('POST', '/current-api-session/totp-token', body, bearer);
+  t.ok(isError(await postBearer({ code: '' }), 400, 'MFA_INVALID_TOKEN'), 'totp-token empty code → 400');
+  t.ok(isError(await postBearer({ code: wrongCode(secret) }), 400, 'MFA_INVALID_TOKEN'), 'totp-token wrong code → 400');
+  const tt = await postBearer({ code: code(secret) });
+  t.equal(tt.status, 200, `totp-token on an OIDC session → 200 ${tt.text.slice(0, 200)}`);
   const [, payload] = String(tt.body?.data?.token).split('.');
   const claims = JSON.parse(Buffer.from(payload, 'base64url').toString());
   t.equal(claims.sub, id, 'token subject is the identity');
-  t.equal(claims.z_asid, (await u.get('/current-api-session')).body.data.id, 'token names the API session');
+  t.equal(claims.z_asid, (await o.get('/current-api-session', bearer)).body.data.id, 'token names the API session');
   t.ok(Math.abs(Date.parse(tt.body.data.issuedAt) - Date.now()) < 60_000, 'issuedAt is now');
 
   // --- self-service removal needs a code in the header
@@ -202,7 +209,7 @@ t.test('full MFA flow with real TOTP codes', async (t) => {
   t.equal((await u.get('/current-identity/authenticators')).status, 200, 'the session stays usable after removing MFA');
   const noMfa = await userLogin('mfa-user', 'mfa-password-1');
   t.same(noMfa.data.authQueries, [], 'login after removal: no auth queries');
-  t.ok(isError(await u.post('/current-api-session/totp-token', { code: code(secret) }), 409, 'MFA_NOT_ENROLLED'), 'totp-token without MFA → 409');
+  t.ok(isError(await postBearer({ code: code(secret) }), 409, 'MFA_NOT_ENROLLED'), 'totp-token without MFA → 409');
 
   // --- an unverified enrollment is dropped without a code
   t.equal((await u.post('/current-identity/mfa')).status, 201, 'enroll again');

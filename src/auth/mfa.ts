@@ -109,6 +109,8 @@ export const mfaErrors = {
   invalidToken: () => new ApiError('MFA_INVALID_TOKEN'),
   notEnrolled: () => new ApiError('MFA_NOT_ENROLLED'),
   exists: () => new ApiError('MFA_EXISTS'),
+  /** TOTP tokens are minted for OIDC-backed API sessions only, as upstream does. */
+  invalidBackingTokenType: () => new ApiError('INVALID_BACKING_TOKEN_TYPE'),
 };
 
 /**

@@ -45,6 +45,7 @@ t.test('client API with the upstream browzer edge client, through the checking p
   await must(admin.post('/edge-router-policies', { name: 'bz-erp', semantic: 'AnyOf', identityRoles: ['#bz'], edgeRouterRoles: ['#bz-er'] }), 'edge router policy');
   await must(admin.post('/service-edge-router-policies', { name: 'bz-serp', semantic: 'AnyOf', serviceRoles: ['#bz-svc'], edgeRouterRoles: ['#bz-er'] }), 'service edge router policy');
   await must(admin.post('/terminators', { service: svc, router: er, binding: 'transport', address: 'tcp:localhost:8080' }), 'terminator');
+  state.srv = srv;
   state.sessions.admin = (await srv.login(ADMIN_USER, ADMIN_PASSWORD, 'client')).token;
   await clientEnrollmentSetup(srv, admin, state);
 

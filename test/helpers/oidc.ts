@@ -71,3 +71,26 @@ export async function enrolledDevice(t: Test, srv: Server, admin: Client, name: 
   const onCert = (m: string, p: string, b?: Buffer, h?: Record<string, string>): Promise<Res> => srv.rawOn(srv.certPort, agent, m, p, b, h);
   return { id: dev.body.data.id as string, cert, key, onCert };
 }
+
+/**
+ * An OIDC access token for a user with a verified TOTP MFA, by the code flow as a client drives it
+ * (authorize → password → TOTP → callback → token), without assertions: for set-up hooks.
+ */
+export async function oidcAccessTokenWithTotp(srv: Server, username: string, password: string, code: () => string): Promise<string> {
+  const { verifier, challenge } = pkce();
+  const q = new URLSearchParams({ client_id: 'openziti', response_type: 'code', scope: 'openid offline_access', redirect_uri: REDIRECT, code_challenge: challenge, code_challenge_method: 'S256', state: 'st-1', nonce: 'n-1' });
+  const auth = await srv.raw('GET', `/oidc/authorize?${q}`);
+  const id = new URL(pathOf(String(auth.headers.location)), 'https://x').searchParams.get('authRequestID');
+  if (!id) throw new Error(`authorize: ${auth.status} ${auth.text.slice(0, 200)}`);
+  const json = { 'content-type': 'application/json', accept: 'application/json' };
+  const login = await srv.raw('POST', '/oidc/login/password', Buffer.from(JSON.stringify({ id, username, password })), json);
+  if (login.status !== 200) throw new Error(`password step: ${login.status} ${login.text.slice(0, 200)}`);
+  const totp = await srv.raw('POST', '/oidc/login/totp', Buffer.from(JSON.stringify({ id, code: code() })), json);
+  if (totp.status !== 302) throw new Error(`totp step: ${totp.status} ${totp.text.slice(0, 200)}`);
+  const cb = await srv.raw('GET', pathOf(String(totp.headers.location)));
+  const authCode = new URL(String(cb.headers.location)).searchParams.get('code');
+  if (!authCode) throw new Error(`callback: ${cb.status} ${cb.text.slice(0, 200)}`);
+  const tok = await exchange(srv, { grant_type: 'authorization_code', code: authCode, redirect_uri: REDIRECT, code_verifier: verifier });
+  if (tok.status !== 200) throw new Error(`token: ${tok.status} ${tok.text.slice(0, 200)}`);
+  return tok.body.access_token;
+}

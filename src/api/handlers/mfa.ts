@@ -153,6 +153,9 @@ export function mfaEntries(): Entry[] {
 
     { api: 'both', operationId: 'createTotpToken', auth: 'session', permission: null, limit: 'auth', body: 'spec',
       handler: (ctx) => guarded(ctx, async () => {
+        // Upstream mints TOTP tokens only for sessions backed by an OIDC access token; a legacy
+        // zt-session token is refused before anything else is looked at.
+        if (!ctx.session!.oidc) throw mfaErrors.invalidBackingTokenType();
         const mfa = currentIdentity(ctx).mfa as MfaRecord | undefined;
         if (!mfa?.isVerified) throw mfaErrors.notEnrolled();
         if (!isValidTotp(mfaSecret(ctx.app.store.sealer, mfa), codeOf(ctx, 'body'))) throw mfaErrors.invalidToken();

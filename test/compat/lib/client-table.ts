@@ -10,6 +10,7 @@ import { generateSync } from 'otplib';
 import { makeCsr } from './csr.js';
 import type { Row, State } from './exerciser.js';
 import { credential, saveCredential } from './enroll-setup.js';
+import { oidcAccessTokenWithTotp } from '../../helpers/oidc.js';
 
 /** The browzer client instance (typed loosely: it ships only `any`-typed declarations). */
 export type Browzer = Record<string, (p?: any) => Promise<any>>;
@@ -117,7 +118,9 @@ export function clientRows(): ClientStep[] {
     { op: 'authenticate', as: 'none', note: 'MFA user, second factor pending', call: (c) => c.authenticate({ method: 'password', auth: MFA_USER }), save: (d, s) => (s.sessions.mfa2 = d.token) },
     { op: 'authenticateMfa', as: 'mfa2', call: (c, s) => c.authenticateMfa({ mfaAuth: { code: totp(s) } }) },
     // not in the browzer client (generated from an older spec): swagger-client by operationId
-    { swagger: { op: 'createTotpToken', as: 'mfa2', body: (s) => ({ code: totp(s) }) } },
+    // upstream mints TOTP tokens for OIDC-backed sessions only (a zt-session one: 400 INVALID_BACKING_TOKEN_TYPE)
+    { swagger: { op: 'createTotpToken', as: 'mfaOidc', body: (s) => ({ code: totp(s) }),
+      before: async (s) => { s.sessions.mfaOidc = await oidcAccessTokenWithTotp(s.srv!, MFA_USER.username, MFA_USER.password, () => totp(s)); } } },
     // a GET with a body parameter in the spec: the code goes in the `mfa-validation-code` header
     { swagger: { op: 'detailMfaRecoveryCodes', as: 'mfa2', params: (s) => ({ 'mfa-validation-code': totp(s) }) } },
     { op: 'deleteMfa', as: 'mfa2', call: (c, s) => c.deleteMfa({ mfaValidationCode: totp(s) }) },

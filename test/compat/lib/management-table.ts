@@ -8,6 +8,7 @@ import { ADMIN_PASSWORD, ADMIN_USER } from '../../helpers/server.js';
 import { authPolicyBody } from '../../helpers/bodies.js';
 import type { Row, State } from './exerciser.js';
 import { certIdentitySetup, credential, saveCredential, updbIdentitySetup } from './enroll-setup.js';
+import { oidcAccessTokenWithTotp } from '../../helpers/oidc.js';
 
 const id = (name: string) => (d: any, s: State) => s.set(name, d.id);
 const by = (name: string) => (s: State) => ({ id: s.get(name) });
@@ -278,7 +279,9 @@ export function managementRows(): Row[] {
     { op: 'verifyMfa', as: 'user', body: (s) => ({ code: totp(s) }) },
     { op: 'createMfaRecoveryCodes', as: 'user', body: (s) => ({ code: totp(s) }) },
     { op: 'detailMfaRecoveryCodes', as: 'user', params: (s) => ({ 'mfa-validation-code': totp(s) }) },
-    { op: 'createTotpToken', as: 'user', body: (s) => ({ code: totp(s) }) },
+    // upstream mints TOTP tokens for OIDC-backed sessions only (a zt-session one: 400 INVALID_BACKING_TOKEN_TYPE)
+    { op: 'createTotpToken', as: 'userOidc', body: (s) => ({ code: totp(s) }),
+      before: async (s) => { s.sessions.userOidc = await oidcAccessTokenWithTotp(s.srv!, 'cx-user', 'cx-pass-5', () => totp(s)); } },
     { op: 'authenticate', as: 'none', note: 'user with MFA', params: () => ({ method: 'password' }), body: () => ({ username: 'cx-user', password: 'cx-pass-5' }), save: (d, s) => (s.sessions.user2 = d.token) },
     { op: 'authenticateMfa', as: 'user2', body: (s) => ({ code: totp(s) }) },
     { op: 'deleteMfa', as: 'user2', params: (s) => ({ 'mfa-validation-code': totp(s) }) },
