@@ -115,7 +115,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   let cluster: import('./cluster/replica.js').Cluster | undefined;
   if (join) ({ pki, cluster } = await join.joinCluster(store, settings, controllerId, path.join(dataDir, 'pki'), loadPki, clusterLog));
   else pki = await loadPki();
-  const pool = new WorkerPool({ threads: settings.workers, maxQueue: settings.workerQueue });
+  const pool = new WorkerPool({ threads: settings.workers, maxQueue: settings.workerQueue, signingCa: { certPem: pki.signingCertPem, key: pki.signingKey } });
   const sessions = new ApiSessions(store, { timeoutMinutes: settings.sessionTimeoutMinutes, flushMs: settings.activityFlushMs });
   const keys = new SigningKeys(store, dataDir, {
     controllerId,

@@ -3,10 +3,14 @@
  * bounded: when it is full a caller gets 429 RATE_LIMITED at once instead of an unbounded wait.
  * Session-token batches have a thread of their own (`signSessions`), never queued behind them.
  */
+import type { KeyObject } from 'node:crypto';
 import os from 'node:os';
 import { Piscina } from 'piscina';
 import { errors } from './core/errors.js';
-import type * as Tasks from '../workers/tasks.js';
+import type { HashPasswordInput } from './auth/argon2.js';
+import type { SessionBatchTask } from './auth/tokens.js';
+import type { SearchInput, SearchOutput } from './events/search-docs.js';
+import type { SignCsrItem, SignCsrResult, SigningCaPem } from './pki/csr-task.js';
 
 declare module './core/context.js' {
   interface Services {
@@ -15,9 +19,20 @@ declare module './core/context.js' {
   }
 }
 
-type TaskName = keyof typeof Tasks;
-type TaskInput<N extends TaskName> = Parameters<(typeof Tasks)[N]>[0];
-type TaskOutput<N extends TaskName> = Awaited<ReturnType<(typeof Tasks)[N]>>;
+/**
+ * The pool's tasks, by name: what each takes and gives. The worker entry (workers/tasks.ts)
+ * implements them with the functions of src/ named here; nothing in src/ imports workers/.
+ */
+export interface Tasks {
+  hashPassword(input: HashPasswordInput): Promise<string>;
+  verifyPassword(input: { hash: string; password: string }): Promise<boolean>;
+  signCsrs(input: { items: SignCsrItem[] }): SignCsrResult[];
+  searchDocs(input: SearchInput): SearchOutput;
+}
+
+type TaskName = keyof Tasks;
+type TaskInput<N extends TaskName> = Parameters<Tasks[N]>[0];
+type TaskOutput<N extends TaskName> = Awaited<ReturnType<Tasks[N]>>;
 
 const TASKS = new URL('../workers/tasks.js', import.meta.url).href;
 /** The signing thread loads the token task alone (not argon2, PKI, search). */
@@ -30,10 +45,16 @@ export class WorkerPool {
   /** Worker threads, all started at once. */
   readonly threads: number;
 
-  constructor(opts: { threads: number; maxQueue: number }) {
+  /** `signingCa`: what `signCsrs` signs with, handed to each worker thread once as it starts. */
+  constructor(opts: { threads: number; maxQueue: number; signingCa?: { certPem: string; key: KeyObject } }) {
     const threads = (this.threads = opts.threads > 0 ? opts.threads : Math.max(1, os.availableParallelism()));
+    const signingCa: SigningCaPem | undefined = opts.signingCa && {
+      certPem: opts.signingCa.certPem,
+      keyPem: opts.signingCa.key.export({ type: 'pkcs8', format: 'pem' }) as string,
+    };
     this.piscina = new Piscina({
       filename: TASKS,
+      workerData: { signingCa },
       // Every worker from the start: a worker started on demand (piscina's default is one, more
       // as the queue grows) spends its first ~100 ms loading code while the burst that asked for
       // it waits (~3% of an enrollment benchmark run).
@@ -49,7 +70,7 @@ export class WorkerPool {
   }
 
   /** Sign a batch of session tokens (workers/tokens.ts) on the signing thread. */
-  signSessions(task: TaskInput<'signSessions'>): Promise<string> {
+  signSessions(task: SessionBatchTask): Promise<string> {
     return this.signer.run(task, { name: 'signSessions' });
   }
 

@@ -1,32 +1,36 @@
 /**
- * The import graph of src/, read from the code (every `import`, `import type`, `export … from`
- * and `import()`): each import points to a lower layer or within its own, and no chain of
- * imports comes back to where it started.
+ * The import graph of src/ and workers/, read from the code (every `import`, `import type`,
+ * `export … from` and `import()`): each folder (or top-level file) has a rank of its own, every
+ * import points to a lower rank or within its own folder, and no chain of imports comes back to
+ * where it started. With one rank per folder there are no sideways imports to allow: a new arrow
+ * between two folders either fits the order below or the order (and docs/layers.md) changes.
  *
- *   main, app, cli → http, observability → api, oidc, migrations
- *     → resources | auth | pki | policy | events | control | cluster | pool → core → store | config
+ *   main.ts > node-flags.ts > app.ts > cli > workers > http > observability > oidc > api
+ *     > migrations.ts > pool.ts > cluster > resources > events > policy > auth > control > pki
+ *     > core > store > config.ts
  *
- * Layers of one rank may import each other (resources reads the policy engine, which reads the
- * store through resources' definitions), as long as no cycle results.
+ * workers/ holds the piscina entry files only: they import the tasks from src/, and nothing in
+ * src/ imports them (the pool names them by URL; the task contract is `Tasks` in src/pool.ts).
  */
 import t from 'tap';
 import fs from 'node:fs';
 import path from 'node:path';
 import ts from 'typescript';
 
-const SRC = path.resolve(new URL('..', import.meta.url).pathname, 'src');
+const ROOT = path.resolve(new URL('..', import.meta.url).pathname);
+const SRC = path.join(ROOT, 'src');
+const WORKERS = path.join(ROOT, 'workers');
 
-/** Layer of a file under src/: its top directory, or its own name for files at the top. */
-const RANK: Record<string, number> = {
-  'main.ts': 6, 'node-flags.ts': 6, 'app.ts': 6, cli: 6,
-  http: 5, observability: 5,
-  api: 4, oidc: 4, 'migrations.ts': 4,
-  resources: 3, auth: 3, pki: 3, policy: 3, events: 3, control: 3, cluster: 3, 'pool.ts': 3,
-  core: 2,
-  store: 1, 'config.ts': 1,
-};
+/** Lowest first: a file may import its own folder and the folders before it. */
+const ORDER = [
+  'config.ts', 'store', 'core', 'pki', 'control', 'auth', 'policy', 'events', 'resources', 'cluster', 'pool.ts',
+  'migrations.ts', 'api', 'oidc', 'observability', 'http', 'workers', 'cli', 'app.ts', 'node-flags.ts', 'main.ts',
+];
+const RANK: Record<string, number> = Object.fromEntries(ORDER.map((name, i) => [name, i]));
 
+/** Layer of a file: `workers`, or its top directory under src/ (its own name for files at the top). */
 function layerOf(file: string): string {
+  if (file.startsWith(WORKERS + path.sep)) return 'workers';
   return path.relative(SRC, file).split(path.sep)[0];
 }
 
@@ -38,23 +42,23 @@ function sources(dir: string): string[] {
   });
 }
 
-/** The files under src/ a file imports (relative specifiers only; `x.js` is written for `x.ts`). */
+/** The files under src/ and workers/ a file imports (relative specifiers only; `x.js` is written for `x.ts`). */
 function importsOf(file: string): string[] {
   const info = ts.preProcessFile(fs.readFileSync(file, 'utf8'), true, true);
   const out: string[] = [];
   for (const { fileName } of info.importedFiles) {
     if (!fileName.startsWith('.')) continue;
     const target = path.resolve(path.dirname(file), fileName).replace(/\.js$/, '.ts');
-    if (target.startsWith(SRC + path.sep) && target.endsWith('.ts')) out.push(target);
+    if ((target.startsWith(SRC + path.sep) || target.startsWith(WORKERS + path.sep)) && target.endsWith('.ts')) out.push(target);
   }
   return out;
 }
 
-const files = sources(SRC);
+const files = [...sources(SRC), ...sources(WORKERS)];
 const graph = new Map(files.map((f) => [f, importsOf(f)]));
-const rel = (f: string) => path.relative(SRC, f);
+const rel = (f: string) => path.relative(ROOT, f);
 
-t.test('every file under src/ belongs to a layer', async (t) => {
+t.test('every file under src/ and workers/ belongs to a layer', async (t) => {
   t.same(files.filter((f) => RANK[layerOf(f)] === undefined).map(rel), []);
 });
 
@@ -111,5 +115,6 @@ t.test('no import cycles', async (t) => {
 t.test('the check sees imports of every kind', async (t) => {
   // A sample the rules above rely on: type-only imports and re-exports count as arrows.
   const probe = path.join(SRC, 'core', 'context.ts');
-  t.ok(graph.get(probe)?.some((f) => rel(f) === path.join('store', 'store.ts')), 'core/context.ts imports store types');
+  t.ok(graph.get(probe)?.some((f) => rel(f) === path.join('src', 'store', 'store.ts')), 'core/context.ts imports store types');
+  t.ok(graph.get(path.join(WORKERS, 'tasks.ts'))?.some((f) => rel(f) === path.join('src', 'pool.ts')), 'workers/ are read too');
 });

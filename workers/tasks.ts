@@ -1,40 +1,15 @@
 /**
- * Piscina worker entry: pure functions of plain input, run off the event loop.
- * Each export is a task name: `pool.run('hashPassword', { password, ... })`.
- *
- * Password hashing uses @node-rs/argon2 (argon2id, Rust via N-API): the `argon2` package's
- * prebuilt binary crashes on load on our machines, and the N-API build needs no compiler.
+ * Piscina worker entry of the pool (src/pool.ts): each export is a task name,
+ * `pool.run('hashPassword', { password, ... })`. The tasks and their input and output types live
+ * in src/; this file only gathers them, and the assignment below fails to compile when it no
+ * longer implements the pool's contract (`Tasks`).
  */
-import { hash, verify } from '@node-rs/argon2';
+import type { Tasks } from '../src/pool.js';
+import { hashPassword, verifyPassword } from '../src/auth/argon2.js';
+import { searchDocs } from '../src/events/search-docs.js';
+import { signCsrs } from './pki.js';
 
-/** @node-rs/argon2's `Algorithm.Argon2id` (a const enum, not importable at run time). */
-const ARGON2ID = 2;
+export { hashPassword, verifyPassword, searchDocs, signCsrs };
 
-export interface HashPasswordInput {
-  password: string;
-  memoryCost: number;
-  timeCost: number;
-  parallelism: number;
-}
-
-/** argon2id PHC string (salt and parameters embedded). */
-export async function hashPassword(input: HashPasswordInput): Promise<string> {
-  return hash(input.password, {
-    algorithm: ARGON2ID,
-    memoryCost: input.memoryCost,
-    timeCost: input.timeCost,
-    parallelism: input.parallelism,
-  });
-}
-
-/** Constant-time verification of a password against a PHC string. */
-export async function verifyPassword(input: { hash: string; password: string }): Promise<boolean> {
-  try {
-    return await verify(input.hash, input.password);
-  } catch {
-    return false;
-  }
-}
-export * from './search.js';
-export * from './pki.js';
-export * from './tokens.js';
+const implemented: Tasks = { hashPassword, verifyPassword, searchDocs, signCsrs };
+void implemented;

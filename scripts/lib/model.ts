@@ -411,7 +411,7 @@ export async function writeModelToStore(dataDir: string, shape: Shape, opts: Sto
   // (written as this version writes it: no migration is due at the controller's first start).
   store.sealer = Sealer.forPkiDir(path.join(dataDir, 'pki'));
   if (fresh) writeDataFormat(dataDir, CURRENT_FORMAT);
-  const pool = new WorkerPool({ threads: 1, maxQueue: 16 });
+  const pool = new WorkerPool({ threads: 1, maxQueue: 16, signingCa: { certPem: pki.signingCertPem, key: pki.signingKey } });
   try {
     // What record creation and the first-start bootstrap read of the application: configuration,
     // store, PKI (enrollment JWTs), pool (admin password hash), logger and the advertised URL.

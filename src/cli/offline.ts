@@ -14,7 +14,7 @@ import { DataDirInUse, lockDataDir, type DataDirLock } from '../store/data-dir.j
 import { BackupError, backupName, restoreBackup, verifyBackup, writeBackup } from '../store/snapshot.js';
 import { Store } from '../store/store.js';
 import { createRegistry } from '../resources/index.js';
-import { hashPassword } from '../../workers/tasks.js';
+import { hashPassword } from '../auth/argon2.js';
 import { CliError, usage } from './state.js';
 
 function dataDirOf(dir: string | undefined): string {

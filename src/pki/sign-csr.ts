@@ -1,5 +1,5 @@
 /**
- * Signing CSRs for the API: runs `signCsrs` (workers/pki.ts: parse, verify, issue) in the worker
+ * Signing CSRs for the API: runs `signCsrs` (csr-task.ts: parse, verify, issue) in the worker
  * pool and turns an unusable CSR into 400 COULD_NOT_PROCESS_CSR (or the code the caller names).
  * The CSRs of all requests that get here in one turn of the event loop travel in one pool task
  * (see CsrBatch); each request still gets only its own results.
@@ -9,7 +9,7 @@
 import type { App } from '../core/context.js';
 import { ApiError, type ErrorCode } from '../core/errors.js';
 import type { CertProfile } from './cert-issuer.js';
-import type { SignCsrItem, SignCsrResult } from '../../workers/pki.js';
+import type { SignCsrItem, SignCsrResult } from './csr-task.js';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
@@ -50,18 +50,6 @@ export async function signCsrs(app: App, reqs: SignRequest[], code: ErrorCode = 
     if (!res.ok) throw new ApiError(code, undefined, { field: reqs[i].field ?? 'csr', reason: res.reason, value: '' });
     return res;
   });
-}
-
-const keyPems = new WeakMap<object, string>();
-
-/** The signing key as PKCS#8 PEM, the form it crosses to the workers in (exported once). */
-function caKeyPem(app: App): string {
-  let pem = keyPems.get(app.pki);
-  if (!pem) {
-    pem = app.pki.signingKey.export({ type: 'pkcs8', format: 'pem' }) as string;
-    keyPems.set(app.pki, pem);
-  }
-  return pem;
 }
 
 /**
@@ -112,7 +100,7 @@ class CsrBatch {
 
   private run(group: Waiting[]) {
     const items = group.length === 1 ? group[0].items : group.flatMap((w) => w.items);
-    this.app.pool.run('signCsrs', { caCertPem: this.app.pki.signingCertPem, caKeyPem: caKeyPem(this.app), items }).then(
+    this.app.pool.run('signCsrs', { items }).then(
       (out) => {
         let at = 0;
         for (const w of group) {

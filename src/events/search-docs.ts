@@ -1,10 +1,10 @@
 /**
- * Search queries of the embedded search store (src/events), run off the event loop: the worker
- * opens the same LMDB environment (lmdb-js shares it between threads) and reads only the time
- * slice the query's `@timestamp` range selects.
+ * Search queries of the embedded search store, run in the worker pool (src/pool.ts task
+ * `searchDocs`), off the event loop: the worker opens the same LMDB environment (lmdb-js shares it
+ * between threads) and reads only the time slice the query's `@timestamp` range selects.
  */
-import { openSearchEnv, readDocs } from '../src/events/search-store.js';
-import { compileSearch, executeSearch, SearchError } from '../src/events/query.js';
+import { openSearchEnv, readDocs } from './search-store.js';
+import { compileSearch, executeSearch, SearchError } from './query.js';
 
 const envs = new Map<string, ReturnType<typeof openSearchEnv>>();
 
