@@ -56,7 +56,8 @@ const TYPES: Record<string, string> = {
 /** A bundler's content hash in a file name (`main.3f2a9c81b7d0e4a6.js`, `chunk-AB12CD34.js`): such a file never changes. */
 const HASHED = /[.-]([0-9a-f]{16,}|[0-9A-Z]{8})\.[a-z0-9]+$/;
 
-const SECURITY_HEADERS = { 'x-content-type-options': 'nosniff', 'x-frame-options': 'SAMEORIGIN' };
+/** No Referer leaves the console: a page of it may hold an authorization code in its URL. */
+const SECURITY_HEADERS = { 'x-content-type-options': 'nosniff', 'x-frame-options': 'SAMEORIGIN', 'referrer-policy': 'no-referrer' };
 
 /** The console directory, resolved (symbolic links included); throws when it holds no index.html. */
 export function consoleRoot(dir: string): string {
