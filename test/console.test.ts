@@ -12,6 +12,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -199,6 +200,24 @@ t.test('the console directory over HTTPS: files, the index fallback, HEAD, cachi
     t.notMatch(r.text, /outside the console directory|hidden-file/, `${p}: nothing of the file`);
   }
 
+  // Logins from the console: its own pages on the request's origin need no registration.
+  const authorize = (redirectUri: string, host?: string) => {
+    const p = `/oidc/authorize?${new URLSearchParams({ client_id: 'openziti', response_type: 'code', scope: 'openid', redirect_uri: redirectUri, code_challenge: 'x'.repeat(43), code_challenge_method: 'S256' })}`;
+    if (!host) return srv.raw('GET', p);
+    // A host name the test certificate does not cover: only the Host header changes.
+    return new Promise<{ status: number }>((resolve, reject) => {
+      https.get({ host: '127.0.0.1', port: srv.port, path: p, ca: srv.ca, headers: { host }, checkServerIdentity: () => undefined }, (res) => {
+        res.resume();
+        resolve({ status: res.statusCode ?? 0 });
+      }).on('error', reject);
+    });
+  };
+  t.equal((await authorize(`${srv.origin}/zac/callback`)).status, 302, 'a redirect URI under /zac/ on the origin the request came to is accepted');
+  t.equal((await authorize(`https://ctrl.example:${srv.port}/auth/callback`, `ctrl.example:${srv.port}`)).status, 302, "as is upstream's console's /auth/callback on that origin, under any host name");
+  t.equal((await authorize(`https://ctrl.example:${srv.port}/auth/callback`)).status, 400, "but not on another origin than the request's");
+  t.equal((await authorize(`${srv.origin}/elsewhere`)).status, 400, 'nor another path of the origin');
+  t.equal((await authorize(`http://127.0.0.1:${srv.port}/zac/callback`)).status, 400, 'nor plain http');
+
   t.equal((await get('/zacanything')).status, 404, 'only /zac and what is under it');
   t.equal((await srv.mgmt.get('/version')).status, 200, 'the APIs are as before');
 });
@@ -207,6 +226,8 @@ t.test('without MESH_CONSOLE_DIR nothing is served at /zac/; a directory without
   const srv = await startServer(t);
   t.equal((await srv.raw('GET', '/zac/')).status, 404, 'no console: 404');
   t.equal((await srv.raw('GET', '/assets/logo.svg')).status, 404, 'nor /assets/');
+  const authorize = await srv.raw('GET', `/oidc/authorize?${new URLSearchParams({ client_id: 'openziti', response_type: 'code', scope: 'openid', redirect_uri: `${srv.origin}/zac/callback`, code_challenge: 'x'.repeat(43), code_challenge_method: 'S256' })}`);
+  t.equal(authorize.status, 400, 'and no redirect to /zac/ without registration');
 
   const empty = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-console-empty-'));
   t.teardown(() => fs.rmSync(empty, { recursive: true, force: true }));
