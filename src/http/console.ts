@@ -59,11 +59,9 @@ const HASHED = /[.-]([0-9a-f]{16,}|[0-9A-Z]{8})\.[a-z0-9]+$/;
 /** No Referer leaves the console: a page of it may hold an authorization code in its URL. */
 const SECURITY_HEADERS = { 'x-content-type-options': 'nosniff', 'x-frame-options': 'SAMEORIGIN', 'referrer-policy': 'no-referrer' };
 
-/** The console directory, resolved (symbolic links included); throws when it holds no index.html. */
-export function consoleRoot(dir: string): string {
-  const root = fs.realpathSync(dir);
-  if (!fs.statSync(path.join(root, 'index.html'), { throwIfNoEntry: false })?.isFile()) throw new Error(`console directory ${dir} holds no index.html`);
-  return root;
+/** Throws unless `dir` holds an index.html (config.ts checks the same for a clear start-up message). */
+function assertConsoleDir(dir: string): void {
+  if (!fs.statSync(path.join(dir, 'index.html'), { throwIfNoEntry: false })?.isFile()) throw new Error(`console directory ${dir} holds no index.html`);
 }
 
 /** The path's segments, decoded; refuses every form of a step outside the directory. */
@@ -117,12 +115,12 @@ async function serve(req: Req, f: Found): Promise<Reply> {
 }
 
 /**
- * The raw routes of the console: `/zac/…` and upstream's `/assets/…`, from `dir` (checked at
- * once, see consoleRoot). The directory is resolved again on every request, so a new build
+ * The raw routes of the console: `/zac/…` and upstream's `/assets/…`, from `dir` (which must
+ * hold an index.html). The directory is resolved again on every request, so a new build
  * swapped in behind a symbolic link is served without a restart.
  */
 export function consoleRoutes(dir: string): RawRoute[] {
-  consoleRoot(dir);
+  assertConsoleDir(dir);
   const route = (prefix: string, base: string[]): RawRoute => ({
     method: '*',
     path: prefix,
