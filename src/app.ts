@@ -15,7 +15,8 @@ import { Sealer, SEALED_KEY_FILE } from './store/sealed.js';
 import { checkSealingKey } from './resources/seal-secrets-migration.js';
 import { ApiSessions } from './auth/api-sessions.js';
 import { SigningKeys } from './auth/tokens.js';
-import { jwksRoute, oidcRoute } from './oidc/routes.js';
+import { jwksRoute, oidcRoutes } from './oidc/routes.js';
+import { CONSOLE_PATH, consoleRoutes } from './http/console.js';
 import { OidcProvider } from './oidc/provider.js';
 import { AuthServices } from './auth/services.js';
 import { WorkerPool } from './pool.js';
@@ -171,8 +172,9 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     postLogoutUris: settings.oidcPostLogoutUris,
     accessTokenSeconds: settings.oidcAccessTokenSeconds,
     refreshTokenSeconds: settings.oidcRefreshTokenSeconds,
+    consolePath: settings.consoleDir ? CONSOLE_PATH : undefined,
   });
-  router.addRawRoute(oidcRoute(oidc));
+  for (const r of [...oidcRoutes(oidc), ...(settings.consoleDir ? consoleRoutes(settings.consoleDir) : [])]) router.addRawRoute(r);
   // Alerts, usage ingest and the embedded search store at /search (docs/events.md).
   const events = startEvents(app);
   router.addRawRoute(events.route);

@@ -121,6 +121,8 @@ export const ConfigSchema = Type.Object({
   auditWebhookAttempts: Type.Integer({ default: 5, minimum: 1, maximum: 100 }),
   auditWebhookRetryMs: Type.Integer({ default: 1000, minimum: 10, maximum: 600000 }),
   auditWebhookTimeoutMs: Type.Integer({ default: 10000, minimum: 100, maximum: 600000 }),
+  /** A directory holding an admin console build (its index.html), served at `/zac/` (src/http/console.ts). */
+  consoleDir: Type.Optional(Type.String({ minLength: 1, description: 'directory of an admin console build (with index.html) served at /zac/' })),
   /** When set, `GET /metrics` requires `Authorization: Bearer <this>`. */
   metricsToken: Type.Optional(Type.String({ minLength: 16, maxLength: 256 })),
   /**
@@ -189,6 +191,7 @@ export const ENV: Record<string, keyof Static<typeof ConfigSchema>> = {
   MESH_ROUTER_MAX_PENDING_HANDSHAKES: 'routerMaxPendingHandshakes',
   MESH_REQUEST_LOG: 'requestLog',
   MESH_METRICS_TOKEN: 'metricsToken',
+  MESH_CONSOLE_DIR: 'consoleDir',
   MESH_AUDIT_WEBHOOK_URL: 'auditWebhookUrl',
   MESH_AUDIT_WEBHOOK_SECRET: 'auditWebhookSecret',
   MESH_AUDIT_WEBHOOK_QUEUE: 'auditWebhookQueue',
@@ -276,6 +279,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Static<typeof 
   const problems = [...bad].map((k) => `${settingName(k)}${SECRET_SETTINGS.has(k) ? '' : ` = ${JSON.stringify(value[k])}`}: ${allowedValues(k)}`);
   if (!bad.has('routerHeartbeatTimeoutMs') && !bad.has('routerHeartbeatMs') && (value.routerHeartbeatTimeoutMs as number) <= (value.routerHeartbeatMs as number))
     problems.push(`${settingName('routerHeartbeatTimeoutMs')}: must be longer than routerHeartbeatMs (${value.routerHeartbeatMs})`);
+  if (!bad.has('consoleDir') && typeof value.consoleDir === 'string' && !fs.statSync(path.join(value.consoleDir, 'index.html'), { throwIfNoEntry: false })?.isFile())
+    problems.push(`${settingName('consoleDir')} = ${JSON.stringify(value.consoleDir)}: must be a directory holding an admin console build (its index.html)`);
   if (problems.length) throw new ConfigError(`invalid configuration:\n  ${problems.join('\n  ')}`);
   return value as Static<typeof ConfigSchema>;
 }

@@ -241,7 +241,10 @@ t.test('etcd revisions per request kind', async (t) => {
     tok = (await exchange(B, { grant_type: 'refresh_token', refresh_token: tok.refresh_token })).body;
   });
   await row('OIDC access-token exchange (A)', 1, () => exchange(A, { grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange', subject_token: tok.access_token, subject_token_type: 'urn:ietf:params:oauth:token-type:access_token', requested_token_type: 'urn:ietf:params:oauth:token-type:access_token' }));
-  await row('OIDC revoke (A)', 1, () => A.raw('POST', '/oidc/revoke', Buffer.from(new URLSearchParams({ token: tok.refresh_token, client_id: 'openziti' }).toString()), { 'content-type': 'application/x-www-form-urlencoded' }));
+  // At the name upstream's admin console logs out with; its access token is then refused on B too.
+  await row('OIDC revoke (A)', 1, () => A.raw('POST', '/oidc/oauth/revoke', Buffer.from(new URLSearchParams({ token: tok.refresh_token, client_id: 'openziti' }).toString()), { 'content-type': 'application/x-www-form-urlencoded' }));
+  await within(2000, async () => (await bearer(B, tok.access_token, '/current-identity')).status === 401);
+  t.pass('B refuses the access token of the login revoked on A');
   t.comment(`etcd revisions per request kind (activity beats aside: at most one per controller per ${BEAT_MS} ms):\n${table.map(([k, n]) => `  ${k}: ${n}`).join('\n')}`);
 });
 

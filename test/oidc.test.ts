@@ -154,6 +154,55 @@ t.test('code flow with PKCE, Bearer access tokens, rotation, reuse, revoke, end 
   t.equal((await exchange(srv, { grant_type: 'refresh_token', refresh_token: t4.body.refresh_token })).status, 400, 'refresh refused');
 });
 
+t.test("the endpoint names upstream's clients use; a console logout (revoke at /oidc/oauth/revoke) ends the token everywhere", async (t) => {
+  const srv = await startServer(t);
+  const admin = await srv.login();
+  await createUser(admin, 'alias-user', 'alias-password-1');
+  const bearer = (token: string) => ({ headers: { authorization: `Bearer ${token}` } });
+  const login = async () => {
+    const { verifier, challenge } = pkce();
+    const flow = await codeFlow(t, srv, 'alias-user', 'alias-password-1', challenge);
+    // `/oidc/token`: the token URL of the oauth2 security definition in upstream's edge specs.
+    const tok = await srv.raw('POST', '/oidc/token', form({ client_id: 'openziti', grant_type: 'authorization_code', code: await finish(t, srv, flow.login), redirect_uri: REDIRECT, code_verifier: verifier }), FORM);
+    t.equal(tok.status, 200, 'code exchanged at /oidc/token');
+    return tok.body as { access_token: string; refresh_token: string };
+  };
+
+  const root = await srv.raw('GET', '/.well-known/openid-configuration');
+  t.equal(root.status, 200, 'discovery at the host root too, as upstream serves it');
+  t.same(root.body, (await srv.raw('GET', '/oidc/.well-known/openid-configuration')).body, 'the same document');
+  t.equal((await srv.raw('POST', '/.well-known/openid-configuration')).status, 405, 'GET and HEAD only');
+
+  // Introspection (RFC 7662) for the token's holder.
+  const tok = await login();
+  const introspect = (fields: Record<string, string>) => srv.raw('POST', '/oidc/oauth/introspect', form(fields), FORM);
+  const ia = await introspect({ token: tok.access_token });
+  t.equal(ia.status, 200, 'introspect an access token');
+  t.match(ia.body, { active: true, token_type: 'Bearer', client_id: 'openziti', scope: 'openid offline_access' }, 'active, with its client and scope');
+  t.match((await introspect({ token: tok.refresh_token, token_type_hint: 'refresh_token' })).body, { active: true, token_type: 'refresh_token' }, 'the refresh token too');
+  t.same((await introspect({ token: 'junk' })).body, { active: false }, 'junk is inactive');
+  t.equal((await introspect({})).status, 400, 'no token: 400');
+
+  // What upstream's admin console sends at logout: its refresh token, with a hint and its client.
+  const rv = await srv.raw('POST', '/oidc/oauth/revoke', form({ token: tok.refresh_token, token_type_hint: 'refresh_token', client_id: 'openziti' }), FORM);
+  t.equal(rv.status, 200, 'revoked at /oidc/oauth/revoke');
+  t.equal((await srv.client.get('/current-identity', bearer(tok.access_token))).status, 401, 'its access token is refused on the Client API');
+  t.equal((await srv.mgmt.get('/current-identity', bearer(tok.access_token))).status, 401, 'on the Management API');
+  t.equal((await srv.tlsClient('client').get('/current-identity', bearer(tok.access_token))).status, 401, 'and on the certificate listener');
+  t.equal((await srv.raw('GET', '/oidc/userinfo', undefined, { authorization: `Bearer ${tok.access_token}` })).status, 401, 'userinfo refuses it');
+  t.equal((await exchange(srv, { grant_type: 'refresh_token', refresh_token: tok.refresh_token })).status, 400, 'the refresh token is refused');
+  t.same((await introspect({ token: tok.access_token })).body, { active: false }, 'introspection says inactive');
+
+  // Revoking the access token ends the login as well.
+  const tok2 = await login();
+  t.equal((await srv.mgmt.get('/current-identity', bearer(tok2.access_token))).status, 200, 'a second login works');
+  t.equal((await srv.raw('POST', '/oidc/oauth/revoke', form({ token: tok2.access_token, token_type_hint: 'access_token', client_id: 'openziti' }), FORM)).status, 200, 'access token revoked');
+  t.equal((await srv.tlsClient('management').get('/current-identity', bearer(tok2.access_token))).status, 401, 'refused on the certificate listener');
+  t.equal((await exchange(srv, { grant_type: 'refresh_token', refresh_token: tok2.refresh_token })).status, 400, 'its refresh token with it');
+  t.equal((await srv.raw('POST', '/oidc/oauth/revoke', form({ client_id: 'openziti' }), FORM)).status, 400, 'no token: 400');
+  t.equal((await srv.raw('GET', '/oidc/oauth/revoke')).status, 404, 'POST only, as /oidc/revoke');
+});
+
 t.test('certificate login on the certificate listener; the TOTP step when MFA is required', async (t) => {
   const srv = await startServer(t);
   const admin = await srv.login();
@@ -389,6 +438,8 @@ t.test('bad input anywhere under /oidc: a 4xx with a JSON error, never a 5xx', a
     ['token, csr_pem on an unbound refresh token', 'POST', '/oidc/oauth/token', json({ client_id: 'openziti', grant_type: 'refresh_token', refresh_token: 'a.b.c', csr_pem: 'junk' }), J],
     ['token, no client', 'POST', '/oidc/oauth/token', json({}), J],
     ['revoke, token an object', 'POST', '/oidc/revoke', json({ token: { a: 1 } }), J],
+    ["revoke at the console's name, broken JSON", 'POST', '/oidc/oauth/revoke', json('{'), J],
+    ['introspect, token an array', 'POST', '/oidc/oauth/introspect', json({ token: ['x'] }), J],
     ['end session, logout URI matching a pattern but not a URL', 'GET', `/oidc/end_session?${new URLSearchParams({ post_logout_redirect_uri: 'http://127.0.0.1:[x]/auth/logout' })}`, undefined, {}],
     ['end session, broken JSON', 'POST', '/oidc/end_session', json('{'), J],
     ['userinfo, garbage bearer', 'GET', '/oidc/userinfo', undefined, { authorization: 'Bearer x' }],

@@ -3,7 +3,8 @@
  * discovery, the authorization-code flow with PKCE (S256) for the public `openziti` client (and
  * upstream's legacy `native`), the login steps (`/oidc/login/password|username|cert|ext-jwt`, then
  * `/oidc/login/totp` when MFA is required), `/oidc/oauth/token` (authorization_code, refresh_token
- * with rotation), `/oidc/revoke`, `/oidc/end_session`, `/oidc/userinfo`.
+ * with rotation), `/oidc/revoke`, `/oidc/end_session`, `/oidc/userinfo`, `/oidc/oauth/introspect`
+ * (routes.ts also serves each under the other names upstream's clients send it to).
  *
  * Every OIDC login is an API session: the record is made when the login step succeeds (so the
  * common login rules, lockout, MFA and every revocation path apply unchanged), and every token
@@ -48,6 +49,13 @@ export interface OidcSettings {
   postLogoutUris: string[];
   accessTokenSeconds: number;
   refreshTokenSeconds: number;
+  /**
+   * Where this controller serves an admin console (`/zac`), if it does: a redirect or post-logout
+   * URI on the origin the request came to, under that path or upstream's console's
+   * `/auth/callback` and `/auth/logout`, is accepted without being registered — it is this
+   * controller's own page.
+   */
+  consolePath?: string;
 }
 
 interface AuthRequest {
@@ -224,17 +232,25 @@ export class OidcProvider {
     return this.allowed('redirectUris', uri);
   }
 
+  /** A URI of the console this controller serves, on `origin` (the request's own; see OidcSettings.consolePath). */
+  private ownConsole(key: 'redirectUris' | 'postLogoutUris', uri: string, origin: string | undefined): boolean {
+    const base = this.settings.consolePath;
+    if (!base || !origin || !URL.canParse(uri)) return false;
+    const u = new URL(uri);
+    return u.origin === origin && (u.pathname.startsWith(`${base}/`) || u.pathname === (key === 'redirectUris' ? '/auth/callback' : '/auth/logout'));
+  }
+
   /**
    * `/oidc/authorize`: checks the client and redirect URI (refused in OAuth error JSON: nothing
    * may be sent to an unregistered URI), then answers 302 to the password login step.
    */
-  authorize(params: URLSearchParams | Record<string, unknown>): Reply {
+  authorize(params: URLSearchParams | Record<string, unknown>, origin?: string): Reply {
     const get = (k: string) => (params instanceof URLSearchParams ? (params.get(k) ?? undefined) : str(params[k]));
     const clientId = get('client_id');
     if (!clientId || !CLIENT_IDS.has(clientId)) throw new OAuthError('invalid_client', 'unknown client_id', 400);
     const redirectUri = get('redirect_uri');
     if (!redirectUri) throw new OAuthError('invalid_request', 'redirect_uri is required');
-    if (!this.redirectAllowed(redirectUri)) throw new OAuthError('invalid_request', 'redirect_uri is not registered in the controller settings');
+    if (!this.redirectAllowed(redirectUri) && !this.ownConsole('redirectUris', redirectUri, origin)) throw new OAuthError('invalid_request', 'redirect_uri is not registered in the controller settings');
     const state = get('state');
     const back = (error: string, description: string): Reply => this.redirect(redirectUri, { error, error_description: description, state });
     if (get('response_type') !== 'code') return back('unsupported_response_type', 'only response_type=code is supported');
@@ -750,12 +766,44 @@ export class OidcProvider {
     return { status: 200, body: '', contentType: 'text/plain' };
   }
 
+  /**
+   * `/oidc/oauth/introspect` (RFC 7662) for the holder of a token: whether it is still good — an
+   * access token while its API session lives, a refresh token while it is its family's current
+   * one — with its claims; `{active: false}` for anything else. Upstream routes it but refuses
+   * every public client (it asks for a client secret); answering it tells a token's holder no
+   * more than using the token would.
+   */
+  introspect(req: Req): Reply {
+    const f = parseFields(req);
+    if (typeof f.token !== 'string' || f.token === '') throw new OAuthError('invalid_request', 'token is required');
+    const hint = str(f.token_type_hint);
+    const types = hint === 'refresh_token' ? [REFRESH_TOKEN, ACCESS_TOKEN] : [ACCESS_TOKEN, REFRESH_TOKEN];
+    const NO_STORE = { 'cache-control': 'no-store' };
+    for (const type of types) {
+      const c = this.app.keys.verify(f.token, type);
+      if (!c || typeof c.z_asid !== 'string') continue;
+      const s = this.app.sessions.get(c.z_asid);
+      const live = s?.oidc !== undefined && s.identityId === c.sub && (type === ACCESS_TOKEN || s.oidc.refreshJti === c.jti);
+      if (!live) break;
+      const aud = Array.isArray(c.aud) ? c.aud : [c.aud];
+      return {
+        status: 200,
+        headers: NO_STORE,
+        body: {
+          active: true, token_type: type === ACCESS_TOKEN ? 'Bearer' : 'refresh_token', client_id: s.oidc!.clientId, scope: s.oidc!.scopes.join(' '),
+          sub: c.sub, aud, iss: c.iss, exp: c.exp, iat: c.iat, jti: c.jti, z_asid: c.z_asid,
+        },
+      };
+    }
+    return { status: 200, headers: NO_STORE, body: { active: false } };
+  }
+
   /** `/oidc/end_session`: ends the API session of `id_token_hint`, then back to a registered logout URI. */
-  async endSession(req: Req): Promise<Reply> {
+  async endSession(req: Req, origin?: string): Promise<Reply> {
     const f = req.method === 'post' ? parseFields(req) : Object.fromEntries(req.query);
     const s = this.sessionOfToken(str(f.id_token_hint), [ID_TOKEN, ACCESS_TOKEN]);
     const post = str(f.post_logout_redirect_uri);
-    if (post && !this.allowed('postLogoutUris', post))
+    if (post && !this.allowed('postLogoutUris', post) && !this.ownConsole('postLogoutUris', post, origin))
       throw new OAuthError('invalid_request', 'post_logout_redirect_uri is not registered in the controller settings');
     if (s) await this.app.sessions.delete(s.id);
     if (post) return this.redirect(post, { state: str(f.state) });

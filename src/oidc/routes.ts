@@ -86,30 +86,65 @@ async function enrollmentPage(oidc: OidcProvider, req: Req, id: string, reason?:
   return enrollPage(id, { ...e, qrDataUri: `data:image/png;base64,${(await qrPng(e.provisioningUrl)).toString('base64')}` }, reason);
 }
 
+/** The origin a request came to (`https://<Host>`), as a URL's `origin` spells it; undefined without a usable Host. */
+function requestOrigin(req: Req): string | undefined {
+  const host = req.headers.host;
+  if (!host || !URL.canParse(`https://${host}`)) return undefined;
+  return new URL(`https://${host}`).origin;
+}
+
+/**
+ * Other names clients send an endpoint to, and the endpoint: upstream's admin console revokes at
+ * `/oidc/oauth/revoke` (upstream's OIDC library serves `/oidc/revoke`, the name its discovery
+ * document gives), and the `oauth2` security definition of upstream's edge specs names
+ * `/oidc/token` as the token URL (the library serves `/oidc/oauth/token`).
+ */
+const ALIASES: Record<string, string> = {
+  '/oidc/oauth/revoke': '/oidc/revoke',
+  '/oidc/token': '/oidc/oauth/token',
+};
+
+const DISCOVERY = '/.well-known/openid-configuration';
+
 /**
  * Everything else under `/oidc` (provider.ts): OAuth failures answer the RFC 6749 error JSON;
  * the login steps fail as `/authenticate` does (the error envelope), as upstream's do — or, for
- * a browser (Accept: text/html first), with the step's HTML page again (pages.ts).
+ * a browser (Accept: text/html first), with the step's HTML page again (pages.ts). Also the
+ * discovery document at the host root, where upstream serves it too.
  */
-export function oidcRoute(oidc: OidcProvider): RawRoute {
+export function oidcRoutes(oidc: OidcProvider): RawRoute[] {
+  const rootDiscovery: RawRoute = {
+    method: '*',
+    path: DISCOVERY,
+    handle(req) {
+      if (req.method !== 'get' && req.method !== 'head') throw errors.methodNotAllowed();
+      return { status: 200, body: oidc.discovery(), contentType: 'application/json' };
+    },
+  };
+  return [rootDiscovery, oidcRoute(oidc)];
+}
+
+function oidcRoute(oidc: OidcProvider): RawRoute {
   return {
     method: '*',
     path: '/oidc',
     prefix: true,
     async handle(req, requestId) {
       const m = req.method;
-      const p = req.path.replace(/\/$/, '');
+      const trimmed = req.path.replace(/\/$/, '');
+      const p = Object.hasOwn(ALIASES, trimmed) ? ALIASES[trimmed] : trimmed;
       try {
-        if (p === '/oidc/.well-known/openid-configuration' && (m === 'get' || m === 'head'))
+        if (p === `/oidc${DISCOVERY}` && (m === 'get' || m === 'head'))
           return { status: 200, body: oidc.discovery(), contentType: 'application/json' };
         if (p === '/oidc/authorize') {
-          if (m === 'get') return oidc.authorize(req.query);
-          if (m === 'post') return oidc.authorize(parseFields(req));
+          if (m === 'get') return oidc.authorize(req.query, requestOrigin(req));
+          if (m === 'post') return oidc.authorize(parseFields(req), requestOrigin(req));
         }
         if (p === '/oidc/authorize/callback' && m === 'get') return oidc.authorizeCallback(req.query.get('id'));
         if (p === '/oidc/oauth/token' && m === 'post') return await oidc.token(req);
         if (p === '/oidc/revoke' && m === 'post') return await oidc.revoke(req);
-        if (p === '/oidc/end_session' && (m === 'get' || m === 'post')) return await oidc.endSession(req);
+        if (p === '/oidc/oauth/introspect' && m === 'post') return oidc.introspect(req);
+        if (p === '/oidc/end_session' && (m === 'get' || m === 'post')) return await oidc.endSession(req, requestOrigin(req));
         if (p === '/oidc/userinfo' && (m === 'get' || m === 'post')) return oidc.userinfo(req);
         if (p === '/oidc/login/auth-queries' && m === 'get') return oidc.authQueries(req.query.get('id'));
         const browser = wantsHtml(req);
@@ -152,7 +187,7 @@ export function oidcRoute(oidc: OidcProvider): RawRoute {
         if (e instanceof OAuthError) return { status: e.status, body: { error: e.error, error_description: e.description }, headers: { 'cache-control': 'no-store' } };
         throw e;
       }
-      return { status: 404, body: { error: 'not_found', error_description: `no OIDC endpoint ${m.toUpperCase()} ${p}` } };
+      return { status: 404, body: { error: 'not_found', error_description: `no OIDC endpoint ${m.toUpperCase()} ${trimmed}` } };
     },
   };
 }
