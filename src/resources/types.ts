@@ -29,6 +29,8 @@ export interface FieldDef {
   readOnly?: boolean;
   /** PATCH/PUT with `null` keeps the current value (required fields such as `name`). */
   nullKeeps?: boolean;
+  /** PATCH with `null` clears the value (a nullable field such as identity `externalId`); elsewhere a PATCH null keeps it. */
+  nullClears?: boolean;
   /** Unique across the collection (a unique index; violations → 400 field `<name>` "must be unique"). */
   unique?: boolean;
   /** Secondary index (equality filters and reverse references use it). */
@@ -119,7 +121,11 @@ export interface ResourceDef {
   afterWrite?(rec: Rec, ctx: WriteCtx): void;
   /** Runs inside the delete write before generic reference handling: forbid (throw) or cascade. */
   beforeDelete?(rec: Rec, ctx: WriteCtx): void;
-  /** Field holding the id of the identity a record's secrets belong to (`id` for identities themselves). */
+  /**
+   * Field holding the id of the identity a record belongs to (`id` for identities themselves):
+   * its secrets are that identity's (render.ts readsSecrets), and its update, patch and delete
+   * reach that identity (containment, standard.ts).
+   */
   owner?: string;
   /** `render` shows credentials of its own (enrollment tokens): it must honour `secrets`. */
   rendersSecrets?: boolean;
