@@ -17,6 +17,8 @@ import { Client, isError, sessionIdOf, startServer, type Res, type Server } from
 import { createUser } from './helpers/users.js';
 import { newCa, verificationCert } from './helpers/pki.js';
 import { Fixture } from './helpers/policy-fixture.js';
+import { buildOperations } from '../src/api/operations.js';
+import { createRegistry } from '../src/resources/index.js';
 
 const PASSWORD = 'containment-pw-1';
 const PERMS = [...ALL_PERMISSIONS].sort();
@@ -50,6 +52,8 @@ let PRIV: Target;
 /** A non-admin identity holding no permission: every identity-path caller dominates it. */
 let plain = '';
 let service = '';
+/** A tunneler-enabled edge router whose own identity the admin made an admin. */
+const adminRouter = { id: '', identityId: '' };
 const callers = new Map<string, Client>();
 
 /** A path as a request: method, Management path, body (`raw` for PEM text). */
@@ -153,6 +157,18 @@ function identitySteps(x: Target, n: string): Step[] {
   ];
 }
 
+/** Every write that reaches an edge router's own identity (its certificate logs in as it). */
+function routerSteps(n: string): Step[] {
+  const r = `/edge-routers/${adminRouter.id}`;
+  return [
+    { what: 'patch edge router', method: 'PATCH', path: r, body: { name: `router-${n}` } },
+    { what: 'patch edge router: tunneling off', method: 'PATCH', path: r, body: { isTunnelerEnabled: false } },
+    { what: 'update edge router', method: 'PUT', path: r, body: { name: `router-put-${n}`, isTunnelerEnabled: true, roleAttributes: [] } },
+    { what: 'delete edge router', method: 'DELETE', path: r },
+    { what: 're-enroll edge router', method: 'POST', path: `${r}/re-enroll` },
+  ];
+}
+
 /** Giving what the caller lacks: `isAdmin`, or every permission string, on create and on a dominated identity. */
 function givingSteps(n: string): Step[] {
   return [
@@ -178,7 +194,7 @@ async function snapshot(): Promise<Record<string, unknown>> {
   const out: Record<string, unknown> = {};
   const paths = [
     ...[ADMIN, PRIV].flatMap((x) => [`/identities/${x.id}`, `/enrollments/${x.enrollmentId}`, `/authenticators/${x.authenticatorId}`, `/api-sessions/${x.apiSessionId}`, `/sessions/${x.sessionId}`]),
-    `/identities/${plain}`,
+    `/identities/${plain}`, `/identities/${adminRouter.identityId}`, `/edge-routers/${adminRouter.id}`,
     `/external-jwt-signers/${anchor.signer}`, `/external-jwt-signers/${anchor.jwksSigner}`, `/cas/${anchor.ca}`, `/cas/${anchor.unverifiedCa}`,
     '/auth-policies/default', `/auth-policies/${anchor.policy}`, '/controller-settings/global',
     '/external-jwt-signers?limit=-1', '/cas?limit=-1', '/auth-policies?limit=-1', '/controller-settings?limit=-1',
@@ -218,6 +234,10 @@ t.before(async () => {
   ADMIN = await target('admin', adminId, admin, service);
   PRIV = await target('priv', privId, await srv.login('priv-target', PASSWORD), service);
   plain = await createUser(admin, 'plain-target');
+  adminRouter.id = await admin.create('/edge-routers', { name: 'admin-router', isTunnelerEnabled: true, roleAttributes: [] });
+  adminRouter.identityId = (await admin.get('/identities?filter=name="admin-router"')).body.data[0].id;
+  const promoted = await admin.patch(`/identities/${adminRouter.identityId}`, { isAdmin: true });
+  if (promoted.status !== 200) throw new Error(`promote the router identity: ${promoted.status} ${promoted.text}`);
 
   // One caller per permission string, logged in once.
   for (const p of PERMS) {
@@ -232,7 +252,7 @@ t.test('every permission string × every path toward the admin and a more-privil
   let tried = 0;
   for (const [i, p] of PERMS.entries()) {
     const c = callers.get(p)!;
-    const steps = [...anchorSteps(String(i)), ...identitySteps(ADMIN, String(i)), ...identitySteps(PRIV, String(i)), ...givingSteps(String(i))];
+    const steps = [...anchorSteps(String(i)), ...identitySteps(ADMIN, String(i)), ...identitySteps(PRIV, String(i)), ...routerSteps(String(i)), ...givingSteps(String(i))];
     const answers = await Promise.all(steps.map((s) => send(c, s)));
     const leaks = steps.flatMap((s, k) => (isError(answers[k], 401, 'UNAUTHORIZED') ? [] : [`${s.what} (${s.method} ${s.path}) → ${answers[k].status} ${answers[k].body?.error?.code ?? ''}`]));
     t.same(leaks, [], `[${p}]: all ${steps.length} paths refused with 401`);
@@ -295,6 +315,12 @@ t.test('the rule still reaches what the caller dominates', async (t) => {
   t.equal((await callers.get('ops')!.delete(`/api-sessions/${sessionIdOf(lesserClient.token!)}`)).status, 200, "ops: delete a dominated identity's API session → 200");
   t.equal((await lesserClient.get('/current-identity')).status, 401, 'it has ended');
   t.equal((await callers.get('identity.delete')!.delete(`/identities/${lesserId}`)).status, 200, 'identity.delete: delete a dominated identity → 200');
+
+  const tunneler = await admin.create('/edge-routers', { name: 'plain-tunneler', isTunnelerEnabled: true, roleAttributes: [] });
+  const routerMgr = callers.get('router')!;
+  t.equal((await routerMgr.patch(`/edge-routers/${tunneler}`, { name: 'plain-tunneler-2' })).status, 200, 'router: patch a tunneler router whose identity holds nothing → 200');
+  t.equal((await routerMgr.post(`/edge-routers/${tunneler}/re-enroll`)).status, 200, 're-enroll it → 200');
+  t.equal((await routerMgr.delete(`/edge-routers/${tunneler}`)).status, 200, 'delete it → 200');
 });
 
 t.test('every path works for a full admin', async (t) => {
@@ -373,4 +399,28 @@ t.test('every path works for a full admin', async (t) => {
   ok(await admin.delete(`/api-sessions/${sessionIdOf(fresh.token!)}`), 'delete API session');
   ok(await admin.post(`${a}/re-enroll`, { expiresAt: future() }), 're-enroll authenticator', 201);
   ok(await admin.delete(i), 'delete identity');
+
+  const r = `/edge-routers/${adminRouter.id}`;
+  ok(await admin.patch(r, { name: 'admin-router-2' }), 'patch edge router');
+  ok(await admin.put(r, { name: 'admin-router-3', isTunnelerEnabled: true, roleAttributes: [] }), 'update edge router');
+  ok(await admin.post(`${r}/re-enroll`), 're-enroll edge router');
+  ok(await admin.delete(r), 'delete edge router');
+});
+
+t.test('the operations that reach an identity, as declared in the table', async (t) => {
+  const path = { from: 'path' };
+  const record = (collection: string) => ({ from: 'record', collection, field: 'identityId' });
+  const router = { from: 'referrer', field: 'edgeRouterId' };
+  const want: Record<string, unknown> = {
+    patchIdentity: path, updateIdentity: path, deleteIdentity: path, disableIdentity: path, enableIdentity: path, removeIdentityMfa: path,
+    updateIdentityTracing: path, associateIdentitysServiceConfigs: path, disassociateIdentitysServiceConfigs: path,
+    createEnrollment: { from: 'body', field: 'identityId' }, refreshEnrollment: record('enrollments'), deleteEnrollment: record('enrollments'),
+    createAuthenticator: { from: 'body', field: 'identityId' }, updateAuthenticator: record('authenticators'), patchAuthenticator: record('authenticators'),
+    deleteAuthenticator: record('authenticators'), reEnrollAuthenticator: record('authenticators'), requestExtendAuthenticator: record('authenticators'),
+    deleteAPISessions: record('apiSessions'), deleteSession: record('sessions'),
+    updateEdgeRouter: router, patchEdgeRouter: router, deleteEdgeRouter: router, reEnrollEdgeRouter: router,
+  };
+  const got: Record<string, unknown> = {};
+  for (const op of buildOperations(createRegistry())) if (op.reaches) got[op.operationId] = op.reaches;
+  t.same(got, want, 'every write that reaches an identity declares it, and nothing else does');
 });

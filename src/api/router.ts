@@ -356,7 +356,8 @@ function contain(ctx: Ctx, reach: Reach) {
   const id =
     reach.from === 'path' ? ctx.params.id
     : reach.from === 'body' ? (ctx.body as Record<string, unknown> | undefined)?.[reach.field]
-    : store.get(reach.collection, ctx.params.id)?.[reach.field];
+    : reach.from === 'record' ? store.get(reach.collection, ctx.params.id)?.[reach.field]
+    : store.idsByIndex('identities', reach.field, ctx.params.id)[0];
   if (typeof id !== 'string') return;
   const target = store.get('identities', id);
   if (target && !dominates(caller, target)) throw errors.unauthorized();

@@ -28,13 +28,15 @@ export type PermissionAction = 'read' | 'create' | 'update' | 'delete';
  * refuses it with 401 unless the caller `dominates` that identity (src/auth/permissions.ts).
  * - `path`: the path's `{id}` is the identity;
  * - `body`: the body's `field` holds its id;
- * - `record`: the path's `{id}` is a record of `collection` whose `field` holds its id.
+ * - `record`: the path's `{id}` is a record of `collection` whose `field` holds its id;
+ * - `referrer`: the identity whose `field` holds the path's `{id}` (an edge router's own identity).
  * Example: `{ from: 'record', collection: 'enrollments', field: 'identityId' }` (refresh an enrollment).
  */
 export type Reach =
   | { from: 'path' }
   | { from: 'body'; field: string }
-  | { from: 'record'; collection: string; field: string };
+  | { from: 'record'; collection: string; field: string }
+  | { from: 'referrer'; field: string };
 
 export interface Permission {
   /** Permission family, the resource's singular wire name: `identity`, `service-policy`, `ops`… */

@@ -42,12 +42,13 @@ const STANDARD_ACTION: Record<StandardOp, PermissionAction> = {
 };
 
 /**
- * The identity an update, patch or delete of a family with an `owner` reaches (containment,
- * docs/auth.md): the identity itself, or the one the record belongs to. Creates of those families
- * are hand-written operations that declare their own (an identity's create is checked as written,
- * in its `prepare`).
+ * The identity an update, patch or delete of a family reaches (containment, docs/auth.md): as
+ * declared (`reaches`), else the identity itself or the one the record belongs to (`owner`).
+ * Creates of those families are hand-written operations that declare their own (an identity's
+ * create is checked as written, in its `prepare`).
  */
-function ownerReach(def: ResourceDef): Reach | undefined {
+function reachOf(def: ResourceDef): Reach | undefined {
+  if (def.reaches) return def.reaches;
   if (def.owner === undefined) return undefined;
   return def.owner === 'id' ? { from: 'path' } : { from: 'record', collection: def.collection, field: def.owner };
 }
@@ -55,12 +56,12 @@ function ownerReach(def: ResourceDef): Reach | undefined {
 /**
  * A family's operation table entries, from its declaration: Management API, admin level, the
  * permission `<family>.<action>` unless the declaration says otherwise, no rate limit, the body
- * as the spec says; writes of a family with an `owner` reach that identity.
+ * as the spec says; updates, patches and deletes reach the identity the family names (reachOf).
  */
 export function standardEntries(reg: Registry, def: ResourceDef): Entry[] {
   const handlers = standardHandlers(reg, def);
   const entries: Entry[] = [];
-  const reach = ownerReach(def);
+  const reach = reachOf(def);
   for (const op of Object.keys(STANDARD_ACTION) as StandardOp[]) {
     const operationId = def.operations[op];
     if (!operationId) continue;

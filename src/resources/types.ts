@@ -15,7 +15,7 @@
 import type { SymbolTable, SymbolType } from '../core/filter/index.js';
 import type { Rec, Tx, Store } from '../store/store.js';
 import type { Ctx } from '../core/context.js';
-import type { Permission } from '../core/operation.js';
+import type { Permission, Reach } from '../core/operation.js';
 import type { ManagementOperationId } from '../core/operation-ids.js';
 
 export type Mode = 'create' | 'put' | 'patch';
@@ -127,6 +127,8 @@ export interface ResourceDef {
    * reach that identity (containment, standard.ts).
    */
   owner?: string;
+  /** The identity an update, patch or delete reaches when it is not the record's owner (an edge router's own identity). */
+  reaches?: Reach;
   /** `render` shows credentials of its own (enrollment tokens): it must honour `secrets`. */
   rendersSecrets?: boolean;
   /** Extra or overriding wire fields; `secrets`: whether the caller may read this record's credentials. */

@@ -158,7 +158,7 @@ export function enrollAdminEntries(_reg: Registry): Entry[] {
         return empty();
       } },
 
-    { api: 'management', operationId: 'reEnrollEdgeRouter', auth: 'admin', permission: { family: 'router', action: 'update' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'reEnrollEdgeRouter', auth: 'admin', permission: { family: 'router', action: 'update' }, reaches: { from: 'referrer', field: 'edgeRouterId' }, limit: null, body: 'spec',
       handler: async (ctx) => {
         await write(ctx.app.store, (tx) => {
           const cur = tx.get('edgeRouters', ctx.params.id);
