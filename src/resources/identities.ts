@@ -68,7 +68,7 @@ export const identities: ResourceDef = {
     }
     // Containment (docs/auth.md): the router checked the identity as it was (`reaches`); as this
     // write leaves it, it must be one the caller dominates too, so no caller gives `isAdmin` or a
-    // permission it lacks. Writes without a caller (enrollment by a signer or CA) set neither.
+    // permission it lacks. (Identities made by signer or CA enrollment are written directly, not here.)
     if (ctx.identity && !dominates(ctx.identity, rec)) throw errors.unauthorized();
     if (before?.edgeRouterId && rec.name !== before.name) throw errors.field('name', 'the name of a router identity can not be changed', rec.name);
     if (mode === 'create' && body?.enrollment) {
