@@ -101,6 +101,7 @@ function operation(api: ApiName, u: UpstreamOp, e: Entry): Op {
     operationId: u.operationId,
     auth: e.auth,
     permission: e.permission ?? undefined,
+    reaches: e.reaches,
     spec: upstreamDocument(api).paths[u.path][u.method.toLowerCase()],
     bodyDefinition: u.bodyDefinition,
     bodyIsArray: u.bodyIsArray,

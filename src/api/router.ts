@@ -9,9 +9,9 @@ import { ApiError, errors } from '../core/errors.js';
 import { renderError } from '../core/envelope.js';
 import { shortId } from '../store/ids.js';
 import type { App, Ctx, Op } from '../core/context.js';
-import type { ApiName, RawRoute, Reply, Req } from '../core/operation.js';
+import type { ApiName, RawRoute, Reach, Reply, Req } from '../core/operation.js';
 import type { Rec } from '../store/store.js';
-import { isPermitted } from '../auth/permissions.js';
+import { dominates, isPermitted } from '../auth/permissions.js';
 import { isDisabledAt } from '../auth/login-policy.js';
 import { bearerTokens } from '../auth/ext-jwt.js';
 
@@ -262,6 +262,7 @@ export class Router {
 
   private withBody(ctx: Ctx): Ctx {
     if (ctx.op.bodyDefinition || ctx.op.bodySchema) ctx.body = this.parseBody(ctx);
+    if (ctx.op.reaches) contain(ctx, ctx.op.reaches);
     return ctx;
   }
 
@@ -339,6 +340,27 @@ export class Router {
 /** Permission before any lookup: the answer never depends on whether the entity exists. */
 function permit(op: Op, identity: Rec) {
   if (op.auth === 'admin' && !isPermitted(identity, op.permission)) throw errors.unauthorized();
+}
+
+/**
+ * Containment (docs/auth.md): a write that reaches an identity needs a caller that dominates it.
+ * Decided here, for every such operation, from its entry's `reaches`; an identity or record that
+ * does not exist is left to the handler (404 or a field error). Checked against the committed
+ * store before the handler's write: a target promoted in between is no escape, as the same write
+ * made a moment earlier, before the promotion, would have been allowed and left the same state.
+ */
+function contain(ctx: Ctx, reach: Reach) {
+  const caller = ctx.identity;
+  if (caller?.isAdmin === true) return;
+  const store = ctx.app.store;
+  const id =
+    reach.from === 'path' ? ctx.params.id
+    : reach.from === 'body' ? (ctx.body as Record<string, unknown> | undefined)?.[reach.field]
+    : reach.from === 'record' ? store.get(reach.collection, ctx.params.id)?.[reach.field]
+    : store.idsByIndex('identities', reach.field, ctx.params.id)[0];
+  if (typeof id !== 'string') return;
+  const target = store.get('identities', id);
+  if (target && !dominates(caller, target)) throw errors.unauthorized();
 }
 
 /** The first Bearer token of an Authorization header, when it has the shape of a JWS. */

@@ -23,6 +23,21 @@ export type AuthLevel = 'none' | 'partial' | 'session' | 'admin';
 
 export type PermissionAction = 'read' | 'create' | 'update' | 'delete';
 
+/**
+ * The identity a write reaches (changes, or gives, takes or ends a way to act as): the router
+ * refuses it with 401 unless the caller `dominates` that identity (src/auth/permissions.ts).
+ * - `path`: the path's `{id}` is the identity;
+ * - `body`: the body's `field` holds its id;
+ * - `record`: the path's `{id}` is a record of `collection` whose `field` holds its id;
+ * - `referrer`: the identity whose `field` holds the path's `{id}` (an edge router's own identity).
+ * Example: `{ from: 'record', collection: 'enrollments', field: 'identityId' }` (refresh an enrollment).
+ */
+export type Reach =
+  | { from: 'path' }
+  | { from: 'body'; field: string }
+  | { from: 'record'; collection: string; field: string }
+  | { from: 'referrer'; field: string };
+
 export interface Permission {
   /** Permission family, the resource's singular wire name: `identity`, `service-policy`, `ops`… */
   family: string;
@@ -89,6 +104,8 @@ export interface Operation<C = unknown> {
   operationId: string;
   auth: AuthLevel;
   permission?: Permission;
+  /** Set on writes that reach an identity (see Reach). */
+  reaches?: Reach;
   spec: OperationSpec;
   /** Name of the swagger definition the JSON body must satisfy, if any. */
   bodyDefinition?: string;
@@ -126,6 +143,8 @@ export type SharedOperationId = ClientOperationId & ManagementOperationId;
  * body's schema; `api: 'both'` stands for one entry on each API.
  */
 export type OperationEntry<C> = Guard & {
+  /** The identity this write reaches, for the containment check (see Reach). */
+  reaches?: Reach;
   limit: RateLimit | null;
   body: BodyRule;
   handler: (ctx: C) => Reply | Promise<Reply>;

@@ -256,6 +256,7 @@ export const authenticators: ResourceDef = {
   // admins and `admin_readonly` (`authenticator` is no grantable family).
   operations: { list: 'listAuthenticators', detail: 'detailAuthenticator', delete: 'deleteAuthenticator' },
   permissions: { list: { family: 'authenticator', action: 'read' }, detail: { family: 'authenticator', action: 'read' }, delete: null },
+  owner: 'identityId',
   fields: {
     method: { readOnly: true, filter: 'string' },
     identityId: { readOnly: true, filter: 'string', ref: { collection: 'identities', onDelete: 'cascade', entityRef: 'identity' } },

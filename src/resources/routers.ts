@@ -117,6 +117,8 @@ export const edgeRouters: ResourceDef = {
   family: 'router',
   operations: crud('EdgeRouter', 'EdgeRouters'),
   links: ['edge-router-policies', 'identities', 'service-edge-router-policies', 'services'],
+  // A write may rename, remove or re-key the router's own identity (its certificate logs in as it).
+  reaches: { from: 'referrer', field: 'edgeRouterId' },
   fields: {
     ...common,
     roleAttributes: { attributes: true, filter: 'set' },

@@ -2,7 +2,7 @@
 import { errors } from '../core/errors.js';
 import { created, empty, ok } from '../core/envelope.js';
 import type { Entry, Handler } from '../core/context.js';
-import type { PermissionAction } from '../core/operation.js';
+import type { PermissionAction, Reach } from '../core/operation.js';
 import type { ResourceDef, StandardOp } from './types.js';
 import { mustGet, type Registry } from './registry.js';
 import { renderRecord } from './render.js';
@@ -42,18 +42,32 @@ const STANDARD_ACTION: Record<StandardOp, PermissionAction> = {
 };
 
 /**
+ * The identity an update, patch or delete of a family reaches (containment, docs/auth.md): as
+ * declared (`reaches`), else the identity itself or the one the record belongs to (`owner`).
+ * Creates of those families are hand-written operations that declare their own (an identity's
+ * create is checked as written, in its `prepare`).
+ */
+function reachOf(def: ResourceDef): Reach | undefined {
+  if (def.reaches) return def.reaches;
+  if (def.owner === undefined) return undefined;
+  return def.owner === 'id' ? { from: 'path' } : { from: 'record', collection: def.collection, field: def.owner };
+}
+
+/**
  * A family's operation table entries, from its declaration: Management API, admin level, the
  * permission `<family>.<action>` unless the declaration says otherwise, no rate limit, the body
- * as the spec says.
+ * as the spec says; updates, patches and deletes reach the identity the family names (reachOf).
  */
 export function standardEntries(reg: Registry, def: ResourceDef): Entry[] {
   const handlers = standardHandlers(reg, def);
   const entries: Entry[] = [];
+  const reach = reachOf(def);
   for (const op of Object.keys(STANDARD_ACTION) as StandardOp[]) {
     const operationId = def.operations[op];
     if (!operationId) continue;
     const permission = def.permissions && op in def.permissions ? def.permissions[op] ?? null : { family: def.family, action: STANDARD_ACTION[op] };
-    entries.push({ api: 'management', operationId, auth: 'admin', permission, limit: null, body: 'spec', handler: handlers[op] });
+    const reaches = reach && (op === 'update' || op === 'patch' || op === 'delete') ? reach : undefined;
+    entries.push({ api: 'management', operationId, auth: 'admin', permission, reaches, limit: null, body: 'spec', handler: handlers[op] });
   }
   return entries;
 }

@@ -15,7 +15,7 @@
 import type { SymbolTable, SymbolType } from '../core/filter/index.js';
 import type { Rec, Tx, Store } from '../store/store.js';
 import type { Ctx } from '../core/context.js';
-import type { Permission } from '../core/operation.js';
+import type { Permission, Reach } from '../core/operation.js';
 import type { ManagementOperationId } from '../core/operation-ids.js';
 
 export type Mode = 'create' | 'put' | 'patch';
@@ -29,6 +29,8 @@ export interface FieldDef {
   readOnly?: boolean;
   /** PATCH/PUT with `null` keeps the current value (required fields such as `name`). */
   nullKeeps?: boolean;
+  /** PATCH with `null` clears the value (a nullable field such as identity `externalId`); elsewhere a PATCH null keeps it. */
+  nullClears?: boolean;
   /** Unique across the collection (a unique index; violations → 400 field `<name>` "must be unique"). */
   unique?: boolean;
   /** Secondary index (equality filters and reverse references use it). */
@@ -119,8 +121,14 @@ export interface ResourceDef {
   afterWrite?(rec: Rec, ctx: WriteCtx): void;
   /** Runs inside the delete write before generic reference handling: forbid (throw) or cascade. */
   beforeDelete?(rec: Rec, ctx: WriteCtx): void;
-  /** Field holding the id of the identity a record's secrets belong to (`id` for identities themselves). */
+  /**
+   * Field holding the id of the identity a record belongs to (`id` for identities themselves):
+   * its secrets are that identity's (render.ts readsSecrets), and its update, patch and delete
+   * reach that identity (containment, standard.ts).
+   */
   owner?: string;
+  /** The identity an update, patch or delete reaches when it is not the record's owner (an edge router's own identity). */
+  reaches?: Reach;
   /** `render` shows credentials of its own (enrollment tokens): it must honour `secrets`. */
   rendersSecrets?: boolean;
   /** Extra or overriding wire fields; `secrets`: whether the caller may read this record's credentials. */

@@ -64,8 +64,8 @@ export function applyBody(reg: Registry, def: ResourceDef, wctx: WriteCtx, rec: 
       rec[name] = before![name];
       continue;
     }
-    // PATCH: keys decide what changes; a JSON null counts as not supplied.
-    if (mode === 'patch' && (!has || v === null)) {
+    // PATCH: keys decide what changes; a JSON null counts as not supplied, except on a nullable field.
+    if (mode === 'patch' && (!has || (v === null && !f.nullClears))) {
       rec[name] = before![name];
       continue;
     }

@@ -50,7 +50,7 @@ export function authenticatorEntries(reg: Registry): Entry[] {
   }
 
   return [
-    { api: 'management', operationId: 'createAuthenticator', auth: 'admin', permission: null, limit: 'heavy', body: 'spec',
+    { api: 'management', operationId: 'createAuthenticator', auth: 'admin', permission: null, reaches: { from: 'body', field: 'identityId' }, limit: 'heavy', body: 'spec',
       handler: async (ctx) => {
         const body = ctx.body ?? {};
         const identity = ctx.app.store.get('identities', body.identityId);
@@ -77,9 +77,9 @@ export function authenticatorEntries(reg: Registry): Entry[] {
         });
         return created(rec.id, `./authenticators/${rec.id}`);
       } },
-    { api: 'management', operationId: 'updateAuthenticator', auth: 'admin', permission: null, limit: 'heavy', body: 'spec',
+    { api: 'management', operationId: 'updateAuthenticator', auth: 'admin', permission: null, reaches: { from: 'record', collection: 'authenticators', field: 'identityId' }, limit: 'heavy', body: 'spec',
       handler: (ctx) => updateAuthenticator(ctx, ctx.params.id, 'put') },
-    { api: 'management', operationId: 'patchAuthenticator', auth: 'admin', permission: null, limit: 'heavy', body: 'spec',
+    { api: 'management', operationId: 'patchAuthenticator', auth: 'admin', permission: null, reaches: { from: 'record', collection: 'authenticators', field: 'identityId' }, limit: 'heavy', body: 'spec',
       handler: (ctx) => updateAuthenticator(ctx, ctx.params.id, 'patch') },
 
     { api: 'both', operationId: 'listCurrentIdentityAuthenticators', auth: 'session', permission: null, limit: null, body: 'spec',

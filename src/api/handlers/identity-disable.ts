@@ -4,11 +4,10 @@ import { errors } from '../../core/errors.js';
 import { empty } from '../../core/envelope.js';
 import { write } from '../../resources/write.js';
 import { MAX_DISABLE_MINUTES, disableIdentityInTx, enableIdentityInTx } from '../../auth/disable.js';
-import { mayManageIdentity } from '../../auth/permissions.js';
 
 export function identityDisableEntries(): Entry[] {
   return [
-    { api: 'management', operationId: 'disableIdentity', auth: 'admin', permission: { family: 'identity', action: 'update' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'disableIdentity', auth: 'admin', permission: { family: 'identity', action: 'update' }, reaches: { from: 'path' }, limit: null, body: 'spec',
       handler: async (ctx) => {
         const minutes = ctx.body?.durationMinutes;
         if (!Number.isInteger(minutes) || minutes < 0 || minutes > MAX_DISABLE_MINUTES)
@@ -16,18 +15,16 @@ export function identityDisableEntries(): Entry[] {
         await write(ctx.app.store, (tx) => {
           const cur = tx.get('identities', ctx.params.id);
           if (!cur) throw errors.notFound();
-          if (!mayManageIdentity(ctx.identity, cur)) throw errors.unauthorized();
           disableIdentityInTx(tx, cur, minutes);
         });
         return empty();
       } },
 
-    { api: 'management', operationId: 'enableIdentity', auth: 'admin', permission: { family: 'identity', action: 'update' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'enableIdentity', auth: 'admin', permission: { family: 'identity', action: 'update' }, reaches: { from: 'path' }, limit: null, body: 'spec',
       handler: async (ctx) => {
         await write(ctx.app.store, (tx) => {
           const cur = tx.get('identities', ctx.params.id);
           if (!cur) throw errors.notFound();
-          if (!mayManageIdentity(ctx.identity, cur)) throw errors.unauthorized();
           enableIdentityInTx(tx, cur);
         });
         return empty();

@@ -13,7 +13,6 @@ import { signJwt } from '../../pki/jwt.js';
 import {
   checkCodeInTx, dropMfaInTx, isValidTotp, passMfaInTx, totpIssuer, mfaErrors, mfaRecoveryCodes, mfaSecret, newMfaRecord, newSealedRecoveryCodes, provisioningUrl, qrPng, type MfaRecord,
 } from '../../auth/mfa.js';
-import { mayManageIdentity } from '../../auth/permissions.js';
 
 /** Lifetime of a TOTP token (proof of a TOTP check at a point in time, for posture responses). */
 const TOTP_TOKEN_SECONDS = 5 * 60;
@@ -169,12 +168,11 @@ export function mfaEntries(): Entry[] {
         return ok({ token, issuedAt: new Date(iat * 1000).toISOString() });
       }) },
 
-    { api: 'management', operationId: 'removeIdentityMfa', auth: 'admin', permission: { family: 'identity', action: 'update' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'removeIdentityMfa', auth: 'admin', permission: { family: 'identity', action: 'update' }, reaches: { from: 'path' }, limit: null, body: 'spec',
       handler: async (ctx) => {
         await write(ctx.app.store, (tx) => {
           const cur = tx.get('identities', ctx.params.id);
           if (!cur) throw errors.notFound();
-          if (!mayManageIdentity(ctx.identity, cur)) throw errors.unauthorized();
           if (!cur.mfa) return;
           const { mfa: _m, ...rest } = cur;
           tx.put('identities', { ...rest, updatedAt: Math.max(Date.now(), cur.updatedAt + 1) } as Rec);

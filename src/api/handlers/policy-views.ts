@@ -243,7 +243,7 @@ export function policyViewEntries(reg: Registry): Entry[] {
         }));
         return listEnvelope(data, { limit: -1, offset: 0, totalCount: data.length }, []);
       } },
-    { api: 'management', operationId: 'associateIdentitysServiceConfigs', auth: 'admin', permission: { family: 'identity', action: 'update' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'associateIdentitysServiceConfigs', auth: 'admin', permission: { family: 'identity', action: 'update' }, reaches: { from: 'path' }, limit: null, body: 'spec',
       handler: async (ctx) => {
         const pairs = pairsOf(ctx, ctx.body, true);
         await write(ctx.app.store, (tx) => {
@@ -266,7 +266,7 @@ export function policyViewEntries(reg: Registry): Entry[] {
         });
         return empty();
       } },
-    { api: 'management', operationId: 'disassociateIdentitysServiceConfigs', auth: 'admin', permission: { family: 'identity', action: 'update' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'disassociateIdentitysServiceConfigs', auth: 'admin', permission: { family: 'identity', action: 'update' }, reaches: { from: 'path' }, limit: null, body: 'spec',
       handler: async (ctx) => {
         const pairs = pairsOf(ctx, ctx.body, false);
         await write(ctx.app.store, (tx) => {
