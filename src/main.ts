@@ -58,7 +58,10 @@ async function main() {
     else if (!signalled) {
       signalled = signal;
       // The start may wait on something that never comes (an unreachable etcd): bounded like a stop.
-      setTimeout(() => process.exit(1), 14_500).unref();
+      setTimeout(() => {
+        process.stderr.write(`mesh-controller: ${signal} during start-up, and the start did not finish in time; exiting\n`);
+        process.exit(1);
+      }, 14_500).unref();
     }
   };
   process.on('SIGTERM', () => onSignal('SIGTERM'));

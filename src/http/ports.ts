@@ -8,11 +8,13 @@
  * created: the listeners need the server certificate that the first start's PKI bootstrap makes,
  * so `reservePort` holds each port with a plain node:net listener (exclusive like the real one)
  * from the very start, and the real listener takes it over only once it can be made. A busy
- * port therefore stops a first start before it has written anything.
+ * port therefore stops a first start before it has written anything. Between the placeholder
+ * closing and the listener binding there is only the listener's synchronous set-up; a process
+ * that takes the port in that moment makes the listener fail with the same message.
  *
  *   const api = await reservePort('127.0.0.1', 1280, 'MESH_ADDRESS');   // ListenError when busy
  *   …                                                                   // data dir, PKI, admin
- *   api.release(); await startUws({ host, port: 1280, … });              // same tick: no gap to lose
+ *   api.release(); await startUws({ host, port: 1280, … });
  */
 import net from 'node:net';
 
