@@ -37,8 +37,9 @@ export function reservePort(host: string, port: number, setting: string): Promis
   if (port === 0) return Promise.resolve(NOTHING_HELD);
   return new Promise((resolve, reject) => {
     const server = net.createServer((socket) => socket.destroy());
-    server.once('error', (e: NodeJS.ErrnoException) => reject(listenError(host, port, e.code, e.message, setting)));
-    server.listen({ host, port, exclusive: true }, () => {
+    const failed = (e: NodeJS.ErrnoException) => reject(listenError(host, port, e.code, e.message, setting));
+    server.once('error', failed);
+    const listening = () => {
       server.removeAllListeners('error');
       // A late error on a listening server (none is expected) must not become an uncaught exception.
       server.on('error', () => {});
@@ -51,7 +52,13 @@ export function reservePort(host: string, port: number, setting: string): Promis
           server.close();
         },
       });
-    });
+    };
+    try {
+      server.listen({ host, port, exclusive: true }, listening);
+    } catch (e) {
+      // A port out of range (the API port 65535 makes the default certificate port 65536).
+      failed(e as NodeJS.ErrnoException);
+    }
   });
 }
 
