@@ -26,6 +26,7 @@ import { docsRoutes } from './api/docs.js';
 import { BodyValidator } from './api/validate.js';
 import { startUws, type UwsServer } from './http/uws.js';
 import { startTls, type TlsServer } from './http/tls.js';
+import { reservePort, type PortReservation } from './http/ports.js';
 import { Presence } from './control/presence.js';
 import { startEvents } from './events/index.js';
 import { PolicyEngine } from './policy/engine.js';
@@ -80,6 +81,28 @@ function buildInfo(): { revision: string; buildDate: string } {
 }
 
 export async function startController(settings: Static<typeof ConfigSchema>, log: Logger = pino({ level: settings.logLevel })): Promise<Controller> {
+  const listen = splitHostPort(settings.address);
+  // The mutual-TLS listener: by default the API host and the next port (0 when the API port is 0).
+  const certListen = settings.certAddress ? splitHostPort(settings.certAddress) : { host: listen.host, port: listen.port === 0 ? 0 : listen.port + 1 };
+  // The ports first, before anything is created on disk (http/ports.ts): a port another process
+  // listens on stops a first start before the data directory, the PKI or the admin exist. The
+  // listeners themselves need the server certificate the PKI bootstrap makes, so these hold the
+  // ports until the listeners take them over.
+  const ports = { api: await reservePort(listen.host, listen.port, 'MESH_ADDRESS'), cert: undefined as PortReservation | undefined };
+  try {
+    ports.cert = await reservePort(certListen.host, certListen.port, settings.certAddress ? 'MESH_CERT_ADDRESS' : 'MESH_CERT_ADDRESS (by default the API port + 1)');
+    return await startOn(settings, log, listen, certListen, { api: ports.api, cert: ports.cert });
+  } finally {
+    // Released already when the listeners started; this covers a start that failed before.
+    ports.api.release();
+    ports.cert?.release();
+  }
+}
+
+type HostPort = { host: string; port: number };
+
+/** The start proper, with both ports held. */
+async function startOn(settings: Static<typeof ConfigSchema>, log: Logger, listen: HostPort, certListen: HostPort, ports: { api: PortReservation; cert: PortReservation }): Promise<Controller> {
   const dataDir = path.resolve(settings.dataDir);
   ownerOnlyFromNowOn();
   fs.mkdirSync(dataDir, { recursive: true });
@@ -90,7 +113,6 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   const partial = removePartialSnapshots(path.join(dataDir, 'snapshots'));
   if (partial.length) log.warn({ removed: partial }, 'removed snapshots left incomplete by an earlier process');
   const format = checkDataFormat(dataDir, `v${pkg.version}`);
-  const listen = splitHostPort(settings.address);
   const advertisedHost = settings.advertisedAddress ? splitHostPort(settings.advertisedAddress).host : listen.host === '0.0.0.0' || listen.host === '::' ? 'localhost' : listen.host;
 
   const reg = createRegistry();
@@ -160,7 +182,8 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     certBaseUrl: '',
   };
 
-  await bootstrap(app);
+  // A generated password is shown once the listeners serve, never before a start that then fails.
+  const newAdmin = await bootstrap(app, { showPasswordLater: true });
   // Made now, so the first login for an unknown username is not the one that pays for it.
   await dummyPasswordHash(app);
 
@@ -179,8 +202,6 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   const events = startEvents(app);
   router.addRawRoute(events.route);
   for (const r of docsRoutes()) router.addRawRoute(r);
-  // The mutual-TLS listener: by default the API host and the next port (0 when the API port is 0).
-  const certListen = settings.certAddress ? splitHostPort(settings.certAddress) : { host: listen.host, port: listen.port === 0 ? 0 : listen.port + 1 };
   let tls: TlsServer | undefined;
   const channel = new ControlChannel({
     store, presence, traces: app.traces, log: log.child({ component: 'control' }),
@@ -216,6 +237,8 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   };
   let server: UwsServer | undefined;
   try {
+    // Each placeholder closes just before its listener binds the port exclusively (http/ports.ts).
+    ports.api.release();
     server = await startUws({
       host: listen.host,
       port: listen.port,
@@ -227,6 +250,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
       shuttingDown: () => router.shuttingDown(),
       websockets: [{ path: CONTROL_PATH, maxPayloadLength: MAX_FRAME_BYTES, accept: (t) => channel.accept(t) }],
     });
+    ports.cert.release();
     tls = await startTls({
       host: certListen.host,
       port: certListen.port,
@@ -240,9 +264,12 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   } catch (e) {
     await server?.close(0);
     channel.close();
+    // Its password was never shown: without the admin, the next start makes one and shows that.
+    if (newAdmin) await forgetAdmin(app, newAdmin);
     await stopServices();
     throw e;
   }
+  if (newAdmin) showAdminPassword(newAdmin);
   const bracket = (h: string) => (h.includes(':') ? `[${h}]` : h);
   const address = `${bracket(listen.host)}:${server.port}`;
   const certAddress = `${bracket(certListen.host)}:${tls.port}`;
@@ -292,11 +319,21 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
   };
 }
 
+/** The default admin a first start created with a generated password. */
+export interface NewAdmin {
+  username: string;
+  password: string;
+  identityId: string;
+  authenticatorId: string;
+}
+
 /**
  * First start: the default auth policy and the default admin. Idempotent. Exported
  * for the model generator (scripts/lib/model.ts), which seeds a data directory before its first start.
+ * A generated admin password is printed at once, or with `showPasswordLater` returned for
+ * `showAdminPassword` (the controller shows it once it serves).
  */
-export async function bootstrap(app: App) {
+export async function bootstrap(app: App, opts: { showPasswordLater?: boolean } = {}): Promise<NewAdmin | undefined> {
   const { store, config, log } = app;
   const now = Date.now();
   await store.write((tx) => {
@@ -320,6 +357,7 @@ export async function bootstrap(app: App) {
   const password = config.adminPassword ?? crypto.randomBytes(18).toString('base64url');
   const passwordHash = await hashPassword(app, password);
   const identityId = newId();
+  const authenticatorId = newId();
   const made = await store.write((tx) => {
     // Controllers of a new cluster may start at once: the name is unique, so one of them makes it.
     if (tx.findUnique('identities', 'name', 'Default Admin')) return false;
@@ -328,14 +366,28 @@ export async function bootstrap(app: App) {
       isDefaultAdmin: true, authPolicyId: DEFAULT_AUTH_POLICY_ID, roleAttributes: [], defaultHostingCost: 0,
       defaultHostingPrecedence: 'default', serviceHostingCosts: {}, serviceHostingPrecedences: {},
     });
-    tx.put('authenticators', { id: newId(), createdAt: now, updatedAt: now, tags: {}, method: 'updb', identityId, username: config.adminUsername, passwordHash });
+    tx.put('authenticators', { id: authenticatorId, createdAt: now, updatedAt: now, tags: {}, method: 'updb', identityId, username: config.adminUsername, passwordHash });
     return true;
   });
   if (!made) return;
-  if (generated) {
-    // Printed once, on the console only; never logged through the structured logger.
-    process.stderr.write(`\nmesh-controller: created the default admin "${config.adminUsername}" with password: ${password}\n` +
-      'Set MESH_ADMIN_PASSWORD before the first start to choose it. This password is not shown again.\n\n');
-  }
   log.info({ username: config.adminUsername, generatedPassword: generated }, 'default admin created');
+  if (!generated) return;
+  const admin = { username: config.adminUsername, password, identityId, authenticatorId };
+  if (!opts.showPasswordLater) showAdminPassword(admin);
+  return admin;
+}
+
+/** Printed once, on the console only; never logged through the structured logger. */
+export function showAdminPassword(admin: NewAdmin) {
+  process.stderr.write(`\nmesh-controller: created the default admin "${admin.username}" with password: ${admin.password}\n` +
+    'Set MESH_ADMIN_PASSWORD before the first start to choose it. This password is not shown again.\n\n');
+}
+
+/** Remove a generated admin whose password was never shown. */
+async function forgetAdmin(app: App, admin: NewAdmin) {
+  await app.store.write((tx) => {
+    tx.delete('authenticators', admin.authenticatorId);
+    tx.delete('identities', admin.identityId);
+  });
+  app.log.warn({ username: admin.username }, 'default admin removed again: the start failed before its password could be shown');
 }

@@ -1,12 +1,18 @@
 /**
  * `npm start`: load the configuration, start the controller, print the bound address, and stop
  * cleanly on SIGTERM/SIGINT (stop accepting, finish in-flight requests, close the store) within 15 s.
+ *
+ * Signals: `npm start` execs this process in place of its shell, and npm forwards SIGTERM and
+ * SIGINT to it; signalling the whole process group (Ctrl-C, a supervisor) delivers the same
+ * signal twice, once directly and once through npm. The first starts the shutdown, later ones
+ * are ignored. A signal during the start stops the controller as soon as it has started.
  */
 import { pino } from 'pino';
 import { ConfigError, configHelp, loadConfig } from './config.js';
 import { PACKAGE_VERSION, startController } from './app.js';
 import { DataFormatError } from './store/data-format.js';
 import { DataDirInUse } from './store/data-dir.js';
+import { ListenError } from './http/ports.js';
 import { LogStream } from './observability/log-stream.js';
 
 /** Log lines that may wait for a stuck stdout reader before later ones are dropped. */
@@ -45,13 +51,28 @@ async function main() {
     }
     throw e;
   }
+  let stop: ((signal: string) => void) | undefined;
+  let signalled: string | undefined;
+  const onSignal = (signal: string) => {
+    if (stop) stop(signal);
+    else if (!signalled) {
+      signalled = signal;
+      // The start may wait on something that never comes (an unreachable etcd): bounded like a stop.
+      setTimeout(() => {
+        process.stderr.write(`mesh-controller: ${signal} during start-up, and the start did not finish in time; exiting\n`);
+        process.exit(1);
+      }, 14_500).unref();
+    }
+  };
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
+  process.on('SIGINT', () => onSignal('SIGINT'));
   // Batched asynchronous stdout: one write per batch, never one per access-log line (log-stream.ts).
   const log = pino({ level: settings.logLevel, base: { service: 'mesh-controller' } }, new LogStream(1, LOG_BUFFER_BYTES));
   let controller;
   try {
     controller = await startController(settings, log);
   } catch (e) {
-    if (e instanceof DataDirInUse) {
+    if (e instanceof DataDirInUse || e instanceof ListenError) {
       process.stderr.write(`mesh-controller: ${e.message}\n`);
       process.exit(3);
     }
@@ -68,7 +89,7 @@ async function main() {
   process.stdout.write(`mesh-controller listening on https://${controller.address}\nmesh-controller certificate listener on https://${controller.certAddress}\n`);
 
   let stopping = false;
-  const stop = (signal: string) => {
+  stop = (signal: string) => {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, 'stopping');
@@ -88,8 +109,7 @@ async function main() {
       },
     );
   };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
+  if (signalled) stop(signalled);
 }
 
 main().catch((err) => {

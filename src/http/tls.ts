@@ -18,6 +18,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket, PeerCertificate, DetailedPeerCertificate } from 'node:tls';
 import { encodeReply, InFlight, routerRejected, TLS12_CIPHERS, FLUSH_BEFORE_CLOSE_MS, byteLength, inPieces, type Handle } from './common.js';
 import { BodyPieces } from '../core/envelope.js';
+import { listenError } from './ports.js';
 import type { Reply, Req } from '../core/operation.js';
 
 export interface TlsOptions {
@@ -198,9 +199,11 @@ export function startTls(opts: TlsOptions): Promise<TlsServer> {
   server.on('clientError', (_e, socket) => socket.destroy());
 
   return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(opts.port, opts.host, () => {
-      server.off('error', reject);
+    const failed = (e: NodeJS.ErrnoException) => reject(listenError(opts.host, opts.port, e.code, e.message));
+    server.once('error', failed);
+    // Exclusive like the API listener (http/ports.ts): node never sets SO_REUSEPORT unless asked.
+    server.listen({ port: opts.port, host: opts.host, exclusive: true }, () => {
+      server.off('error', failed);
       const addr = server.address();
       const port = typeof addr === 'object' && addr ? addr.port : opts.port;
       resolve({

@@ -9,6 +9,7 @@ import { BodyPieces } from '../core/envelope.js';
 import { enqueue } from '../core/slices.js';
 import type { Reply, Req } from '../core/operation.js';
 import type { Connection, Transport } from '../control/channel.js';
+import { cannotListen } from './ports.js';
 
 /** A WebSocket endpoint: each upgraded connection is handed to `accept` as a transport-neutral Transport. */
 export interface WsEndpoint {
@@ -300,8 +301,10 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
   });
 
   return new Promise((resolve, reject) => {
-    app.listen(opts.host, opts.port, (listenSocket) => {
-      if (!listenSocket) return reject(new Error(`cannot listen on ${opts.host}:${opts.port}`));
+    // Exclusive: without it uSockets sets SO_REUSEPORT and a second controller started on this
+    // port would share it, the kernel spreading connections over both (http/ports.ts).
+    listenExclusive(app, opts.host, opts.port, (listenSocket) => {
+      if (!listenSocket) return void cannotListen(opts.host, opts.port).then(reject);
       const port = uWS.us_socket_local_port(listenSocket as unknown as uWS.us_socket);
       resolve({
         port,
@@ -318,6 +321,18 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
       });
     });
   });
+}
+
+/**
+ * uSockets' listen option that leaves SO_REUSEPORT off. The binary exports it; the typings only
+ * declare an enum that does not exist at run time, and no overload takes (host, port, options).
+ */
+const EXCLUSIVE_PORT = (uWS as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT?: number }).LIBUS_LISTEN_EXCLUSIVE_PORT;
+type ListenWithOptions = (host: string, port: number, options: number, cb: (s: uWS.us_listen_socket | false) => void) => void;
+
+function listenExclusive(app: uWS.TemplatedApp, host: string, port: number, cb: (s: uWS.us_listen_socket | false) => void) {
+  if (typeof EXCLUSIVE_PORT !== 'number') throw new Error('this uWebSockets.js build has no LIBUS_LISTEN_EXCLUSIVE_PORT: it cannot refuse a port another process listens on');
+  (app.listen as unknown as ListenWithOptions).call(app, host, port, EXCLUSIVE_PORT, cb);
 }
 
 interface WsData {
