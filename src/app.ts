@@ -145,7 +145,7 @@ export async function startController(settings: Static<typeof ConfigSchema>, log
     auth: new AuthServices(store, config),
     log,
     pki,
-    validators: { client: new BodyValidator('client'), management: new BodyValidator('management') },
+    validators: { client: new BodyValidator('client'), management: new BodyValidator('management'), fabric: new BodyValidator('fabric') },
     presence,
     policy,
     traces: new Traces(store),
