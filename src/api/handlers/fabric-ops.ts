@@ -3,7 +3,8 @@
  * - Links and circuits, as routers report them over the control channel. This controller has no
  *   data plane and its control channel carries no link or circuit reports (docs/router-protocol.md),
  *   so the lists are empty — well-formed, filterable and paged, never a 404 — a detail or patch
- *   names no link or circuit (404), and deleting a link is the no-op it is upstream for an unknown id.
+ *   names no link or circuit (404), and deleting a link or circuit is the no-op deleting an
+ *   unknown link is upstream (200; neither delete declares a 404).
  * - `POST /inspections`: the apps an inspection reaches are this controller (its id) and the
  *   connected routers; the controller answers `connected-routers` and `cluster-config` /
  *   `connected-peers`, and a matched router is reported in `errors` (the control channel has no
@@ -100,7 +101,8 @@ const inspect: Handler = (ctx) => {
   for (const id of app.presence.ids()) {
     if (re.test(id)) errs.push(`router ${id}: not inspectable, the control channel has no inspect request`);
   }
-  return ok({ success: errs.length === 0, errors: errs, values });
+  // Not enveloped: the spec's 200 is the inspectResponse itself, as upstream answers it.
+  return { status: 200, body: { success: errs.length === 0, errors: errs, values } };
 };
 
 /** Live controller ids in cluster mode; undefined when standalone (the caller answers as upstream's non-Raft controller). */
@@ -131,10 +133,9 @@ export function fabricOpsEntries(): Entry[] {
       handler: (ctx) => {
         throw errors.notFound('circuit', ctx.params.id);
       } },
+    // No circuit exists to remove: answered as deleting an unknown link is (the operation declares no 404).
     { api: 'fabric', operationId: 'deleteCircuit', auth: 'admin', permission: { family: 'ops', action: 'delete' }, limit: null, body: 'optional',
-      handler: (ctx) => {
-        throw errors.notFound('circuit', ctx.params.id);
-      } },
+      handler: () => empty() },
     { api: 'fabric', operationId: 'inspect', auth: 'admin', permission: { family: 'ops', action: 'read' }, limit: null, body: 'spec',
       handler: inspect },
 
