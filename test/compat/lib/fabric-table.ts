@@ -22,6 +22,16 @@ async function edgeRouter(s: State) {
   s.set('edgeRouter', await admin.create('/edge-routers', { name: 'fx-edge' }));
 }
 
+/** One integrity run at a time (a second is 429): wait for the check to end (outside the checked exchanges). */
+async function integrityRunDone(s: State) {
+  const admin = await s.srv!.login();
+  for (;;) {
+    const r = await admin.get('/database/data-integrity-results');
+    if (r.status !== 200 || !r.body.data.inProgress) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
 export function fabricRows(): Row[] {
   return [
     { op: 'listRouters', before: async (s) => (await adminSession(s), await edgeRouter(s)), params: () => ({ limit: 1000 }),
@@ -62,6 +72,7 @@ export function fabricRows(): Row[] {
     { op: 'createDatabaseSnapshot', note: 'a second snapshot within the minute', status: 429 },
     { op: 'checkDataIntegrity' },
     { op: 'dataIntegrityResults' },
+    { op: 'fixDataIntegrity', before: integrityRunDone },
 
     { op: 'clusterListMembers', note: 'standalone: as upstream without Raft', status: 400 },
     { op: 'clusterMemberAdd', body: () => ({ address: 'tls:ctrl2.example:6262', isVoter: true }), status: 400 },
