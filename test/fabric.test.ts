@@ -8,6 +8,8 @@
 import t from 'tap';
 import { startServer, isError, Client } from './helpers/server.js';
 import { createUser } from './helpers/users.js';
+import { buildOperations } from '../src/api/operations.js';
+import { createRegistry } from '../src/resources/index.js';
 
 const srv = await startServer(t);
 const admin = await srv.login();
@@ -39,6 +41,58 @@ t.test('auth: the same API session and permissions as the Management API', async
   // The OIDC-style bearer form of the same session is accepted as on the other APIs.
   const bearer = await srv.raw('GET', '/fabric/v1/routers', undefined, { authorization: `Bearer ${admin.token}`, accept: 'application/json' });
   t.not(bearer.status, 500, 'a Bearer header is read, never a 500');
+});
+
+/**
+ * The fabric permissions, written out: the Management API's families (router, service, terminator),
+ * `ops` for links, circuits, inspections and the cluster list; `admin` for the database and the
+ * cluster changes, as the Management API's database operations.
+ */
+const PERMISSIONS: Record<string, string> = {
+  listRouters: 'router.read', detailRouter: 'router.read', createRouter: 'router.create', updateRouter: 'router.update',
+  patchRouter: 'router.update', deleteRouter: 'router.delete', listRouterTerminators: 'terminator.read',
+  listServices: 'service.read', detailService: 'service.read', createService: 'service.create', updateService: 'service.update',
+  patchService: 'service.update', deleteService: 'service.delete', listServiceTerminators: 'terminator.read',
+  listTerminators: 'terminator.read', detailTerminator: 'terminator.read', createTerminator: 'terminator.create',
+  updateTerminator: 'terminator.update', patchTerminator: 'terminator.update', deleteTerminator: 'terminator.delete',
+  listLinks: 'ops.read', detailLink: 'ops.read', patchLink: 'ops.update', deleteLink: 'ops.delete',
+  listCircuits: 'ops.read', detailCircuit: 'ops.read', deleteCircuit: 'ops.delete', inspect: 'ops.read',
+  clusterListMembers: 'ops.read', clusterMemberAdd: 'admin', clusterMemberRemove: 'admin', clusterTransferLeadership: 'admin',
+  createDatabaseSnapshot: 'admin', createDatabaseSnapshotWithPath: 'admin', checkDataIntegrity: 'admin',
+  fixDataIntegrity: 'admin', dataIntegrityResults: 'admin',
+};
+
+t.test('permissions: each operation needs its family.action, checked before any lookup', async (t) => {
+  const ops = buildOperations(createRegistry()).filter((o) => o.api === 'fabric');
+  t.equal(ops.length, FABRIC_OPS);
+  const holders = new Map<string, Client>();
+  const holder = async (perm: string) => {
+    let c = holders.get(perm);
+    if (!c) {
+      const name = `fabric-perm-${perm}`;
+      await createUser(admin, name, 'fabric-perm-pw', { permissions: [perm] });
+      holders.set(perm, (c = new Client(srv, '/fabric/v1', (await srv.login(name, 'fabric-perm-pw')).token)));
+    }
+    return c;
+  };
+  for (const op of ops) {
+    const got = op.permission ? `${op.permission.family}.${op.permission.action}` : 'admin';
+    t.equal(got, PERMISSIONS[op.operationId], `${op.operationId}: ${PERMISSIONS[op.operationId]}`);
+    // Made-up ids, empty bodies: an allowed caller gets anything but 401, a refused one 401 first.
+    // (Writes that would succeed with an empty body are not sent as allowed: only refusals.)
+    const url = op.path.replace(/\{[^}]+\}/g, 'made-up-id-0001');
+    const body = ['post', 'put', 'patch'].includes(op.method) ? {} : undefined;
+    const other = got.startsWith('ops') ? 'identity.read' : 'ops.read';
+    const refused = await (await holder(other)).request(op.method.toUpperCase(), url, body);
+    t.ok(isError(refused, 401, 'UNAUTHORIZED'), `${op.operationId} refused to ${other}`);
+    if (got === 'admin') continue;
+    if (op.method === 'get') {
+      const allowed = await (await holder(got)).request('GET', url);
+      t.not(allowed.status, 401, `${op.operationId} allowed to ${got} (${allowed.status})`);
+      const family = await (await holder(got.split('.')[0])).request('GET', url);
+      t.not(family.status, 401, `${op.operationId} allowed to the whole family (${family.status})`);
+    }
+  }
 });
 
 t.test('routers: edge and transit routers, fabric fields, paging, filter, writes', async (t) => {
