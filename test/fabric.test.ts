@@ -10,6 +10,9 @@ import { startServer, isError, Client } from './helpers/server.js';
 import { createUser } from './helpers/users.js';
 import { buildOperations } from '../src/api/operations.js';
 import { createRegistry } from '../src/resources/index.js';
+import { RouterClient } from '../bench/lib/router-client.js';
+import { createAndEnroll } from '../bench/lib/router-enroll.js';
+import { createClient } from '../bench/lib/http.js';
 
 const srv = await startServer(t);
 const admin = await srv.login();
@@ -219,6 +222,32 @@ t.test('services and terminators: the Management API\'s records in fabric shapes
 
   t.equal((await call(fabric, 'DELETE', '/services/{id}', `/services/${svc}`)).status, 200);
   t.ok(isError(await fabric.get(`/services/${svc}`), 404, 'NOT_FOUND'));
+});
+
+t.test('a connected router: presence on the fabric API and in inspections', async (t) => {
+  const http = await createClient({ origin: srv.origin, ca: srv.ca, connections: 2, kind: 'https' });
+  t.teardown(() => http.close());
+  const r = await createAndEnroll(http, admin.token!, { name: 'fab-live', kind: 'edge', hostname: 'fab-live.test' });
+  const versionInfo = { os: 'linux', arch: 'amd64', version: 'v9.9.9', revision: 'abc123', buildDate: '2026-01-01T00:00:00Z' };
+  const c = new RouterClient({ url: `wss://127.0.0.1:${srv.port}/ctrl/v1`, ca: srv.ca, certChain: r.certChain, key: r.keyPem, hostname: 'fab-live.example', protocols: { tls: 'tls:fab-live.example:3022' }, versionInfo });
+  await c.connect();
+  t.teardown(() => c.close());
+  let d: any;
+  for (;;) {
+    d = (await fabric.get(`/routers/${r.id}`)).body.data;
+    if (d.connected) break;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  t.equal(d.fingerprint, r.fingerprint, 'the enrolled certificate\'s fingerprint');
+  t.same(d.listenerAddresses, [{ address: 'tls:fab-live.example:3022', protocol: 'tls' }], 'what the router reported it listens on');
+  t.same(d.versionInfo, versionInfo);
+  const online = await fabric.get(`/routers?filter=${encodeURIComponent('connected=true')}`);
+  t.same(online.body.data.map((x: any) => x.id), [r.id], 'filter on connected');
+  const ins = await fabric.post('/inspections', { appRegex: '.*', requestedValues: ['connected-routers'] });
+  t.equal(ins.body.success, false, 'a matched router cannot be inspected');
+  t.equal(ins.body.errors.length, 1);
+  t.match(ins.body.errors[0], r.id);
+  t.match(ins.body.values[0].value.routers, [{ id: r.id, name: 'fab-live', version: 'v9.9.9' }], 'the controller lists it');
 });
 
 t.test('links and circuits: empty lists, never a 404 for the list', async (t) => {

@@ -164,10 +164,6 @@ function fingerprintOf(v: unknown): string | undefined {
   return hex;
 }
 
-function routerDef(reg: Registry, collection: 'edgeRouters' | 'routers'): ResourceDef {
-  return reg.def(collection);
-}
-
 export function fabricEntries(reg: Registry): Entry[] {
   const services = reg.def('services');
   const terminators = reg.def('terminators');
@@ -193,7 +189,7 @@ export function fabricEntries(reg: Registry): Entry[] {
       throw errors.field('fingerprint', 'is set by the router\'s enrollment and cannot be changed here (re-enroll the router instead)', ctx.body.fingerprint);
     let body = pick(ctx.body, ROUTER_FIELDS);
     if (mode === 'put') body = withDefaults(body, { disabled: false, ctrlChanListeners: {}, tags: {} });
-    await updateRecord(reg, routerDef(reg, coll), ctx, ctx.params.id, body, 'patch');
+    await updateRecord(reg, reg.def(coll), ctx, ctx.params.id, body, 'patch');
     return empty();
   };
 
@@ -273,7 +269,7 @@ export function fabricEntries(reg: Registry): Entry[] {
     { api: 'fabric', operationId: 'patchRouter', auth: 'admin', permission: perm('router', 'update'), limit: null, body: 'spec',
       handler: updateRouter('patch') },
     { api: 'fabric', operationId: 'deleteRouter', auth: 'admin', permission: perm('router', 'delete'), limit: null, body: 'spec',
-      handler: remove((ctx) => routerDef(reg, routerOf(ctx))) },
+      handler: remove((ctx) => reg.def(routerOf(ctx))) },
     { api: 'fabric', operationId: 'listRouterTerminators', auth: 'admin', permission: perm('terminator', 'read'), limit: null, body: 'spec',
       handler: (ctx) => {
         routerOf(ctx);
