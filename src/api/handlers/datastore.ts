@@ -5,14 +5,14 @@
  * - `GET /database/data-integrity-results` reads the current (or last) run, also while it runs.
  * - `POST /database/snapshot` writes a backup (datastore, PKI, manifest; src/store/snapshot.ts)
  *   under `<dataDir>/snapshots`, the file `mesh restore` reads; more than one a minute is 429 RATE_LIMITED.
- * The fabric API's database operations are these same handlers, sharing the one run and the
- * snapshot pacing; its `POST /database/snapshot` answers the file's path, and refuses a `path`
- * (snapshots are written under the data directory only).
+ * The fabric API's database operations are these same entries (one run at a time and one snapshot
+ * a minute across both APIs); its `POST /database/snapshot` answers the file's path and refuses a
+ * `path` (snapshots are written under the data directory only).
  * Keys are `<api>:<operationId>` for one API or a bare operationId for both; a handler here wins
  * over the standard resource handlers (src/api/operations.ts).
  */
 import path from 'node:path';
-import type { Ctx, Entry, Handler } from '../../core/context.js';
+import type { Ctx, Entry } from '../../core/context.js';
 import type { Reply } from '../../core/operation.js';
 import type { Registry } from '../../resources/registry.js';
 import { empty, envelope, ok } from '../../core/envelope.js';
@@ -56,44 +56,46 @@ export function datastoreEntries(reg: Registry): Entry[] {
     return empty(202);
   };
 
-  const snapshot = async (ctx: Ctx): Promise<string> => {
-    const app = ctx.app;
-    snapshots ??= new Snapshots(app.store, path.resolve(app.config.dataDir), {
-      minIntervalMs: 60_000,
-      keep: app.config.snapshotsKeep,
-      controllerVersion: app.version,
-    });
-    try {
-      const where = await snapshots.create();
-      app.log.info({ path: where }, 'database snapshot created');
-      return where;
-    } catch (e) {
-      if (e instanceof SnapshotTooSoon) throw errors.rateLimited();
-      throw e;
-    }
-  };
-
-  const handlers: Record<'checkDataIntegrity' | 'fixDataIntegrity' | 'dataIntegrityResults' | 'createDatabaseSnapshot', Handler> = {
-    checkDataIntegrity: (ctx) => start(ctx, false),
-    fixDataIntegrity: (ctx) => start(ctx, true),
-    dataIntegrityResults: () => {
-      const data = renderIntegrity(state);
-      return envelope(data, { pagination: { limit: -1, offset: 0, totalCount: data.results.length } });
-    },
-    // Upstream's empty answer, plus the file's name (under <dataDir>/snapshots) for `mesh snapshot`.
-    createDatabaseSnapshot: async (ctx) => ({ ...empty(), headers: { 'mesh-snapshot': path.basename(await snapshot(ctx)) } }),
-  };
-
-  return [
-    ...(['management', 'fabric'] as const).flatMap((api) =>
-      (Object.keys(handlers) as (keyof typeof handlers)[]).map((operationId): Entry => ({ api, operationId, auth: 'admin', permission: null, limit: null, body: 'spec', handler: handlers[operationId] })),
-    ),
-    { api: 'fabric', operationId: 'createDatabaseSnapshotWithPath', auth: 'admin', permission: null, limit: null, body: 'optional',
+  const management: Entry[] = [
+    { api: 'management', operationId: 'checkDataIntegrity', auth: 'admin', permission: null, limit: null, body: 'spec',
+      handler: (ctx) => start(ctx, false) },
+    { api: 'management', operationId: 'fixDataIntegrity', auth: 'admin', permission: null, limit: null, body: 'spec',
+      handler: (ctx) => start(ctx, true) },
+    { api: 'management', operationId: 'dataIntegrityResults', auth: 'admin', permission: null, limit: null, body: 'spec',
+      handler: () => {
+        const data = renderIntegrity(state);
+        return envelope(data, { pagination: { limit: -1, offset: 0, totalCount: data.results.length } });
+      } },
+    { api: 'management', operationId: 'createDatabaseSnapshot', auth: 'admin', permission: null, limit: null, body: 'spec',
       handler: async (ctx) => {
-        const asked = ctx.body?.path;
-        if (typeof asked === 'string' && asked !== '')
-          throw errors.field('path', 'snapshots are written under the data directory (snapshots/); leave path empty', asked);
-        return ok({ path: await snapshot(ctx) });
+        const app = ctx.app;
+        snapshots ??= new Snapshots(app.store, path.resolve(app.config.dataDir), {
+          minIntervalMs: 60_000,
+          keep: app.config.snapshotsKeep,
+          controllerVersion: app.version,
+        });
+        let where: string;
+        try {
+          where = await snapshots.create();
+          app.log.info({ path: where }, 'database snapshot created');
+        } catch (e) {
+          if (e instanceof SnapshotTooSoon) throw errors.rateLimited();
+          throw e;
+        }
+        // Upstream's empty answer, plus the file's name (under <dataDir>/snapshots) for `mesh snapshot`.
+        return { ...empty(), headers: { 'mesh-snapshot': path.basename(where) } };
       } },
   ];
+  // The same operation ids exist in the fabric spec (the join at start-up checks it).
+  const fabric = management.map((e) => ({ ...e, api: 'fabric' }) as Entry);
+  const takeSnapshot = management.find((e) => e.operationId === 'createDatabaseSnapshot')!.handler;
+  fabric.push({ api: 'fabric', operationId: 'createDatabaseSnapshotWithPath', auth: 'admin', permission: null, limit: null, body: 'optional',
+    handler: async (ctx) => {
+      const asked = ctx.body?.path;
+      if (typeof asked === 'string' && asked !== '')
+        throw errors.field('path', 'snapshots are written under the data directory (snapshots/); leave path empty', asked);
+      const reply = await takeSnapshot(ctx);
+      return ok({ path: path.join(path.resolve(ctx.app.config.dataDir), 'snapshots', reply.headers!['mesh-snapshot']!) });
+    } });
+  return [...management, ...fabric];
 }
