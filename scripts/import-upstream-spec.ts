@@ -1,10 +1,11 @@
 /**
- * Imports the upstream edge API v0.28.0 swagger specs (YAML) into the commit-able JSON data files
- * `src/api/spec/client.json` and `src/api/spec/management.json` (what changes: scripts/lib/upstream-import.ts).
+ * Imports the upstream edge API v0.28.0 swagger specs (YAML) and the fabric spec of the same
+ * controller release into the commit-able JSON data files `src/api/spec/client.json`,
+ * `src/api/spec/management.json` and `src/api/spec/fabric.json` (what changes: scripts/lib/upstream-import.ts).
  *
  *   npm run build && node dist/scripts/import-upstream-spec.js <upstreamSpecDir>
  *
- * `upstreamSpecDir` (or `MESH_UPSTREAM_SPEC_DIR`) must hold `client.yml` and `management.yml`. The
+ * `upstreamSpecDir` (or `MESH_UPSTREAM_SPEC_DIR`) must hold `client.yml`, `management.yml` and `fabric.yml`. The
  * controller never reads them: it reads the JSON written here (src/api/spec/index.ts).
  */
 import { readFileSync, writeFileSync, existsSync, mkdirSync } from 'node:fs';
@@ -25,11 +26,11 @@ function repoRoot(): string {
 function main(): void {
   const root = repoRoot();
   const given = process.argv[2] ?? process.env.MESH_UPSTREAM_SPEC_DIR;
-  if (!given) throw new Error('usage: node dist/scripts/import-upstream-spec.js <dir with client.yml and management.yml> (or set MESH_UPSTREAM_SPEC_DIR)');
+  if (!given) throw new Error('usage: node dist/scripts/import-upstream-spec.js <dir with client.yml, management.yml and fabric.yml> (or set MESH_UPSTREAM_SPEC_DIR)');
   const srcDir = resolve(given);
   const outDir = join(root, 'src', 'api', 'spec');
   mkdirSync(outDir, { recursive: true });
-  for (const api of ['client', 'management'] as const) {
+  for (const api of ['client', 'management', 'fabric'] as const) {
     const { doc, notes } = importUpstreamSpec(api, readFileSync(join(srcDir, `${api}.yml`), 'utf8'));
     const out = join(outDir, `${api}.json`);
     writeFileSync(out, JSON.stringify(doc) + '\n');

@@ -168,7 +168,7 @@ async function startOn(settings: Static<typeof ConfigSchema>, log: Logger, liste
     auth: new AuthServices(store, config),
     log,
     pki,
-    validators: { client: new BodyValidator('client'), management: new BodyValidator('management') },
+    validators: { client: new BodyValidator('client'), management: new BodyValidator('management'), fabric: new BodyValidator('fabric') },
     presence,
     policy,
     traces: new Traces(store),

@@ -12,7 +12,7 @@ import { createRegistry } from '../src/resources/index.js';
 import type { Entry } from '../src/core/context.js';
 import { operationIdsPath, operationIdsSource } from '../scripts/generate-operation-ids.js';
 
-const specs = { client: upstreamOperations('client'), management: upstreamOperations('management') };
+const specs = { client: upstreamOperations('client'), management: upstreamOperations('management'), fabric: upstreamOperations('fabric') };
 const entries = () => operationEntries(createRegistry(), () => []);
 
 function problemsOf(fn: () => unknown): string[] {
@@ -31,10 +31,11 @@ t.test('the generated operationId unions are those of the embedded specs', async
 
 t.test('the controller table has one operation per spec operation, in spec order', async (t) => {
   const ops = buildOperations(createRegistry());
-  const want = [...specs.client, ...specs.management].map((u) => `${u.api} ${u.method.toLowerCase()} ${u.path} ${u.operationId}`);
+  const want = [...specs.client, ...specs.management, ...specs.fabric].map((u) => `${u.api} ${u.method.toLowerCase()} ${u.path} ${u.operationId}`);
   t.same(ops.map((o) => `${o.api} ${o.method} ${o.path} ${o.operationId}`), want);
   t.ok(ops.every((o) => o.auth === 'admin' || o.permission === undefined), 'permissions only at the admin level');
-  t.ok(ops.every((o) => o.auth !== 'admin' || o.api === 'management'), 'the admin level only on the Management API');
+  t.ok(ops.every((o) => o.auth !== 'admin' || o.api !== 'client'), 'the admin level only on the Management and fabric APIs');
+  t.ok(ops.filter((o) => o.api === 'fabric').every((o) => o.auth === 'admin'), 'every fabric operation is for admins or holders of its permission');
 });
 
 t.test('a spec operation without an entry fails the join', async (t) => {

@@ -11,6 +11,7 @@
  */
 import t from 'tap';
 import { buildOperations } from '../src/api/operations.js';
+import { BASE_PATHS } from '../src/api/router.js';
 import { createRegistry } from '../src/resources/index.js';
 import { PERMISSION_FAMILIES } from '../src/auth/permissions.js';
 import { startServer, ADMIN_PASSWORD, type Client, type Server } from './helpers/server.js';
@@ -51,7 +52,7 @@ async function idPools(): Promise<Map<string, string[]>> {
     const segs = op.path.split('/').filter(Boolean);
     if (segs.length !== 1 || segs[0].includes('{')) continue;
     const key = `${op.api}:${segs[0]}`;
-    const c = op.api === 'management' ? admin : new (admin.constructor as typeof Client)(srv, '/edge/client/v1', admin.token);
+    const c = op.api === 'management' ? admin : new (admin.constructor as typeof Client)(srv, BASE_PATHS[op.api], admin.token);
     const r = await c.get(`/${segs[0]}?limit=500`);
     if (Array.isArray(r.body?.data)) pools.set(key, r.body.data.map((x: { id: string }) => x.id).filter((x: unknown) => typeof x === 'string'));
   }
@@ -131,7 +132,8 @@ for (const perm of READ_PERMISSIONS) {
     let walked = 0;
     let answered = 0;
     for (const op of OPS) {
-      const c = op.api === 'management' ? mgmt : client;
+      // The fabric API takes the Management API's session.
+      const c = op.api === 'management' ? mgmt : op.api === 'fabric' ? new (mgmt.constructor as typeof Client)(srv, BASE_PATHS.fabric, mgmt.token) : client;
       const segs = op.path.split('/').filter(Boolean);
       const fill = segs.some((s) => s.includes('{')) ? pools.get(`${op.api}:${segs[0]}`) ?? ['made-up-id'] : [''];
       for (const value of fill) {

@@ -15,6 +15,7 @@ import { startServer, isError, Client, type Server } from './helpers/server.js';
 import { createUser } from './helpers/users.js';
 import { Store } from '../src/store/store.js';
 import { createRegistry } from '../src/resources/index.js';
+import { BASE_PATHS } from '../src/api/router.js';
 import { SigningKeys } from '../src/auth/tokens.js';
 
 /** The id of the updb authenticator of identity `id`. */
@@ -294,7 +295,7 @@ t.test('tampered, expired, revoked and partial tokens on every secured operation
   const PARTIAL_OK = new Set(['getCurrentAPISession', 'deleteCurrentAPISession', 'authenticateMfa', 'detailMfa', 'enrollMfa', 'verifyMfa', 'detailMfaQrCode']);
   let n = 0;
   for (const op of ops) {
-    const c = new Client(srv, op.api === 'management' ? '/edge/management/v1' : '/edge/client/v1');
+    const c = new Client(srv, BASE_PATHS[op.api]);
     const url = op.path.replace(/\{[^}]+\}/g, 'made-up-id-0001');
     const body = ['post', 'put', 'patch'].includes(op.method) ? {} : undefined;
     const kinds: [string, string][] = [['tampered', tampered], ['expired', expired], ['revoked', revoked]];

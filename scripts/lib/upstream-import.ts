@@ -1,7 +1,8 @@
 /**
- * The upstream edge API v0.28.0 Swagger 2.0 document (YAML) turned into the one this controller
- * serves (`src/api/spec/{client,management}.json`): the brand-rename table and the spec's own
- * defects, fixed the same way every time. Used by scripts/import-upstream-spec.ts, which writes the
+ * The upstream edge API v0.28.0 Swagger 2.0 documents (YAML), and the fabric API document of the
+ * same controller release (`fabric.yml`, info.version 0.16.54), turned into the ones this
+ * controller serves (`src/api/spec/{client,management,fabric}.json`): the brand-rename table and
+ * the specs' own defects, fixed the same way every time. Used by scripts/import-upstream-spec.ts, which writes the
  * JSON files, and by test/spec.test.ts, which checks (where the upstream files are given) that the
  * committed JSON is exactly this transformation of them.
  *
@@ -21,6 +22,9 @@
  *   `$ref: controllerSettingDetail`; `DELETE /current-api-session` (no operationId upstream) gets
  *   `deleteCurrentAPISession`; `required` entries naming properties the schema does not declare
  *   (`postureResponseProcessCreate` requires a non-existent `process`) are removed.
+ * - fabric.yml only: its `subTags.additionalProperties` is a flow mapping whose closing brace is
+ *   indented less than YAML allows (go's YAML reader takes it, js-yaml refuses the file); it is
+ *   read as the one-line `{ type: object }` it means. Its title/description become `Fabric`/`Fabric API`.
  * It throws if any `$ref` does not resolve or an operationId is missing or duplicated.
  */
 import { load } from 'js-yaml';
@@ -41,6 +45,8 @@ const SUBSTRING_RENAMES: [string, string][] = [
   // descriptive prose
   ['OpenZiti Edge', 'Edge'],
   ['Ziti Edge', 'Edge'],
+  ['OpenZiti Fabric', 'Fabric'],
+  ['Ziti Fabric', 'Fabric'],
   ['(i.e. Ziti SDK', '(i.e. an SDK'],
   ['Ziti SDK', 'SDK'],
 ];
@@ -88,6 +94,9 @@ function fixDocument(api: string, doc: Obj, report: Report): void {
   if (api === 'client') {
     info.title = 'Edge Client';
     info.description = 'Edge Client API';
+  } else if (api === 'fabric') {
+    info.title = 'Fabric';
+    info.description = 'Fabric API';
   } else {
     info.title = 'Edge Management';
     info.description = 'Edge Management API';
@@ -178,8 +187,10 @@ function fixDocument(api: string, doc: Obj, report: Report): void {
     if (Array.isArray(v)) v.forEach((x, i) => walk(x, `${where}[${i}]`));
     else if (isObj(v)) {
       if (typeof v.$ref === 'string') {
-        const m = /^#\/definitions\/(.+)$/.exec(v.$ref);
-        if (!m || !(m[1]! in defs)) throw new Error(`${api}: unresolved $ref ${v.$ref} at ${where}`);
+        // Definitions, and the shared parameters and responses the fabric document uses.
+        const m = /^#\/(definitions|parameters|responses)\/(.+)$/.exec(v.$ref);
+        const section = m ? (doc[m[1]!] as Obj | undefined) : undefined;
+        if (!m || !section || !(m[2]! in section)) throw new Error(`${api}: unresolved $ref ${v.$ref} at ${where}`);
       }
       for (const [k, x] of Object.entries(v)) walk(x, `${where}.${k}`);
     }
@@ -198,11 +209,22 @@ function fixDocument(api: string, doc: Obj, report: Report): void {
   if (leftovers.length > 0) throw new Error(`${api}: brand values left at ${leftovers.join(', ')}`);
 }
 
+export type UpstreamApi = 'client' | 'management' | 'fabric';
+
+/** fabric.yml's multi-line `additionalProperties: {` … `}` (see the header) as one line. */
+function fixFlowMapping(text: string, report: Report): string {
+  const re = /additionalProperties: \{\n\s+type: object\n\s+\}/g;
+  const n = text.match(re)?.length ?? 0;
+  if (n > 0) report.notes.push(`fabric: ${n} multi-line flow mapping(s) additionalProperties {type: object} read as one line`);
+  return text.replace(re, 'additionalProperties: { type: object }');
+}
+
 /** The served document for `api` made from upstream's YAML text, and what was changed. */
-export function importUpstreamSpec(api: 'client' | 'management', yamlText: string): { doc: Obj; notes: string[] } {
-  const doc = transform(load(yamlText)) as Obj;
-  if (!isObj(doc) || doc.swagger !== '2.0') throw new Error(`${api}.yml is not a swagger 2.0 document`);
+export function importUpstreamSpec(api: UpstreamApi, yamlText: string): { doc: Obj; notes: string[] } {
   const report: Report = { notes: [] };
+  const text = api === 'fabric' ? fixFlowMapping(yamlText, report) : yamlText;
+  const doc = transform(load(text)) as Obj;
+  if (!isObj(doc) || doc.swagger !== '2.0') throw new Error(`${api}.yml is not a swagger 2.0 document`);
   fixDocument(api, doc, report);
   return { doc, notes: report.notes };
 }

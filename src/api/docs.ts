@@ -23,7 +23,7 @@ const ASSETS: Record<string, string> = {
   'favicon-16x16.png': 'image/png',
 };
 
-const SPEC_ID: Record<ApiName, string> = { client: 'edge-client', management: 'edge-management' };
+const SPEC_ID: Record<ApiName, string> = { client: 'edge-client', management: 'edge-management', fabric: 'fabric' };
 
 const CSP = "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; script-src 'self'; connect-src 'self'";
 

@@ -2,7 +2,8 @@
  * The documents served by the spec endpoints (`GET /specs`, `GET /specs/{id}`, `GET /specs/{id}/spec`).
  *
  * The served Swagger 2.0 document is the imported upstream one (src/api/spec), restricted to and
- * consistent with our operation table, with `info.version: 0.28.0` and without `host`.
+ * consistent with our operation table, with `info.version` 0.28.0 (the edge APIs) or 0.16.54 (the
+ * fabric API, upstream's fabric spec of the same controller release) and without `host`.
  *
  * Example:
  *   buildServedSpec('client', operations.filter(o => o.api === 'client'))  // → { swagger: '2.0', info: {version: '0.28.0', …}, paths: {…} }
@@ -13,11 +14,14 @@ import type { ApiName, OperationSpec } from '../core/operation.js';
 import { upstreamDocument } from './spec/index.js';
 
 export const SPEC_VERSION = '0.28.0';
+/** The fabric spec keeps its own version: upstream numbers it apart from the edge APIs. */
+export const FABRIC_SPEC_VERSION = '0.16.54';
 
 /** Spec ids as upstream names them, and the API each one describes. */
 export const SPEC_IDS: Readonly<Record<string, ApiName>> = Object.freeze({
   'edge-client': 'client',
   'edge-management': 'management',
+  fabric: 'fabric',
 });
 
 const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch'];
@@ -34,8 +38,8 @@ export interface ServedOp {
 const served = new WeakMap<readonly ServedOp[], Map<ApiName, object>>();
 
 /**
- * The Swagger 2.0 document served at `GET /specs/edge-<api>/spec`: a deep copy of the upstream
- * document, `info.version` = 0.28.0, `host` removed, `basePath` kept, and `paths` holding exactly
+ * The Swagger 2.0 document served at `GET /specs/<id>/spec`: a deep copy of the upstream
+ * document, `info.version` = 0.28.0 (0.16.54 for the fabric API), `host` removed, `basePath` kept, and `paths` holding exactly
  * the given operations (upstream's operation object where upstream has one, with our operationId;
  * `op.spec`, or a minimal stub, otherwise). Path order follows upstream; paths that are ours only
  * come last. Cached per (ops array, api): do not mutate the result.
@@ -46,7 +50,7 @@ export function buildServedSpec(api: ApiName, ops: readonly ServedOp[]): object 
   if (hit) return hit;
 
   const doc: any = structuredClone(upstreamDocument(api));
-  doc.info = { ...(doc.info ?? {}), version: SPEC_VERSION };
+  doc.info = { ...(doc.info ?? {}), version: api === 'fabric' ? FABRIC_SPEC_VERSION : SPEC_VERSION };
   delete doc.host;
 
   const wanted = new Map<string, Map<string, ServedOp>>();
@@ -93,7 +97,7 @@ export function specApi(id: string): ApiName | undefined {
 }
 
 /**
- * One `specDetail` (baseEntity + `name`) per served spec, for `GET /specs` (both APIs list both specs).
+ * One `specDetail` (baseEntity + `name`) per served spec, for `GET /specs` (both edge APIs list all three specs).
  * `baseUrl` prefixes the links; pass `'.'` for upstream's relative form (`./specs/edge-client`).
  */
 export function specSummaries(baseUrl = '.'): object[] {

@@ -1,5 +1,5 @@
 /**
- * The operation table: every operation of both APIs is one entry, written out by the module that
+ * The operation table: every operation of the three APIs is one entry, written out by the module that
  * serves it (src/api/handlers/*.ts) or made from a resource family's declaration
  * (`standardEntries`). `buildOperations` joins the entries with the embedded specs, which add the
  * method, the path and the body's schema; starting fails unless every spec operation has exactly
@@ -26,8 +26,9 @@ import { identityDisableEntries } from './handlers/identity-disable.js';
 import { externalJwtSignerListEntries } from './handlers/external-jwt-signer-list.js';
 import { controllerEntries } from './handlers/controllers.js';
 import { datastoreEntries } from './handlers/datastore.js';
+import { fabricEntries } from './handlers/fabric.js';
 
-/** Every entry of both APIs. `ops` is the finished table, for the handlers that serve the specs. */
+/** Every entry of the three APIs. `ops` is the finished table, for the handlers that serve the specs. */
 export function operationEntries(reg: Registry, ops: () => Op[]): Entry[] {
   return [
     ...[...RESOURCES, ...ALIASES].flatMap((def) => standardEntries(reg, def)),
@@ -46,6 +47,7 @@ export function operationEntries(reg: Registry, ops: () => Op[]): Entry[] {
     ...externalJwtSignerListEntries(reg),
     ...controllerEntries(reg),
     ...datastoreEntries(reg),
+    ...fabricEntries(reg),
   ];
 }
 
@@ -74,7 +76,7 @@ export function joinOperations(entries: Entry[], specs: Record<ApiName, readonly
   }
   const ops: Op[] = [];
   const joined = new Set<string>();
-  for (const api of ['client', 'management'] as const) {
+  for (const api of ['client', 'management', 'fabric'] as const) {
     for (const u of specs[api]) {
       const key = `${api}:${u.operationId}`;
       const e = byKey.get(key);
@@ -114,7 +116,7 @@ function operation(api: ApiName, u: UpstreamOp, e: Entry): Op {
 /** The table the controller serves. */
 export function buildOperations(reg: Registry): Op[] {
   const ops: Op[] = [];
-  const specs = { client: upstreamOperations('client'), management: upstreamOperations('management') };
+  const specs = { client: upstreamOperations('client'), management: upstreamOperations('management'), fabric: upstreamOperations('fabric') };
   ops.push(...joinOperations(operationEntries(reg, () => ops), specs));
   return ops;
 }

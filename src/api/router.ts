@@ -18,9 +18,10 @@ import { bearerTokens } from '../auth/ext-jwt.js';
 export const BASE_PATHS: Record<ApiName, string> = {
   client: '/edge/client/v1',
   management: '/edge/management/v1',
+  fabric: '/fabric/v1',
 };
 
-const API_PREFIXES = (['client', 'management'] as const).map((api) => [api, BASE_PATHS[api], BASE_PATHS[api] + '/'] as const);
+const API_PREFIXES = (['client', 'management', 'fabric'] as const).map((api) => [api, BASE_PATHS[api], BASE_PATHS[api] + '/'] as const);
 
 interface Route {
   op: Op;
@@ -71,9 +72,9 @@ export class Router {
   onRequest?: (r: RequestRecord) => void;
   /** Called for every answered Upstream-API request other than a read (the audit trail keeps the successful ones). */
   onChange?: (ctx: Ctx, reply: Reply) => void;
-  private readonly routes: Record<ApiName, Map<number, Route[]>> = { client: new Map(), management: new Map() };
+  private readonly routes: Record<ApiName, Map<number, Route[]>> = { client: new Map(), management: new Map(), fabric: new Map() };
   /** method → path → operation, for paths without parameters: Map lookups instead of the segment walk. */
-  private readonly literal: Record<ApiName, Map<string, Map<string, Op>>> = { client: new Map(), management: new Map() };
+  private readonly literal: Record<ApiName, Map<string, Map<string, Op>>> = { client: new Map(), management: new Map(), fabric: new Map() };
   /** Operations whose spec `produces` a JSON media type with parameters (see handle). */
   private readonly jsonMedia = new Map<Op, string>();
   private readonly raw: RawRoute[] = [];

@@ -49,6 +49,8 @@ const catalog = {
   SERVER_TOO_MANY_REQUESTS: [429, 'Too many requests, the server is busy. Please try again later'],
   TIMEOUT: [503, 'The request timed out'],
   SHUTTING_DOWN: [503, 'The controller is shutting down and did not finish this request in time; it may or may not have taken effect'],
+  // Fabric API cluster operations on a controller that is not clustered (as upstream without Raft).
+  SERVER_NOT_RUNNING_IN_HA_MODE: [400, 'The controller is not running in cluster (HA) mode'],
   CLUSTER_HAS_NO_LEADER: [503, 'The cluster has no leader or can not be reached; the write may not have been made. Please try again later'],
   ENROLLMENT_EXISTS: [409, 'An enrollment of this method already exists for the identity'],
   MFA_EXISTS: [409, 'An MFA enrollment already exists for this identity'],

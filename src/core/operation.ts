@@ -7,9 +7,10 @@
  *     auth: 'admin', permission: { family: 'identity', action: 'read' }, spec, handler }
  */
 import type { ApiError } from './errors.js';
-import type { ClientOperationId, ManagementOperationId } from './operation-ids.js';
+import type { ClientOperationId, FabricOperationId, ManagementOperationId } from './operation-ids.js';
 
-export type ApiName = 'client' | 'management';
+/** The Edge Client API, the Edge Management API and the fabric API (`/fabric/v1`). */
+export type ApiName = 'client' | 'management' | 'fabric';
 export type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete';
 
 /**
@@ -17,7 +18,7 @@ export type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete';
  * - `none`: no credential.
  * - `partial`: any API session, also while MFA or another secondary factor is still pending.
  * - `session`: a fully authenticated API session.
- * - `admin`: Management API; an admin, or a holder of `permission` (see src/auth/permissions.ts).
+ * - `admin`: Management and fabric APIs; an admin, or a holder of `permission` (see src/auth/permissions.ts).
  */
 export type AuthLevel = 'none' | 'partial' | 'session' | 'admin';
 
@@ -151,6 +152,7 @@ export type OperationEntry<C> = Guard & {
 } & (
     | { api: 'client'; operationId: ClientOperationId }
     | { api: 'management'; operationId: ManagementOperationId }
+    | { api: 'fabric'; operationId: FabricOperationId }
     | { api: 'both'; operationId: SharedOperationId }
   );
 

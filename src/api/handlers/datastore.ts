@@ -5,6 +5,9 @@
  * - `GET /database/data-integrity-results` reads the current (or last) run, also while it runs.
  * - `POST /database/snapshot` writes a backup (datastore, PKI, manifest; src/store/snapshot.ts)
  *   under `<dataDir>/snapshots`, the file `mesh restore` reads; more than one a minute is 429 RATE_LIMITED.
+ * The fabric API's database operations are these same entries (one run at a time and one snapshot
+ * a minute across both APIs); its `POST /database/snapshot` answers the file's path and refuses a
+ * `path` (snapshots are written under the data directory only).
  * Keys are `<api>:<operationId>` for one API or a bare operationId for both; a handler here wins
  * over the standard resource handlers (src/api/operations.ts).
  */
@@ -12,7 +15,7 @@ import path from 'node:path';
 import type { Ctx, Entry } from '../../core/context.js';
 import type { Reply } from '../../core/operation.js';
 import type { Registry } from '../../resources/registry.js';
-import { empty, envelope } from '../../core/envelope.js';
+import { empty, envelope, ok } from '../../core/envelope.js';
 import { errors } from '../../core/errors.js';
 import { emptyState, runIntegrity, type IntegrityState } from '../../store/integrity.js';
 import { Snapshots, SnapshotTooSoon } from '../../store/snapshot.js';
@@ -53,7 +56,7 @@ export function datastoreEntries(reg: Registry): Entry[] {
     return empty(202);
   };
 
-  return [
+  const management: Entry[] = [
     { api: 'management', operationId: 'checkDataIntegrity', auth: 'admin', permission: null, limit: null, body: 'spec',
       handler: (ctx) => start(ctx, false) },
     { api: 'management', operationId: 'fixDataIntegrity', auth: 'admin', permission: null, limit: null, body: 'spec',
@@ -83,4 +86,16 @@ export function datastoreEntries(reg: Registry): Entry[] {
         return { ...empty(), headers: { 'mesh-snapshot': path.basename(where) } };
       } },
   ];
+  // The same operation ids exist in the fabric spec (the join at start-up checks it).
+  const fabric = management.map((e) => ({ ...e, api: 'fabric' }) as Entry);
+  const takeSnapshot = management.find((e) => e.operationId === 'createDatabaseSnapshot')!.handler;
+  fabric.push({ api: 'fabric', operationId: 'createDatabaseSnapshotWithPath', auth: 'admin', permission: null, limit: null, body: 'optional',
+    handler: async (ctx) => {
+      const asked = ctx.body?.path;
+      if (typeof asked === 'string' && asked !== '')
+        throw errors.field('path', 'snapshots are written under the data directory (snapshots/); leave path empty', asked);
+      const reply = await takeSnapshot(ctx);
+      return ok({ path: path.join(path.resolve(ctx.app.config.dataDir), 'snapshots', reply.headers!['mesh-snapshot']!) });
+    } });
+  return [...management, ...fabric];
 }

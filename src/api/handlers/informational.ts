@@ -1,7 +1,7 @@
 /** Unauthenticated documents: version, capabilities, specs, protocols, CA bundle, fixed type lists. (Controllers: handlers/controllers.ts.) */
 import { dump } from 'js-yaml';
 import type { Ctx, Entry, Op } from '../../core/context.js';
-import type { Reply } from '../../core/operation.js';
+import type { ApiName, Reply } from '../../core/operation.js';
 import { errors } from '../../core/errors.js';
 import { ok, list } from '../../core/envelope.js';
 import { parseListParams, runList } from '../../core/query.js';
@@ -33,6 +33,7 @@ export function versionDocument(ctx: Ctx) {
       edge: apiVersion(BASE_PATHS.client),
       'edge-client': apiVersion(BASE_PATHS.client),
       'edge-management': apiVersion(BASE_PATHS.management),
+      fabric: apiVersion(BASE_PATHS.fabric),
       // Served by src/observability/routes.ts (upstream's health-check API shape).
       'health-checks': apiVersion('/health-checks'),
       // Upstream's binding name for its OIDC provider.
@@ -75,7 +76,7 @@ const postureCheckTypeFields = (id: string) => {
 };
 
 export function informationalEntries(ops: () => Op[]): Entry[] {
-  const specOps = (api: 'client' | 'management') => ops().filter((o) => o.api === api);
+  const specOps = (api: ApiName) => ops().filter((o) => o.api === api);
   return [
     { api: 'both', operationId: 'listRoot', auth: 'none', permission: null, limit: null, body: 'spec',
       handler: version },

@@ -1,12 +1,14 @@
 /**
- * The imported upstream edge API v0.28.0 Swagger 2.0 documents (see scripts/import-upstream-spec.ts)
- * and a flat, document-ordered view of their operations.
+ * The imported upstream edge API v0.28.0 Swagger 2.0 documents and the fabric API document of the
+ * same controller release (see scripts/import-upstream-spec.ts), and a flat, document-ordered view
+ * of their operations.
  *
  * Example: `upstreamOperations('management').find(o => o.operationId === 'createIdentity')`
  *   → `{ api: 'management', method: 'POST', path: '/identities', bodyDefinition: 'identityCreate', secured: true, … }`
  */
 import clientDoc from './client.json' with { type: 'json' };
 import managementDoc from './management.json' with { type: 'json' };
+import fabricDoc from './fabric.json' with { type: 'json' };
 import type { ApiName } from '../../core/operation.js';
 
 export type { ApiName };
@@ -41,7 +43,7 @@ export interface UpstreamOp {
   summary?: string;
 }
 
-const documents: Record<ApiName, any> = { client: clientDoc, management: managementDoc };
+const documents: Record<ApiName, any> = { client: clientDoc, management: managementDoc, fabric: fabricDoc };
 
 const METHODS: readonly string[] = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch'];
 const SUPPORTED = new Set(['get', 'post', 'put', 'patch', 'delete']);
@@ -60,7 +62,7 @@ function refName(schema: any): string | undefined {
   return typeof ref === 'string' && ref.startsWith(DEF_PREFIX) ? ref.slice(DEF_PREFIX.length) : undefined;
 }
 
-/** Resolve a `#/parameters/x` reference (none in the current documents, kept for robustness). */
+/** Resolve a `#/parameters/x` reference (the fabric document's `id`, `limit`, `offset`, `filter`). */
 function resolveParam(doc: any, p: any): any {
   const ref = p?.$ref;
   if (typeof ref === 'string' && ref.startsWith('#/parameters/')) return doc.parameters?.[ref.slice('#/parameters/'.length)] ?? p;

@@ -1,5 +1,5 @@
 /**
- * The edge API v0.28.0 Swagger 2.0 documents this controller serves (`src/api/spec/*.json`: upstream's
+ * The edge API v0.28.0 Swagger 2.0 documents and the fabric document this controller serves (`src/api/spec/*.json`: upstream's
  * documents with the brand renames and defect fixes of scripts/lib/upstream-import.ts; that they
  * equal upstream's files is checked in test/spec.test.ts), patched for the compatibility suites.
  * Nothing here reads outside the repository. The patches, each listed in `PATCHES` below:
@@ -14,7 +14,9 @@
  *    `GET /edge-routers/{id}/service-edge-router-policies`, declared as a list of service policies
  *    but a list of service edge router policies upstream; `POST /posture-response-bulk`, declared
  *    200 but answered 201 upstream; the body of `POST /enroll`, declared an object although the
- *    operation consumes a raw PEM CSR;
+ *    operation consumes a raw PEM CSR; the fabric `POST /cluster/transfer-leadership`, which
+ *    answers 400 on a controller without Raft (its three siblings declare it) although it
+ *    declares no 400;
  * 2. what prism's Swagger 2 reading gets wrong (see `patch`): definition-level `x-nullable` on
  *    `tags`, and free-form `additionalProperties: {type: object}` maps (any value, as go-swagger reads them).
  *
@@ -25,8 +27,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-export type Api = 'client' | 'management';
-export const APIS: readonly Api[] = ['client', 'management'];
+export type Api = 'client' | 'management' | 'fabric';
+export const APIS: readonly Api[] = ['client', 'management', 'fabric'];
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 
@@ -101,6 +103,14 @@ function patch(api: Api, doc: any, notes: PatchNote[]): void {
   if (enrollBody?.schema?.$ref === '#/definitions/genericEnroll') {
     enrollBody.schema = { anyOf: [{ $ref: '#/definitions/genericEnroll' }, { type: 'string', description: 'a raw PEM (or PKCS7) CSR' }] };
     notes.push({ api, what: 'POST /enroll body: genericEnroll -> genericEnroll or a raw CSR text (it consumes x-pem-file/pkcs7/text)' });
+  }
+  // Fabric: `POST /cluster/transfer-leadership` on a controller without Raft answers upstream's
+  // 400 SERVER_NOT_RUNNING_IN_HA_MODE (as the other three cluster operations, which declare it),
+  // a status the operation does not declare.
+  const transfer = doc.paths?.['/cluster/transfer-leadership']?.post?.responses;
+  if (api === 'fabric' && transfer && !transfer['400']) {
+    transfer['400'] = { $ref: '#/responses/badRequestResponse' };
+    notes.push({ api, what: 'clusterTransferLeadership: 400 declared (upstream answers SERVER_NOT_RUNNING_IN_HA_MODE without Raft)' });
   }
   let headers = 0;
   for (const [p, item] of Object.entries<any>(doc.paths ?? {})) {

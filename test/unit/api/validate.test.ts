@@ -214,7 +214,7 @@ t.test('served spec', async (t) => {
   t.equal(extra.paths['/ours'].get.operationId, 'ours');
 
   const list = specSummaries('.') as any[];
-  t.same(list.map((s) => s.id), ['edge-client', 'edge-management']);
+  t.same(list.map((s) => s.id), ['edge-client', 'edge-management', 'fabric']);
   t.equal(list[0].name, 'edge-client');
   t.equal(list[0]._links.self.href, './specs/edge-client');
   t.equal(list[0]._links.spec.href, './specs/edge-client/spec');

@@ -1,0 +1,297 @@
+/**
+ * The fabric API (`/fabric/v1`, upstream's fabric spec): routers, services and terminators over the
+ * same records, resource definitions and write rules as the Management API (so the same checks,
+ * change events and audit records follow), rendered in the fabric shapes. Links, circuits,
+ * inspections and the cluster operations are in ./fabric-ops.ts; the database operations are the
+ * Management API's own handlers (./datastore.ts). docs/fabric.md says what each answers here.
+ *
+ * - Routers: every router, edge and transit alike (upstream's fabric router is the base of both).
+ *   `connected`, `versionInfo`, `interfaces` and `listenerAddresses` come from the control
+ *   channel's presence. A router created here is a transit router with the id the body names.
+ * - Services: `name`, `terminatorStrategy`, `maxIdleTimeMillis`; the edge fields (role attributes,
+ *   configs) are neither shown nor changed here, also by PUT.
+ * - Terminators: upstream's fabric `instanceId`/`instanceSecret` are the Management API's
+ *   `identity`/`identitySecret`.
+ */
+import type { Ctx, Entry, Handler } from '../../core/context.js';
+import type { Permission, Reply } from '../../core/operation.js';
+import { errors } from '../../core/errors.js';
+import { created, empty, ok, list } from '../../core/envelope.js';
+import { parseListParams, runList } from '../../core/query.js';
+import type { SymbolTable } from '../../core/filter/index.js';
+import type { Rec, Store, Tx } from '../../store/store.js';
+import { mustGet, type Registry } from '../../resources/registry.js';
+import { listRecords } from '../../resources/list.js';
+import { iso } from '../../resources/render.js';
+import { createRecord, updateRecord, write } from '../../resources/write.js';
+import type { ResourceDef } from '../../resources/types.js';
+import { fabricOpsEntries } from './fabric-ops.js';
+
+type FabricEntity = 'routers' | 'services' | 'terminators';
+
+/** An entityRef with fabric paths (`./routers/<id>`). */
+function ref(store: Store | Tx, entity: FabricEntity, collection: string | undefined, id: string) {
+  return { _links: { self: { href: `./${entity}/${id}` } }, entity, id, name: (collection && store.nameOf(collection, id)) ?? '' };
+}
+
+function base(rec: Rec, entity: FabricEntity, nested: string[] = []) {
+  const self = `./${entity}/${rec.id}`;
+  const links: Record<string, { href: string }> = { self: { href: self } };
+  for (const n of nested) links[n] = { href: `${self}/${n}` };
+  return { id: rec.id, createdAt: iso(rec.createdAt), updatedAt: iso(rec.updatedAt), _links: links, tags: rec.tags ?? {} };
+}
+
+/** The collection holding router `id`: edge routers and transit routers are both fabric routers. */
+function routerCollection(store: Store | Tx, id: unknown): 'edgeRouters' | 'routers' | undefined {
+  if (typeof id !== 'string') return undefined;
+  if (store.get('edgeRouters', id)) return 'edgeRouters';
+  if (store.get('routers', id)) return 'routers';
+  return undefined;
+}
+
+/** Only these body properties reach the resource definitions: the fabric view of each family. */
+function pick(body: any, names: string[], renames: Record<string, string> = {}): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const n of names) if (body && Object.prototype.hasOwnProperty.call(body, n)) out[renames[n] ?? n] = body[n];
+  return out;
+}
+
+/** PUT replaces the fabric fields only: absent ones take their defaults, the edge fields stay. */
+function withDefaults(body: Record<string, unknown>, defaults: Record<string, unknown>): Record<string, unknown> {
+  const out = { ...body };
+  for (const [k, v] of Object.entries(defaults)) if (out[k] === undefined || out[k] === null) out[k] = v;
+  return out;
+}
+
+// ---- services ----
+
+const SERVICE_FIELDS = ['name', 'terminatorStrategy', 'maxIdleTimeMillis', 'tags'];
+
+function serviceView(rec: Rec) {
+  return {
+    ...base(rec, 'services', ['terminators']),
+    name: rec.name,
+    terminatorStrategy: rec.terminatorStrategy ?? 'smartrouting',
+    maxIdleTimeMillis: rec.maxIdleTimeMillis ?? 0,
+  };
+}
+
+// ---- terminators ----
+
+const TERMINATOR_FIELDS = ['service', 'router', 'binding', 'address', 'cost', 'precedence', 'tags'];
+const TERMINATOR_RENAMES = { instanceId: 'identity', instanceSecret: 'identitySecret' };
+
+function terminatorView(store: Store, rec: Rec) {
+  return {
+    ...base(rec, 'terminators'),
+    serviceId: rec.serviceId,
+    service: ref(store, 'services', 'services', rec.serviceId),
+    routerId: rec.routerId,
+    router: ref(store, 'routers', routerCollection(store, rec.routerId), rec.routerId),
+    binding: rec.binding,
+    address: rec.address,
+    instanceId: rec.identity ?? '',
+    cost: rec.cost ?? 0,
+    precedence: rec.precedence ?? 'default',
+    // No data plane reports costs: the dynamic cost is the static one, as on the Management API.
+    dynamicCost: rec.cost ?? 0,
+    // Upstream's hosting-SDK host id: not kept here (docs/fabric.md).
+    hostId: '',
+  };
+}
+
+// ---- routers ----
+
+const ROUTER_FIELDS = ['name', 'cost', 'noTraversal', 'disabled', 'ctrlChanListeners', 'tags'];
+
+function routerView(ctx: Ctx, rec: Rec) {
+  const conn = ctx.app.presence.get(rec.id);
+  const out: Record<string, unknown> = {
+    ...base(rec, 'routers', ['terminators']),
+    name: rec.name,
+    fingerprint: rec.fingerprint ?? '',
+    connected: conn !== undefined,
+    cost: rec.cost ?? 0,
+    noTraversal: rec.noTraversal ?? false,
+    disabled: rec.disabled ?? false,
+    ctrlChanListeners: rec.ctrlChanListeners ?? {},
+  };
+  if (conn) {
+    // What the router reported it listens on (protocol → address) over the control channel.
+    out.listenerAddresses = Object.entries(conn.protocols).map(([protocol, address]) => ({ address, protocol }));
+    if (conn.versionInfo) out.versionInfo = conn.versionInfo;
+    if (conn.interfaces) out.interfaces = conn.interfaces;
+  }
+  return out;
+}
+
+function routerSymbols(ctx: Ctx): SymbolTable {
+  return {
+    id: { type: 'string' },
+    name: { type: 'string' },
+    fingerprint: { type: 'string' },
+    cost: { type: 'number' },
+    noTraversal: { type: 'bool' },
+    disabled: { type: 'bool' },
+    connected: { type: 'bool', get: (r: Rec) => ctx.app.presence.isOnline(r.id) },
+    createdAt: { type: 'datetime' },
+    updatedAt: { type: 'datetime' },
+    tags: { type: 'map' },
+  };
+}
+
+/** Every router, edge and transit, through the list engine (filter, sort, paging); id order by default. */
+const listRouters: Handler = (ctx) => {
+  const store = ctx.app.store;
+  const symbols = routerSymbols(ctx);
+  const p = parseListParams(ctx.req.query, symbols);
+  if (p.sort.length === 0) p.sort = [{ field: 'id', desc: false }];
+  const records = (function* () {
+    yield* store.scan('edgeRouters');
+    yield* store.scan('routers');
+  })();
+  const { page, pagination } = runList(store, { collection: '', symbols, filterableFields: Object.keys(symbols), records }, p);
+  return list(page.map((r) => routerView(ctx, r as Rec)), pagination, Object.keys(symbols));
+};
+
+const ROUTER_ID = /^[A-Za-z0-9._~-]{1,64}$/;
+
+/** A fingerprint as the router records keep it: lower-case hex SHA-1, no separators. */
+function fingerprintOf(v: unknown): string | undefined {
+  if (v === undefined || v === null || v === '') return undefined;
+  const hex = typeof v === 'string' ? v.replace(/:/g, '').toLowerCase() : '';
+  if (!/^[0-9a-f]{40}$/.test(hex)) throw errors.field('fingerprint', 'must be a SHA-1 fingerprint: 40 hexadecimal digits, colons allowed', v);
+  return hex;
+}
+
+export function fabricEntries(reg: Registry): Entry[] {
+  const services = reg.def('services');
+  const terminators = reg.def('terminators');
+  const perm = (family: string, action: Permission['action']): Permission => ({ family, action });
+
+  const serviceList: Handler = (ctx) => listRecords(reg, services, ctx, undefined, serviceView);
+  const terminatorList = (candidates?: (ctx: Ctx) => string[]): Handler => (ctx) =>
+    listRecords(reg, terminators, ctx, candidates ? { candidates: candidates(ctx) } : undefined, (r) => terminatorView(ctx.app.store, r));
+
+  /** The router's collection, or 404. */
+  const routerOf = (ctx: Ctx) => {
+    const coll = routerCollection(ctx.app.store, ctx.params.id);
+    if (!coll) throw errors.notFound();
+    return coll;
+  };
+
+  const updateRouter = (mode: 'put' | 'patch'): Handler => async (ctx) => {
+    const coll = routerOf(ctx);
+    const rec = ctx.app.store.get(coll, ctx.params.id)!;
+    // The fingerprint comes from the router's enrollment: a body may repeat it, not change it.
+    const given = fingerprintOf(ctx.body?.fingerprint);
+    if (given !== undefined && given !== (rec.fingerprint ?? ''))
+      throw errors.field('fingerprint', 'is set by the router\'s enrollment and cannot be changed here (re-enroll the router instead)', ctx.body.fingerprint);
+    let body = pick(ctx.body, ROUTER_FIELDS);
+    if (mode === 'put') body = withDefaults(body, { disabled: false, ctrlChanListeners: {}, tags: {} });
+    await updateRecord(reg, reg.def(coll), ctx, ctx.params.id, body, 'patch');
+    return empty();
+  };
+
+  const updateService = (mode: 'put' | 'patch'): Handler => async (ctx) => {
+    let body = pick(ctx.body, SERVICE_FIELDS);
+    if (mode === 'put') body = withDefaults(body, { terminatorStrategy: 'smartrouting', maxIdleTimeMillis: 0, tags: {} });
+    await updateRecord(reg, services, ctx, ctx.params.id, body, 'patch');
+    return empty();
+  };
+
+  const updateTerminator = (mode: 'put' | 'patch'): Handler => async (ctx) => {
+    let body = pick(ctx.body, TERMINATOR_FIELDS);
+    if (mode === 'put') body = withDefaults(body, { cost: 0, precedence: 'default', tags: {} });
+    await updateRecord(reg, terminators, ctx, ctx.params.id, body, 'patch');
+    return empty();
+  };
+
+  const remove = (def: (ctx: Ctx) => ResourceDef): Handler => async (ctx) => {
+    const d = def(ctx);
+    await write(ctx.app.store, (tx) => {
+      const rec = tx.get(d.collection, ctx.params.id);
+      if (!rec) throw errors.notFound();
+      reg.deleteInTx(tx, d, rec, ctx);
+    });
+    return empty();
+  };
+
+  const createRouter: Handler = async (ctx): Promise<Reply> => {
+    const id: string = ctx.body.id;
+    if (!ROUTER_ID.test(id)) throw errors.field('id', 'must be 1-64 letters, digits or . _ ~ -', id);
+    const fingerprint = fingerprintOf(ctx.body.fingerprint);
+    const rec = await createRecord(reg, reg.def('routers'), ctx, pick(ctx.body, ROUTER_FIELDS), (r, tx) => {
+      if (routerCollection(tx, id)) throw errors.field('id', 'a router with this id exists', id);
+      r.id = id;
+      if (fingerprint) {
+        // Upstream's fabric router is known by its certificate's fingerprint alone: a router
+        // presenting it may connect, as one that enrolled would.
+        if (tx.idsByIndex('routers', 'fingerprint', fingerprint).length || tx.idsByIndex('edgeRouters', 'fingerprint', fingerprint).length)
+          throw errors.field('fingerprint', 'another router has this fingerprint', ctx.body.fingerprint);
+        r.fingerprint = fingerprint;
+        r.isVerified = true;
+      }
+    });
+    return created(rec.id, `./routers/${rec.id}`);
+  };
+
+  return [
+    { api: 'fabric', operationId: 'listServices', auth: 'admin', permission: perm('service', 'read'), limit: null, body: 'spec',
+      handler: serviceList },
+    { api: 'fabric', operationId: 'createService', auth: 'admin', permission: perm('service', 'create'), limit: null, body: 'spec',
+      handler: async (ctx) => {
+        const rec = await createRecord(reg, services, ctx, pick(ctx.body, SERVICE_FIELDS));
+        return created(rec.id, `./services/${rec.id}`);
+      } },
+    { api: 'fabric', operationId: 'detailService', auth: 'admin', permission: perm('service', 'read'), limit: null, body: 'spec',
+      handler: (ctx) => ok(serviceView(mustGet(ctx.app.store, services, ctx.params.id))) },
+    { api: 'fabric', operationId: 'updateService', auth: 'admin', permission: perm('service', 'update'), limit: null, body: 'spec',
+      handler: updateService('put') },
+    { api: 'fabric', operationId: 'patchService', auth: 'admin', permission: perm('service', 'update'), limit: null, body: 'spec',
+      handler: updateService('patch') },
+    { api: 'fabric', operationId: 'deleteService', auth: 'admin', permission: perm('service', 'delete'), limit: null, body: 'spec',
+      handler: remove(() => services) },
+    { api: 'fabric', operationId: 'listServiceTerminators', auth: 'admin', permission: perm('terminator', 'read'), limit: null, body: 'spec',
+      handler: (ctx) => {
+        mustGet(ctx.app.store, services, ctx.params.id);
+        return terminatorList((c) => c.app.store.idsByIndex('terminators', 'serviceId', c.params.id))(ctx);
+      } },
+
+    { api: 'fabric', operationId: 'listRouters', auth: 'admin', permission: perm('router', 'read'), limit: null, body: 'spec',
+      handler: listRouters },
+    { api: 'fabric', operationId: 'createRouter', auth: 'admin', permission: perm('router', 'create'), limit: null, body: 'spec',
+      handler: createRouter },
+    { api: 'fabric', operationId: 'detailRouter', auth: 'admin', permission: perm('router', 'read'), limit: null, body: 'spec',
+      handler: (ctx) => ok(routerView(ctx, ctx.app.store.get(routerOf(ctx), ctx.params.id)!)) },
+    { api: 'fabric', operationId: 'updateRouter', auth: 'admin', permission: perm('router', 'update'), limit: null, body: 'spec',
+      handler: updateRouter('put') },
+    { api: 'fabric', operationId: 'patchRouter', auth: 'admin', permission: perm('router', 'update'), limit: null, body: 'spec',
+      handler: updateRouter('patch') },
+    { api: 'fabric', operationId: 'deleteRouter', auth: 'admin', permission: perm('router', 'delete'), limit: null, body: 'spec',
+      handler: remove((ctx) => reg.def(routerOf(ctx))) },
+    { api: 'fabric', operationId: 'listRouterTerminators', auth: 'admin', permission: perm('terminator', 'read'), limit: null, body: 'spec',
+      handler: (ctx) => {
+        routerOf(ctx);
+        return terminatorList((c) => c.app.store.idsByIndex('terminators', 'routerId', c.params.id))(ctx);
+      } },
+
+    { api: 'fabric', operationId: 'listTerminators', auth: 'admin', permission: perm('terminator', 'read'), limit: null, body: 'spec',
+      handler: terminatorList() },
+    { api: 'fabric', operationId: 'createTerminator', auth: 'admin', permission: perm('terminator', 'create'), limit: null, body: 'spec',
+      handler: async (ctx) => {
+        const rec = await createRecord(reg, terminators, ctx, pick(ctx.body, [...TERMINATOR_FIELDS, 'instanceId', 'instanceSecret'], TERMINATOR_RENAMES));
+        return created(rec.id, `./terminators/${rec.id}`);
+      } },
+    { api: 'fabric', operationId: 'detailTerminator', auth: 'admin', permission: perm('terminator', 'read'), limit: null, body: 'spec',
+      handler: (ctx) => ok(terminatorView(ctx.app.store, mustGet(ctx.app.store, terminators, ctx.params.id))) },
+    { api: 'fabric', operationId: 'updateTerminator', auth: 'admin', permission: perm('terminator', 'update'), limit: null, body: 'spec',
+      handler: updateTerminator('put') },
+    { api: 'fabric', operationId: 'patchTerminator', auth: 'admin', permission: perm('terminator', 'update'), limit: null, body: 'spec',
+      handler: updateTerminator('patch') },
+    { api: 'fabric', operationId: 'deleteTerminator', auth: 'admin', permission: perm('terminator', 'delete'), limit: null, body: 'spec',
+      handler: remove(() => terminators) },
+
+    ...fabricOpsEntries(),
+  ];
+}
