@@ -63,9 +63,12 @@ interface Step {
   path: string;
   body?: unknown;
   raw?: string;
+  /** Sent on the fabric API instead of the Management API. */
+  fabric?: boolean;
 }
 
 function send(c: Client, s: Step): Promise<Res> {
+  if (s.fabric) c = new Client(srv, '/fabric/v1', c.token);
   if (s.raw !== undefined) return c.request(s.method, s.path, undefined, { raw: s.raw, headers: { 'content-type': 'text/plain' } });
   return c.request(s.method, s.path, s.body);
 }
@@ -166,6 +169,9 @@ function routerSteps(n: string): Step[] {
     { what: 'update edge router', method: 'PUT', path: r, body: { name: `router-put-${n}`, isTunnelerEnabled: true, roleAttributes: [] } },
     { what: 'delete edge router', method: 'DELETE', path: r },
     { what: 're-enroll edge router', method: 'POST', path: `${r}/re-enroll` },
+    { what: 'fabric: patch router', method: 'PATCH', path: `/routers/${adminRouter.id}`, body: { name: `fabric-router-${n}` }, fabric: true },
+    { what: 'fabric: update router', method: 'PUT', path: `/routers/${adminRouter.id}`, body: { name: `fabric-put-${n}`, fingerprint: 'ab', cost: 1, noTraversal: false, disabled: false }, fabric: true },
+    { what: 'fabric: delete router', method: 'DELETE', path: `/routers/${adminRouter.id}`, fabric: true },
   ];
 }
 
@@ -403,6 +409,7 @@ t.test('every path works for a full admin', async (t) => {
   const r = `/edge-routers/${adminRouter.id}`;
   ok(await admin.patch(r, { name: 'admin-router-2' }), 'patch edge router');
   ok(await admin.put(r, { name: 'admin-router-3', isTunnelerEnabled: true, roleAttributes: [] }), 'update edge router');
+  ok(await new Client(srv, '/fabric/v1', admin.token).patch(`/routers/${adminRouter.id}`, { cost: 7 }), 'fabric: patch router');
   ok(await admin.post(`${r}/re-enroll`), 're-enroll edge router');
   ok(await admin.delete(r), 'delete edge router');
 });
@@ -419,8 +426,9 @@ t.test('the operations that reach an identity, as declared in the table', async 
     deleteAuthenticator: record('authenticators'), reEnrollAuthenticator: record('authenticators'), requestExtendAuthenticator: record('authenticators'),
     deleteAPISessions: record('apiSessions'), deleteSession: record('sessions'),
     updateEdgeRouter: router, patchEdgeRouter: router, deleteEdgeRouter: router, reEnrollEdgeRouter: router,
+    'fabric:updateRouter': router, 'fabric:patchRouter': router, 'fabric:deleteRouter': router,
   };
   const got: Record<string, unknown> = {};
-  for (const op of buildOperations(createRegistry())) if (op.reaches) got[op.operationId] = op.reaches;
+  for (const op of buildOperations(createRegistry())) if (op.reaches) got[op.api === 'fabric' ? `fabric:${op.operationId}` : op.operationId] = op.reaches;
   t.same(got, want, 'every write that reaches an identity declares it, and nothing else does');
 });

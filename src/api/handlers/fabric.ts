@@ -25,6 +25,7 @@ import { listRecords } from '../../resources/list.js';
 import { iso } from '../../resources/render.js';
 import { createRecord, updateRecord, write } from '../../resources/write.js';
 import type { ResourceDef } from '../../resources/types.js';
+import { edgeRouters } from '../../resources/routers.js';
 import { fabricOpsEntries } from './fabric-ops.js';
 
 type FabricEntity = 'routers' | 'services' | 'terminators';
@@ -101,6 +102,12 @@ function terminatorView(store: Store, rec: Rec) {
 }
 
 // ---- routers ----
+
+/**
+ * A router write reaches an edge router's own identity (its certificate logs in as it): held to the
+ * same containment as the Management API's edge router writes (docs/auth.md).
+ */
+const EDGE_ROUTER_IDENTITY = edgeRouters.reaches;
 
 const ROUTER_FIELDS = ['name', 'cost', 'noTraversal', 'disabled', 'ctrlChanListeners', 'tags'];
 
@@ -264,11 +271,11 @@ export function fabricEntries(reg: Registry): Entry[] {
       handler: createRouter },
     { api: 'fabric', operationId: 'detailRouter', auth: 'admin', permission: perm('router', 'read'), limit: null, body: 'spec',
       handler: (ctx) => ok(routerView(ctx, ctx.app.store.get(routerOf(ctx), ctx.params.id)!)) },
-    { api: 'fabric', operationId: 'updateRouter', auth: 'admin', permission: perm('router', 'update'), limit: null, body: 'spec',
+    { api: 'fabric', operationId: 'updateRouter', auth: 'admin', permission: perm('router', 'update'), reaches: EDGE_ROUTER_IDENTITY, limit: null, body: 'spec',
       handler: updateRouter('put') },
-    { api: 'fabric', operationId: 'patchRouter', auth: 'admin', permission: perm('router', 'update'), limit: null, body: 'spec',
+    { api: 'fabric', operationId: 'patchRouter', auth: 'admin', permission: perm('router', 'update'), reaches: EDGE_ROUTER_IDENTITY, limit: null, body: 'spec',
       handler: updateRouter('patch') },
-    { api: 'fabric', operationId: 'deleteRouter', auth: 'admin', permission: perm('router', 'delete'), limit: null, body: 'spec',
+    { api: 'fabric', operationId: 'deleteRouter', auth: 'admin', permission: perm('router', 'delete'), reaches: EDGE_ROUTER_IDENTITY, limit: null, body: 'spec',
       handler: remove((ctx) => reg.def(routerOf(ctx))) },
     { api: 'fabric', operationId: 'listRouterTerminators', auth: 'admin', permission: perm('terminator', 'read'), limit: null, body: 'spec',
       handler: (ctx) => {
