@@ -87,7 +87,7 @@ t.test('tokens issued before a backup work after its restore, here and on anothe
   srv = await startServer(undefined, { dataDir: first, keepData: true, env: envA });
   t.equal(srv.port, portA, 'the same address');
   let r = await srv.mgmt.get('/current-identity', { headers: { 'zt-session': token } });
-  t.equal(r.status, 200, `the old token works after the restore${r.status === 200 ? "" : `: ${r.text}`}`);
+  t.equal(r.status, 200, `the old token works after the restore${r.status === 200 ? '' : `: ${r.text}`}`);
   const events = [...(await searchAudit(srv, token, 'restore')), ...(await searchAudit(srv, token, 'resetPassword'))];
   t.same(events.map((e) => e.operation).sort(), ['resetPassword', 'restore'], 'the offline events are searchable after the next start');
   t.match(events.find((e) => e.operation === 'restore'), { api: 'offline', method: 'CLI', path: 'mesh restore', family: 'database', changes: { backup: backupFile } });
@@ -100,7 +100,7 @@ t.test('tokens issued before a backup work after its restore, here and on anothe
   srv = await startServer(undefined, { dataDir: second, keepData: true });
   t.not(srv.port, portA, 'another address');
   r = await srv.mgmt.get('/current-identity', { headers: { 'zt-session': token } });
-  t.equal(r.status, 200, `the old token works on the other controller${r.status === 200 ? "" : `: ${r.text}`}`);
+  t.equal(r.status, 200, `the old token works on the other controller${r.status === 200 ? '' : `: ${r.text}`}`);
   t.equal(r.body.data.name, 'Default Admin');
   const fresh = await srv.login();
   t.not(kidOf(fresh.token!), oldKid, 'new tokens are signed with a new key');
