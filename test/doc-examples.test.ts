@@ -143,3 +143,30 @@ t.test('the examples run, in order, against a real controller', async (t) => {
     if (b.mode === 'run offline') srv = await start();
   }
 });
+
+t.test('every line the controller writes on stdout is JSON; the address lines are on stderr', async (t) => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-doc-stdout-'));
+  t.teardown(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+  const p = spawn(process.execPath, [path.join(ROOT, 'dist', 'src', 'main.js')], {
+    env: { PATH: process.env.PATH ?? '', MESH_DATA_DIR: dataDir, MESH_ADDRESS: '127.0.0.1:0', MESH_LOG_LEVEL: 'info', MESH_ARGON2_MEMORY_KIB: '1024', MESH_ARGON2_ITERATIONS: '1', MESH_WORKERS: '1' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  p.stdout.on('data', (d) => (stdout += d));
+  const exited = new Promise<number | null>((resolve) => p.once('exit', resolve));
+  await new Promise<void>((resolve, reject) => {
+    p.stderr.on('data', (d) => {
+      stderr += d;
+      if (/certificate listener on https:/.test(stderr)) resolve();
+    });
+    p.once('exit', () => reject(new Error(`exited before listening: ${stderr}`)));
+  });
+  p.kill('SIGTERM');
+  await exited;
+  t.match(stderr, /mesh-controller listening on https:\/\/127\.0\.0\.1:\d+\n/, 'the address line is on stderr');
+  t.match(stderr, /created the default admin "admin" with password/, 'so is the first admin password');
+  const lines = stdout.split('\n').filter(Boolean);
+  t.ok(lines.length >= 2, 'the log has lines');
+  for (const l of lines) t.doesNotThrow(() => JSON.parse(l), `JSON: ${l.slice(0, 80)}`);
+});
