@@ -96,6 +96,20 @@ t.test('every sh block of the README and docs/ is marked run or skip', async (t)
     t.not(b.mode, 'unmarked', `${b.page}:${b.line}: mark it <!-- doc-example: run --> or <!-- doc-example: skip (why) -->`);
     if (b.mode === 'skip') t.ok(b.reason, `${b.page}:${b.line}: a skipped example says why`);
   }
+  // Commands in a fence without a language would escape the test: they must be sh blocks.
+  for (const page of PAGES) {
+    const lines = fs.readFileSync(path.join(ROOT, page), 'utf8').split('\n');
+    let open: string | undefined;
+    lines.forEach((l, i) => {
+      if (!l.startsWith('```')) return;
+      if (open === undefined) open = l.slice(3).trim();
+      else {
+        open = undefined;
+        return;
+      }
+      if (open === '' && /^\s*(npx|npm|curl|node|mesh) /.test(lines[i + 1] ?? '')) t.fail(`${page}:${i + 1}: a command example in a fence without a language; make it \`\`\`sh and mark it`);
+    });
+  }
   t.match(fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8'), `MESH_ADMIN_PASSWORD=${PASSWORD} `, 'the README starts its controller with the password this test uses');
   t.equal(substitute('A=1 B="x y" C=3   # note\nA=1 echo', { A: '9', B: "it's" }), `A='9' B='it'\\''s' C=3   # note\nA=1 echo`, 'only assignment lines change');
 });

@@ -87,15 +87,20 @@ async function auditOffline(dataDir: string, e: { operation: string; family: str
     actor: { identityId: null, identityName: `os:${osUser()}`, apiSessionId: null, address: os.hostname() },
     changes: redact(e.changes) as Record<string, unknown>,
   };
-  const dir = path.join(dataDir, 'audit');
-  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
-  fs.appendFileSync(path.join(dir, auditFileName(event['@timestamp'].slice(0, 10))), JSON.stringify(event) + '\n', { mode: 0o600 });
-  // Retention is the controller's business: this store is open for one write, its sweep never runs.
-  const search = new SearchStore(path.join(dataDir, 'search'), { retentionHours: Number.MAX_SAFE_INTEGER, maxDocsPerIndex: Number.MAX_SAFE_INTEGER });
+  // The change is made by now: a trail that cannot be written is said loudly, not turned into a failure of it.
   try {
-    await search.bulk([{ op: 'index', index: AUDIT_INDEX, source: event as unknown as Record<string, unknown> }]);
-  } finally {
-    await search.close();
+    const dir = path.join(dataDir, 'audit');
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    fs.appendFileSync(path.join(dir, auditFileName(event['@timestamp'].slice(0, 10))), JSON.stringify(event) + '\n', { mode: 0o600 });
+    // Retention is the controller's business: this store is open for one write, its sweep never runs.
+    const search = new SearchStore(path.join(dataDir, 'search'), { retentionHours: Number.MAX_SAFE_INTEGER, maxDocsPerIndex: Number.MAX_SAFE_INTEGER });
+    try {
+      await search.bulk([{ op: 'index', index: AUDIT_INDEX, source: event as unknown as Record<string, unknown> }]);
+    } finally {
+      await search.close();
+    }
+  } catch (err) {
+    process.stderr.write(`mesh: warning: ${e.command} is done, but its audit event could not be written: ${(err as Error).message}\n`);
   }
 }
 
