@@ -1,9 +1,9 @@
 #!/bin/sh
 # Run by `npm test` before the tests: the cluster tests start real etcd members, the OIDC browser
 # test drives a real Chromium and the documented examples use curl, jq and openssl, system programs
-# npm cannot install. Where one is
-# missing and this is a Debian machine we may install on (root, or sudo without a password), it is
-# installed with apt-get; otherwise this says what is missing and how to get it, and stops.
+# npm cannot install. Where one is missing and this is a Debian machine we may install on (root, or
+# sudo without a password), it is installed with apt-get; otherwise this says what is missing and
+# how to get it, and stops.
 # MESH_ETCD_BIN / MESH_ETCDCTL_BIN / MESH_CHROMIUM name programs installed elsewhere.
 set -eu
 
