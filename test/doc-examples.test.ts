@@ -89,6 +89,8 @@ function bash(script: string, cwd: string, env: Record<string, string>): Promise
 }
 
 const all = PAGES.flatMap(blocks);
+// A controller, two restarts and every example one after the other: longer than most files on a busy machine.
+t.setTimeout(600_000);
 
 t.test('every sh block of the README and docs/ is marked run or skip', async (t) => {
   t.ok(all.filter((b) => b.mode !== 'skip').length >= 5, 'there are examples to run');
