@@ -89,7 +89,7 @@ function bash(script: string, cwd: string, env: Record<string, string>): Promise
 }
 
 const all = PAGES.flatMap(blocks);
-// A controller, two restarts and every example one after the other: longer than most files on a busy machine.
+// A controller, a restart and every example one after the other: longer than most files on a busy machine.
 t.setTimeout(600_000);
 
 t.test('every sh block of the README and docs/ is marked run or skip', async (t) => {
