@@ -14,37 +14,37 @@ const HOST_PORT = '^(\\[[0-9a-fA-F:.]+\\]|[A-Za-z0-9_.-]+):[0-9]{1,5}$';
 
 export const ConfigSchema = Type.Object({
   /** Everything the controller keeps lives here: LMDB environment, PKI, snapshots. */
-  dataDir: Type.String({ default: './data', minLength: 1 }),
+  dataDir: Type.String({ description: 'directory of all state: datastore, PKI, signing keys, search store, snapshots, audit files', default: './data', minLength: 1 }),
   /** HTTPS API listener (uWebSockets.js). Port 0 picks a free port; the bound address is logged. */
-  address: Type.String({ default: '127.0.0.1:1280', pattern: HOST_PORT }),
+  address: Type.String({ description: 'host:port of the HTTPS API listener; port 0 picks a free one', default: '127.0.0.1:1280', pattern: HOST_PORT }),
   /**
    * Mutual-TLS listener (node:https): certificate login, CA/ottca enrollment, certificate
    * extension, and every other operation. Default: the API host, port + 1 (port 0 when the API
    * port is 0). It is the controller URL in enrollment JWTs (`iss`, `ctrls`).
    */
-  certAddress: Type.Optional(Type.String({ pattern: HOST_PORT })),
+  certAddress: Type.Optional(Type.String({ description: 'host:port of the mutual-TLS listener (certificate login); default: API host, API port + 1', pattern: HOST_PORT })),
   /** host:port of the mutual-TLS listener written into JWTs; defaults to the advertised host and the bound cert port. */
-  certAdvertisedAddress: Type.Optional(Type.String({ pattern: HOST_PORT })),
+  certAdvertisedAddress: Type.Optional(Type.String({ description: 'host:port of the mutual-TLS listener written into enrollment JWTs', pattern: HOST_PORT })),
   /** host:port written into URLs and JWTs; defaults to `address` (with the bound port when 0). */
-  advertisedAddress: Type.Optional(Type.String({ pattern: HOST_PORT })),
+  advertisedAddress: Type.Optional(Type.String({ description: 'host:port clients are told (apiBaseUrls, server certificate); default: the listen host and bound port', pattern: HOST_PORT })),
   /** Password of the default admin created on first start; random (printed once) when absent. */
-  adminPassword: Type.Optional(Type.String({ minLength: 5, maxLength: 100 })),
-  adminUsername: Type.String({ default: 'admin', minLength: 4, maxLength: 100 }),
-  logLevel: Type.Union([Type.Literal('trace'), Type.Literal('debug'), Type.Literal('info'), Type.Literal('warn'), Type.Literal('error'), Type.Literal('fatal'), Type.Literal('silent')], { default: 'info' }),
+  adminPassword: Type.Optional(Type.String({ description: 'password of the default admin made on first start; unset: a random one, printed once', minLength: 5, maxLength: 100 })),
+  adminUsername: Type.String({ description: 'username of the default admin made on first start', default: 'admin', minLength: 4, maxLength: 100 }),
+  logLevel: Type.Union([Type.Literal('trace'), Type.Literal('debug'), Type.Literal('info'), Type.Literal('warn'), Type.Literal('error'), Type.Literal('fatal'), Type.Literal('silent')], { description: 'least level of the JSON log on stdout', default: 'info' }),
   /** Sliding inactivity timeout of API sessions. */
-  sessionTimeoutMinutes: Type.Integer({ default: 30, minimum: 1, maximum: 525600 }),
+  sessionTimeoutMinutes: Type.Integer({ description: 'API sessions end after this long without a request', default: 30, minimum: 1, maximum: 525600 }),
   /** Largest accepted request body. */
-  maxBodyBytes: Type.Integer({ default: 512 * 1024, minimum: 1024, maximum: 64 * 1024 * 1024 }),
+  maxBodyBytes: Type.Integer({ description: 'largest request body accepted (413 beyond)', default: 512 * 1024, minimum: 1024, maximum: 64 * 1024 * 1024 }),
   /** Worker threads for CPU-heavy work (password hashing, CSR signing). 0 = number of cores. */
-  workers: Type.Integer({ default: 0, minimum: 0, maximum: 64 }),
+  workers: Type.Integer({ description: 'worker threads for CPU-heavy work (hashing, signing); 0: one per core', default: 0, minimum: 0, maximum: 64 }),
   /** Tasks allowed to wait for a worker before callers get 429 RATE_LIMITED. */
-  workerQueue: Type.Integer({ default: 2048, minimum: 1, maximum: 1_000_000 }),
+  workerQueue: Type.Integer({ description: 'tasks that may wait for a worker; beyond: 429', default: 2048, minimum: 1, maximum: 1_000_000 }),
   /** argon2id parameters for UPDB passwords (OWASP defaults: 19 MiB, t=2, p=1). */
-  argon2MemoryKiB: Type.Integer({ default: 19456, minimum: 1024, maximum: 4 * 1024 * 1024 }),
-  argon2Iterations: Type.Integer({ default: 2, minimum: 1, maximum: 100 }),
-  argon2Parallelism: Type.Integer({ default: 1, minimum: 1, maximum: 16 }),
+  argon2MemoryKiB: Type.Integer({ description: 'argon2id memory per password hash', default: 19456, minimum: 1024, maximum: 4 * 1024 * 1024 }),
+  argon2Iterations: Type.Integer({ description: 'argon2id passes per password hash', default: 2, minimum: 1, maximum: 100 }),
+  argon2Parallelism: Type.Integer({ description: 'argon2id lanes per password hash', default: 1, minimum: 1, maximum: 16 }),
   /** Age at which the token signing key is replaced; the old key keeps verifying what it signed. */
-  signingKeyRotationHours: Type.Integer({ default: 720, minimum: 1, maximum: 87600 }),
+  signingKeyRotationHours: Type.Integer({ description: 'age at which the token signing key is replaced (the old one verifies what it signed)', default: 720, minimum: 1, maximum: 87600 }),
   /** Where session (dial/bind) tokens are signed: in the worker pool, batched with the group
    *  commit, or on the event loop (docs/auth.md). */
   /** OIDC (`/oidc`): redirect and post-logout URIs the `openziti` client may use (`*`: any run of
@@ -58,89 +58,89 @@ export const ConfigSchema = Type.Object({
   oidcAccessTokenSeconds: Type.Integer({ default: 1800, minimum: 10, maximum: 86400 }),
   oidcRefreshTokenSeconds: Type.Integer({ default: 86400, minimum: 60, maximum: 31_536_000 }),
   /** How often batched API-session last-activity times are written to the store. */
-  activityFlushMs: Type.Integer({ default: 5000, minimum: 100, maximum: 600000 }),
+  activityFlushMs: Type.Integer({ description: 'how often API-session last-activity times are written to the store', default: 5000, minimum: 100, maximum: 600000 }),
   /** Default lifetime of enrollments created together with an identity or router. */
-  enrollmentMinutes: Type.Integer({ default: 180, minimum: 5, maximum: 5256000 }),
+  enrollmentMinutes: Type.Integer({ description: 'lifetime of enrollments made with an identity or router', default: 180, minimum: 5, maximum: 5256000 }),
   /** Logins and MFA checks running at once, and waiting beyond those; past both: 429 RATE_LIMITED. */
-  authConcurrency: Type.Integer({ default: 32, minimum: 1, maximum: 100_000 }),
-  authQueue: Type.Integer({ default: 512, minimum: 0, maximum: 1_000_000 }),
+  authConcurrency: Type.Integer({ description: 'logins and MFA checks running at once', default: 32, minimum: 1, maximum: 100_000 }),
+  authQueue: Type.Integer({ description: 'logins and MFA checks that may wait beyond those; beyond: 429', default: 512, minimum: 0, maximum: 1_000_000 }),
   /** Longest expected wait either queue admits (from recent call times); beyond: 429 at once. */
-  queueMaxWaitMs: Type.Integer({ default: 5000, minimum: 100, maximum: 600_000 }),
+  queueMaxWaitMs: Type.Integer({ description: 'longest expected wait a queue admits; beyond: 429 at once', default: 5000, minimum: 100, maximum: 600_000 }),
   /** Other expensive operations (certificate signing, password changes, QR codes): same scheme.
    *  64 running: an enrollment holds its slot through its durable commit, and with 16 the CSR
    *  signing of one group waited for the previous group's commit (docs/pki.md); the CPU work
    *  itself is bounded by the worker pool's threads and queue. */
-  heavyConcurrency: Type.Integer({ default: 64, minimum: 1, maximum: 100_000 }),
-  heavyQueue: Type.Integer({ default: 256, minimum: 0, maximum: 1_000_000 }),
+  heavyConcurrency: Type.Integer({ description: 'expensive operations (certificate signing, password changes) running at once', default: 64, minimum: 1, maximum: 100_000 }),
+  heavyQueue: Type.Integer({ description: 'expensive operations that may wait beyond those; beyond: 429', default: 256, minimum: 0, maximum: 1_000_000 }),
   /** Lists past 8 ms of main-thread work (large answers) that go on at once, and that may wait (beyond: 429). */
-  largeAnswerConcurrency: Type.Integer({ default: 2, minimum: 1, maximum: 1000 }),
-  largeAnswerQueue: Type.Integer({ default: 4, minimum: 0, maximum: 10_000 }),
+  largeAnswerConcurrency: Type.Integer({ description: 'large list answers built at once', default: 2, minimum: 1, maximum: 1000 }),
+  largeAnswerQueue: Type.Integer({ description: 'large list answers that may wait; beyond: 429', default: 4, minimum: 0, maximum: 10_000 }),
   /** Least time between two fetches of one external JWT signer's JWKS (unknown kids refetch). */
-  extJwtJwksCooldownMs: Type.Integer({ default: 5000, minimum: 0, maximum: 3_600_000 }),
+  extJwtJwksCooldownMs: Type.Integer({ description: 'least time between two fetches of an external JWT signer\'s JWKS', default: 5000, minimum: 0, maximum: 3_600_000 }),
   /** Clock skew allowed on external JWT exp/nbf/iat. */
-  extJwtClockSkewSeconds: Type.Integer({ default: 30, minimum: 0, maximum: 600 }),
+  extJwtClockSkewSeconds: Type.Integer({ description: 'clock skew allowed on external JWTs\' exp, nbf and iat', default: 30, minimum: 0, maximum: 600 }),
   /** Grace period for in-flight requests on SIGTERM/SIGINT. */
-  shutdownGraceMs: Type.Integer({ default: 10000, minimum: 0, maximum: 14000 }),
+  shutdownGraceMs: Type.Integer({ description: 'how long a stop waits for requests in flight', default: 10000, minimum: 0, maximum: 14000 }),
   /** Datastore snapshots kept under `<dataDir>/snapshots` (oldest removed first); 0 keeps all. */
-  snapshotsKeep: Type.Integer({ default: 10, minimum: 0, maximum: 100000 }),
+  snapshotsKeep: Type.Integer({ description: 'online snapshots kept under <dataDir>/snapshots; 0 keeps all', default: 10, minimum: 0, maximum: 100000 }),
   /** Embedded search store (`/search`, docs/events.md): documents older than this are removed. */
-  searchRetentionHours: Type.Integer({ default: 168, minimum: 1, maximum: 87600 }),
+  searchRetentionHours: Type.Integer({ description: 'search store documents older than this are removed', default: 168, minimum: 1, maximum: 87600 }),
   /** Most documents kept per index; the oldest go first. */
-  searchMaxDocsPerIndex: Type.Integer({ default: 2_000_000, minimum: 100, maximum: 1_000_000_000 }),
+  searchMaxDocsPerIndex: Type.Integer({ description: 'most documents kept per search index (the oldest go first)', default: 2_000_000, minimum: 100, maximum: 1_000_000_000 }),
   /** External Elasticsearch/OpenSearch base URL that every document is also shipped to with `_bulk`. */
-  searchExportUrl: Type.Optional(Type.String({ pattern: '^https?://[^\\s]+$' })),
-  searchExportUsername: Type.Optional(Type.String({ minLength: 1 })),
-  searchExportPassword: Type.Optional(Type.String({ minLength: 1 })),
+  searchExportUrl: Type.Optional(Type.String({ description: 'Elasticsearch/OpenSearch URL every search document is also shipped to', pattern: '^https?://[^\\s]+$' })),
+  searchExportUsername: Type.Optional(Type.String({ description: 'user for searchExportUrl', minLength: 1 })),
+  searchExportPassword: Type.Optional(Type.String({ description: 'password for searchExportUrl', minLength: 1 })),
   /** Documents per `_bulk` request, and the most kept waiting (the oldest are dropped beyond it). */
-  searchExportBatch: Type.Integer({ default: 500, minimum: 1, maximum: 100000 }),
-  searchExportBuffer: Type.Integer({ default: 50000, minimum: 1, maximum: 10_000_000 }),
-  searchExportFlushMs: Type.Integer({ default: 1000, minimum: 10, maximum: 600000 }),
+  searchExportBatch: Type.Integer({ description: 'documents per export request', default: 500, minimum: 1, maximum: 100000 }),
+  searchExportBuffer: Type.Integer({ description: 'documents waiting for export at most (the oldest dropped beyond)', default: 50000, minimum: 1, maximum: 10_000_000 }),
+  searchExportFlushMs: Type.Integer({ description: 'longest wait before a partial export batch is sent', default: 1000, minimum: 10, maximum: 600000 }),
   /** Alerts: configuration checks run this long after the last relevant change. */
-  alertDebounceMs: Type.Integer({ default: 2000, minimum: 10, maximum: 3_600_000 }),
+  alertDebounceMs: Type.Integer({ description: 'configuration alerts are checked this long after the last change', default: 2000, minimum: 10, maximum: 3_600_000 }),
   /** Alerts: warn when a CA or the controller's certificate expires within this many days. */
-  alertCertExpiryDays: Type.Integer({ default: 30, minimum: 1, maximum: 3650 }),
+  alertCertExpiryDays: Type.Integer({ description: 'alert when a CA or the server certificate expires within this many days', default: 30, minimum: 1, maximum: 3650 }),
   /** Router control channel: the controller pings every router this often… */
-  routerHeartbeatMs: Type.Integer({ default: 2000, minimum: 100, maximum: 60000 }),
+  routerHeartbeatMs: Type.Integer({ description: 'how often the controller pings each router', default: 2000, minimum: 100, maximum: 60000 }),
   /** …and marks a router offline when nothing arrived from it for this long (more than the interval). */
-  routerHeartbeatTimeoutMs: Type.Integer({ default: 6000, minimum: 300, maximum: 300000 }),
+  routerHeartbeatTimeoutMs: Type.Integer({ description: 'a router silent this long is marked offline', default: 6000, minimum: 300, maximum: 300000 }),
   /** Time a router has from connecting to a verified proof of its certificate. */
-  routerHandshakeTimeoutMs: Type.Integer({ default: 10000, minimum: 500, maximum: 120000 }),
+  routerHandshakeTimeoutMs: Type.Integer({ description: 'time a connecting router has to prove its certificate', default: 10000, minimum: 500, maximum: 120000 }),
   /** Router connections allowed mid-handshake at once; more are refused (try again later). */
-  routerMaxPendingHandshakes: Type.Integer({ default: 1024, minimum: 1, maximum: 100000 }),
+  routerMaxPendingHandshakes: Type.Integer({ description: 'router connections allowed mid-handshake at once', default: 1024, minimum: 1, maximum: 100000 }),
   /** One access-log line per request at info level (no secrets: see src/observability/request-log.ts). */
-  requestLog: Type.Boolean({ default: true }),
+  requestLog: Type.Boolean({ description: 'one access-log line per request at info level', default: true }),
   /** Audit trail (src/events/audit.ts): also POST every change to this URL… */
-  auditWebhookUrl: Type.Optional(Type.String({ pattern: '^https?://[^\\s]+$' })),
+  auditWebhookUrl: Type.Optional(Type.String({ description: 'URL every audit event is also POSTed to', pattern: '^https?://[^\\s]+$' })),
   /** …signed with HMAC-SHA256 of the body under this secret (`x-mesh-signature: sha256=<hex>`). */
-  auditWebhookSecret: Type.Optional(Type.String({ minLength: 16, maxLength: 1024 })),
+  auditWebhookSecret: Type.Optional(Type.String({ description: 'HMAC-SHA256 key signing webhook bodies (x-mesh-signature)', minLength: 16, maxLength: 1024 })),
   /** Events waiting for the webhook at most (the oldest are dropped and counted beyond it). */
-  auditWebhookQueue: Type.Integer({ default: 10000, minimum: 1, maximum: 10_000_000 }),
+  auditWebhookQueue: Type.Integer({ description: 'audit events waiting for the webhook at most (the oldest dropped beyond)', default: 10000, minimum: 1, maximum: 10_000_000 }),
   /** Events per webhook request. */
-  auditWebhookBatch: Type.Integer({ default: 100, minimum: 1, maximum: 10000 }),
+  auditWebhookBatch: Type.Integer({ description: 'audit events per webhook request', default: 100, minimum: 1, maximum: 10000 }),
   /** Tries per batch before its events are dropped (and counted), waiting auditWebhookRetryMs, doubling, between tries. */
-  auditWebhookAttempts: Type.Integer({ default: 5, minimum: 1, maximum: 100 }),
-  auditWebhookRetryMs: Type.Integer({ default: 1000, minimum: 10, maximum: 600000 }),
-  auditWebhookTimeoutMs: Type.Integer({ default: 10000, minimum: 100, maximum: 600000 }),
+  auditWebhookAttempts: Type.Integer({ description: 'tries per webhook batch before it is dropped', default: 5, minimum: 1, maximum: 100 }),
+  auditWebhookRetryMs: Type.Integer({ description: 'first wait between webhook tries, doubling', default: 1000, minimum: 10, maximum: 600000 }),
+  auditWebhookTimeoutMs: Type.Integer({ description: 'time a webhook request may take', default: 10000, minimum: 100, maximum: 600000 }),
   /** A directory holding an admin console build (its index.html), served at `/zac/` (src/http/console.ts). */
   consoleDir: Type.Optional(Type.String({ minLength: 1, description: 'directory of an admin console build (with index.html) served at /zac/' })),
   /** When set, `GET /metrics` requires `Authorization: Bearer <this>`. */
-  metricsToken: Type.Optional(Type.String({ minLength: 16, maxLength: 256 })),
+  metricsToken: Type.Optional(Type.String({ description: 'when set, GET /metrics needs Authorization: Bearer <token>', minLength: 16, maxLength: 256 })),
   /**
    * Cluster mode (docs/cluster.md): etcd v3 client endpoints, comma-separated
    * (`http://10.0.0.1:2379,http://10.0.0.2:2379`). Unset: a single node with its own store.
    */
-  clusterEtcd: Type.Optional(Type.String({ pattern: '^https?://[^\\s,]+(,https?://[^\\s,]+)*$' })),
+  clusterEtcd: Type.Optional(Type.String({ description: 'etcd v3 client URLs, comma-separated: run as a cluster member (unset: single node)', pattern: '^https?://[^\\s,]+(,https?://[^\\s,]+)*$' })),
   /** Key prefix of this cluster's model in etcd (several clusters can share one etcd). */
-  clusterPrefix: Type.String({ default: '/mesh', pattern: '^/[A-Za-z0-9_./-]*$', maxLength: 200 }),
+  clusterPrefix: Type.String({ description: 'key prefix of this cluster in etcd', default: '/mesh', pattern: '^/[A-Za-z0-9_./-]*$', maxLength: 200 }),
   /** TLS to etcd: CA bundle, and a client certificate and key when etcd asks for one. */
-  clusterEtcdCa: Type.Optional(Type.String({ minLength: 1 })),
-  clusterEtcdCert: Type.Optional(Type.String({ minLength: 1 })),
-  clusterEtcdKey: Type.Optional(Type.String({ minLength: 1 })),
+  clusterEtcdCa: Type.Optional(Type.String({ description: 'CA bundle (file) etcd\'s TLS certificate is checked against', minLength: 1 })),
+  clusterEtcdCert: Type.Optional(Type.String({ description: 'client certificate (file) for etcd', minLength: 1 })),
+  clusterEtcdKey: Type.Optional(Type.String({ description: 'client key (file) for etcd', minLength: 1 })),
   /** etcd user and password, when etcd has authentication enabled. */
-  clusterEtcdUsername: Type.Optional(Type.String({ minLength: 1 })),
-  clusterEtcdPassword: Type.Optional(Type.String({ minLength: 1 })),
+  clusterEtcdUsername: Type.Optional(Type.String({ description: 'etcd user, when etcd has authentication on', minLength: 1 })),
+  clusterEtcdPassword: Type.Optional(Type.String({ description: 'etcd password, when etcd has authentication on', minLength: 1 })),
   /** host:port other controllers and routers reach this one at; defaults to the advertised address. */
-  clusterAdvertisedAddress: Type.Optional(Type.String({ pattern: HOST_PORT })),
+  clusterAdvertisedAddress: Type.Optional(Type.String({ description: 'host:port other controllers and routers reach this one at', pattern: HOST_PORT })),
 });
 
 export type Config = Static<typeof ConfigSchema> & { advertisedAddress: string; certAdvertisedAddress: string };
@@ -285,12 +285,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Static<typeof 
   return value as Static<typeof ConfigSchema>;
 }
 
-/** `--help`: every setting with its variable, default and allowed values. */
+/** The one-line description of a setting (its schema's `description`). */
+export function describe(key: string): string | undefined {
+  return (ConfigSchema.properties as unknown as Record<string, { description?: string }>)[key]?.description;
+}
+
+/** `--help`: every setting, one line each: variable, what it does, its file key, allowed values, default. */
 export function configHelp(): string {
   const defaults = Value.Default(ConfigSchema, {}) as Record<string, unknown>;
   const lines = Object.entries(ENV).map(([name, key]) => {
     const d = defaults[key];
-    return `  ${name.padEnd(36)} ${key}: ${allowedValues(key)}${d === undefined ? '' : ` (default ${JSON.stringify(d)})`}`;
+    return `  ${name.padEnd(36)} ${describe(key) ?? key} [${key}; ${allowedValues(key).replace(/^must be /, '')}${d === undefined ? '' : `; default ${JSON.stringify(d)}`}]`;
   });
   return lines.join('\n');
 }

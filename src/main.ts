@@ -24,7 +24,7 @@ Starts the controller. Settings come from MESH_* environment variables and an op
 file (MESH_CONFIG, else config.yaml, config.yml or config.json in MESH_DATA_DIR); the environment
 wins. The file uses the setting names below (e.g. \`logLevel: debug\`).
 
-Settings (variable, name in the file, allowed values):
+Settings (variable, what it does [name in the file; allowed values; default]):
 `;
 
 async function main() {
@@ -85,8 +85,9 @@ async function main() {
   }
   log.info({ address: controller.address, certAddress: controller.certAddress, advertised: controller.app.config.advertisedAddress, dataDir: settings.dataDir }, 'listening');
   // Plain lines for people and scripts: the addresses actually bound (port 0 picks one). The
-  // second is the mutual-TLS listener (certificate login, enrollment with certificates).
-  process.stdout.write(`mesh-controller listening on https://${controller.address}\nmesh-controller certificate listener on https://${controller.certAddress}\n`);
+  // second is the mutual-TLS listener (certificate login, enrollment with certificates). On
+  // stderr, so that every line on stdout is the JSON log.
+  process.stderr.write(`mesh-controller listening on https://${controller.address}\nmesh-controller certificate listener on https://${controller.certAddress}\n`);
 
   let stopping = false;
   stop = (signal: string) => {

@@ -126,6 +126,24 @@ t.test('login, create, enroll, certificate login, families, snapshot, backup, wi
   t.equal(JSON.parse((await mesh(xdg, ['list', 'service-policies', '--json'])).stdout).length, 1);
   t.equal((await mesh(xdg, ['delete', 'service-policy', 'cli-dial'])).code, 0);
   t.equal(JSON.parse((await mesh(xdg, ['list', 'service-policies', '--json'])).stdout).length, 0, 'deleted');
+  // Role fields as people type them: @name is looked up and sent as @id; lists as JSON or commas.
+  const byName = await mesh(xdg, ['create', 'service-policy', 'cli-named', '--type', 'Dial', '--semantic', 'AnyOf', '--service-roles', '@cli-svc', '--identity-roles', '["#sensors","@sensor-1"]']);
+  t.equal(byName.code, 0, `@name in role fields: ${byName.stderr}`);
+  const named = JSON.parse((await mesh(xdg, ['get', 'service-policy', 'cli-named', '--json'])).stdout);
+  t.same(named.serviceRoles, [`@${svc.id}`], '@name became @id');
+  t.same([...named.identityRoles].sort(), ['#sensors', `@${id}`].sort(), 'a JSON array, its @name resolved');
+  t.equal((await mesh(xdg, ['update', 'service-policy', 'cli-named', '--service-roles', `@${svc.id},#other`])).code, 0, 'an existing id stays');
+  t.same(JSON.parse((await mesh(xdg, ['get', 'service-policy', 'cli-named', '--json'])).stdout).serviceRoles.sort(), ['#other', `@${svc.id}`].sort());
+  const unknown = await mesh(xdg, ['update', 'service-policy', 'cli-named', '--service-roles', '@no-such-service']);
+  t.equal(unknown.code, 1, 'an unknown name fails');
+  t.match(unknown.stderr, /--service-roles: no service has the name or id "no-such-service"/);
+  t.equal((await mesh(xdg, ['update', 'identity', 'sensor-1', '--role-attributes', '["laptops","x"]'])).code, 0);
+  t.same(JSON.parse((await mesh(xdg, ['get', 'identity', id, '--json'])).stdout).roleAttributes.sort(), ['laptops', 'x'], 'a JSON array option');
+  const badList = await mesh(xdg, ['update', 'identity', 'sensor-1', '--role-attributes', '["laptops",']);
+  t.equal(badList.code, 2, 'a broken JSON array is a usage error');
+  t.match(badList.stderr, /--role-attributes: .* not one/);
+  t.equal((await mesh(xdg, ['update', 'identity', 'sensor-1', '--role-attributes', 'sensors'])).code, 0);
+  t.equal((await mesh(xdg, ['delete', 'service-policy', 'cli-named'])).code, 0);
   const missing = await mesh(xdg, ['get', 'service', 'no-such-service']);
   t.equal(missing.code, 1);
   t.match(missing.stderr, /404 NOT_FOUND/);

@@ -23,7 +23,10 @@ t.test('--help and --version', async (t) => {
   t.match(v.stdout, /^mesh-controller v\d+\.\d+\.\d+\n$/);
   const h = spawnSync(process.execPath, [MAIN, '--help'], { encoding: 'utf8' });
   t.equal(h.status, 0);
-  t.match(h.stdout, /MESH_LOG_LEVEL\s+logLevel: must be one of trace, debug, info, warn, error, fatal, silent \(default "info"\)/);
+  t.match(h.stdout, /MESH_LOG_LEVEL\s+least level of the JSON log on stdout \[logLevel; one of trace, debug, info, warn, error, fatal, silent; default "info"\]/);
+  const settings = h.stdout.split('\n').filter((l) => /^ {2}MESH_/.test(l));
+  t.ok(settings.length > 40, 'every setting is listed');
+  for (const l of settings) t.match(l, /^ {2}MESH_\w+\s+[a-zA-Z].{10,} \[\w+; .+\]$/, `one line, with what it does: ${l.trim().split(/\s/)[0]}`);
   t.match(h.stdout, /MESH_CONFIG/);
   const bad = spawnSync(process.execPath, [MAIN, '--frobnicate'], { encoding: 'utf8' });
   t.equal(bad.status, 2);

@@ -1,6 +1,7 @@
 /**
  * A dependency-free SVG chart of a benchmark run: stacked panels sharing the time axis, each with
- * one polyline per series, a legend, axis ticks, and shaded phases (e.g. "enroll", "login", "mix").
+ * one polyline per series, a legend, axis ticks, and shaded phases (e.g. "enroll", "login", "mix")
+ * named in a band above the panels.
  *
  *   const svg = renderChart({ title: 'fleet', panels: [
  *     { title: 'throughput', unit: 'ops/s', series: [{ name: 'services', points: [[0, 10], [1, 250]] }] },
@@ -50,17 +51,39 @@ const fmtTick = (v: number) => (v >= 10_000 ? `${Math.round(v / 1000)}k` : v >= 
 
 export function renderChart(spec: ChartSpec): string {
   const W = spec.width ?? 960;
-  const left = 70, right = 190, top = 50, panelH = 170, gap = 45;
+  const left = 70, right = 190, panelH = 170, gap = 45;
   const plotW = W - left - right;
-  const H = top + spec.panels.length * (panelH + gap) + 10;
   const allT = spec.panels.flatMap((p) => p.series.flatMap((s) => s.points.map((x) => x[0])));
   const tMax = Math.max(1, ...allT, ...(spec.phases ?? []).map((p) => p.to));
   const xOf = (t: number) => left + (t / tMax) * plotW;
+  // Phase names in a band of their own above the panels, centred on their phase and moved to a
+  // further row where they would overlap (short phases side by side), never past the plot's edges.
+  const CHAR_W = 6.5, ROW_H = 13;
+  const rowEnds: number[] = [];
+  const labels = (spec.phases ?? []).map((ph, i) => {
+    const w = ph.name.length * CHAR_W;
+    const x = Math.max(left, Math.min((xOf(ph.from) + xOf(ph.to)) / 2 - w / 2, left + plotW - w));
+    let row = rowEnds.findIndex((end) => x >= end + 8);
+    if (row < 0) row = rowEnds.push(-Infinity) - 1;
+    rowEnds[row] = x + w;
+    return { ph, i, x, row };
+  });
+  const headerBottom = spec.subtitle ? 46 : 28;
+  const band = labels.length ? rowEnds.length * ROW_H + 8 : 0;
+  // Room for the first panel's own title above it.
+  const top = headerBottom + band + 24;
+  const H = top + spec.panels.length * (panelH + gap) + 10;
   const out: string[] = [];
   out.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="11">`);
   out.push(`<rect width="${W}" height="${H}" fill="#fff"/>`);
   out.push(`<text x="${left}" y="20" font-size="15" font-weight="bold">${esc(spec.title)}</text>`);
   if (spec.subtitle) out.push(`<text x="${left}" y="37" fill="#555">${esc(spec.subtitle)}</text>`);
+  for (const { ph, i, x, row } of labels) {
+    const y = headerBottom + 10 + row * ROW_H;
+    out.push(`<text x="${x.toFixed(1)}" y="${y}" fill="#555">${esc(ph.name)}</text>`);
+    const x1 = xOf(ph.from), x2 = xOf(ph.to);
+    out.push(`<rect x="${x1.toFixed(1)}" y="${headerBottom + band - 4}" width="${Math.max(1, x2 - x1).toFixed(1)}" height="3" fill="${i % 2 ? '#bbb' : '#8fb2d6'}"/>`);
+  }
 
   spec.panels.forEach((panel, pi) => {
     const y0 = top + pi * (panelH + gap);
@@ -85,7 +108,6 @@ export function renderChart(spec: ChartSpec): string {
     for (const [i, ph] of (spec.phases ?? []).entries()) {
       const x1 = xOf(ph.from), x2 = xOf(ph.to);
       out.push(`<rect x="${x1.toFixed(1)}" y="${y0}" width="${Math.max(0, x2 - x1).toFixed(1)}" height="${panelH}" fill="${i % 2 ? '#f4f4f4' : '#eaf1f8'}"/>`);
-      if (pi === 0) out.push(`<text x="${(x1 + 3).toFixed(1)}" y="${y0 + 11}" fill="#777">${esc(ph.name)}</text>`);
     }
     out.push(`<text x="${left}" y="${y0 - 8}" font-weight="bold">${esc(panel.title)} <tspan font-weight="normal" fill="#555">(${esc(panel.unit)}${panel.log ? ', log scale' : ''})</tspan></text>`);
     for (const v of ticks) {

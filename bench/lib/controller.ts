@@ -1,6 +1,6 @@
 /**
  * Runs the real controller (`node dist/src/main.js`) as a child process for a benchmark: a fresh
- * data directory, port 0 on 127.0.0.1, the bound address read from its stdout, its CA bundle, and
+ * data directory, port 0 on 127.0.0.1, the bound address read from what it prints, its CA bundle, and
  * a guaranteed stop (SIGINT, then SIGKILL) at the end, on error, on Ctrl-C and on exit.
  *
  *   const ctl = await spawnController({ password: 'bench-admin-pw' });
@@ -121,7 +121,9 @@ export async function spawnController(opts: SpawnOptions): Promise<ControllerPro
           resolve(Number(m[1]));
         }
       };
+      // The address lines are on stderr, the JSON log on stdout.
       proc.stdout!.on('data', check);
+      proc.stderr!.on('data', check);
       proc.once('exit', (code, signal) => {
         clearTimeout(timer);
         reject(new Error(`controller exited (${code ?? signal}) before listening:\n${out}`));

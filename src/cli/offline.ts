@@ -6,6 +6,7 @@
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { open } from 'lmdb';
 import { loadConfig } from '../config.js';
@@ -15,6 +16,8 @@ import { BackupError, backupName, restoreBackup, verifyBackup, writeBackup } fro
 import { Store } from '../store/store.js';
 import { createRegistry } from '../resources/index.js';
 import { hashPassword } from '../auth/argon2.js';
+import { AUDIT_INDEX, auditFileName, redact, type AuditEvent } from '../events/audit.js';
+import { SearchStore } from '../events/search-store.js';
 import { CliError, usage } from './state.js';
 
 function dataDirOf(dir: string | undefined): string {
@@ -53,6 +56,54 @@ function controllerVersion(): string {
   return `v${JSON.parse(fs.readFileSync(pkg, 'utf8')).version}`;
 }
 
+function osUser(): string {
+  try {
+    return os.userInfo().username;
+  } catch {
+    // A uid with no passwd entry (containers).
+    return process.env.USER ?? String(process.getuid?.() ?? 'unknown');
+  }
+}
+
+/**
+ * Record an offline change as the controller records an API change (src/events/audit.ts): a line in
+ * `<dataDir>/audit/audit-<UTC date>.jsonl` and a document in the search index `mesh.audit`, so the
+ * next controller to start there serves it in `/search`. The caller holds the data directory's
+ * lock, so no controller has the search store open. The actor is the operating-system user; the
+ * webhook is not called (it belongs to a running controller).
+ */
+async function auditOffline(dataDir: string, e: { operation: string; family: string; entityId: string | null; command: string; changes: Record<string, unknown> }): Promise<void> {
+  const event: AuditEvent = {
+    '@timestamp': new Date().toISOString(),
+    action: 'update',
+    api: 'offline',
+    operation: e.operation,
+    family: e.family,
+    entityId: e.entityId,
+    method: 'CLI',
+    path: e.command,
+    status: 0,
+    requestId: crypto.randomBytes(6).toString('base64url'),
+    actor: { identityId: null, identityName: `os:${osUser()}`, apiSessionId: null, address: os.hostname() },
+    changes: redact(e.changes) as Record<string, unknown>,
+  };
+  // The change is made by now: a trail that cannot be written is said loudly, not turned into a failure of it.
+  try {
+    const dir = path.join(dataDir, 'audit');
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    fs.appendFileSync(path.join(dir, auditFileName(event['@timestamp'].slice(0, 10))), JSON.stringify(event) + '\n', { mode: 0o600 });
+    // Retention is the controller's business: this store is open for one write, its sweep never runs.
+    const search = new SearchStore(path.join(dataDir, 'search'), { retentionHours: Number.MAX_SAFE_INTEGER, maxDocsPerIndex: Number.MAX_SAFE_INTEGER });
+    try {
+      await search.bulk([{ op: 'index', index: AUDIT_INDEX, source: event as unknown as Record<string, unknown> }]);
+    } finally {
+      await search.close();
+    }
+  } catch (err) {
+    process.stderr.write(`mesh: warning: ${e.command} is done, but its audit event could not be written: ${(err as Error).message}\n`);
+  }
+}
+
 /** Offline backups read the datastore through LMDB itself, so they are consistent even while a controller writes. */
 export async function backup(opts: { dataDir?: string; out?: string }): Promise<void> {
   const dataDir = dataDirOf(opts.dataDir);
@@ -82,6 +133,13 @@ export async function restore(file: string | undefined, opts: { dataDir?: string
     let m;
     try {
       m = await restoreBackup(file, dataDir, { replace: opts.replace });
+      await auditOffline(dataDir, {
+        operation: 'restore',
+        family: 'database',
+        entityId: m.controllerId,
+        command: 'mesh restore',
+        changes: { backup: path.resolve(file), controllerId: m.controllerId, createdAt: m.createdAt, dataFormat: m.dataFormat, replace: opts.replace === true },
+      });
     } finally {
       lock.release();
     }
@@ -172,6 +230,13 @@ async function setPassword(dataDir: string, username: string, password: string):
     const passwordHash = await hashPassword({ password: opts.password, memoryCost: c.argon2MemoryKiB, timeCost: c.argon2Iterations, parallelism: c.argon2Parallelism });
     await store.write((tx) => tx.put('authenticators', { ...auth, passwordHash, updatedAt: Date.now() }));
     const identity = store.get('identities', auth.identityId);
+    await auditOffline(dataDir, {
+      operation: 'resetPassword',
+      family: 'authenticators',
+      entityId: auth.id,
+      command: 'mesh admin reset-password',
+      changes: { username: opts.username, identityId: auth.identityId, password: opts.password },
+    });
     process.stdout.write(`password of "${opts.username}" (identity ${identity?.name ?? auth.identityId}) reset in ${dataDir}\n`);
   } finally {
     await store.close();

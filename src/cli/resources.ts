@@ -3,14 +3,15 @@
  * from the embedded upstream spec rather than written per family: a family is a top-level path
  * with a list operation (`GET /identities`); `get`, `update` and `delete` use the operations of
  * `/<family>/{id}`, `create` the POST on the family path. The options of `create` and `update` are
- * the properties of the operation's body definition (`--type Device`, `--role-attributes a,b`,
- * `--is-admin`), typed by the spec; `--data JSON` gives a whole body.
+ * the properties of the operation's body definition (`--type Device`, `--role-attributes a,b` or
+ * `'["a","b"]'`, `--is-admin`), typed by the spec; `--data JSON` gives a whole body. Role fields
+ * take `@name` as well as `@id` (`resolveRoles`).
  */
 import fs from 'node:fs';
 import { parseArgs } from 'node:util';
 import { upstreamDocument } from '../api/spec/index.js';
 import { api } from './http.js';
-import { CliError, loadSession, usage } from './state.js';
+import { CliError, loadSession, usage, type Session } from './state.js';
 import { RESOURCE_HELP } from './help.js';
 
 interface Family {
@@ -107,7 +108,7 @@ function bodyOptions(def: any): { options: Record<string, { type: 'string' | 'bo
 function typed(prop: string, schema: any, values: string[]): unknown {
   const one = values[values.length - 1];
   const t = schema?.type ?? (schema?.$ref ? undefined : 'string');
-  if (t === 'array') return values.flatMap((v) => v.split(',')).map((v) => v.trim()).filter(Boolean);
+  if (t === 'array') return values.flatMap((v) => listItems(prop, v));
   if (t === 'integer' || t === 'number') {
     const n = Number(one);
     if (one.trim() === '' || !Number.isFinite(n)) throw usage(`--${kebab(prop)}: "${one}" is not a number`);
@@ -120,6 +121,45 @@ function typed(prop: string, schema: any, values: string[]): unknown {
   } catch {
     return one;
   }
+}
+
+/** One list option's text: a JSON array (`'["a","b"]'`) or items separated by commas (`a,b`). */
+function listItems(prop: string, text: string): string[] {
+  if (!text.trim().startsWith('[')) return text.split(',').map((v) => v.trim()).filter(Boolean);
+  let list: unknown;
+  try {
+    list = JSON.parse(text);
+  } catch (e) {
+    throw usage(`--${kebab(prop)}: "${text}" starts like a JSON array but is not one (${(e as Error).message}); give '["a","b"]' or a,b`);
+  }
+  if (!Array.isArray(list) || !list.every((v) => typeof v === 'string')) throw usage(`--${kebab(prop)}: a JSON array of strings, or items separated by commas`);
+  return list;
+}
+
+/** Role fields and the family their `@` entries name (`--service-roles @web`). */
+const ROLE_FAMILY: Record<string, string> = { identityRoles: 'identities', serviceRoles: 'services', edgeRouterRoles: 'edge-routers', postureCheckRoles: 'posture-checks' };
+
+/**
+ * `@name` in a role field becomes `@id`, as upstream's CLI does: the API takes only ids after `@`.
+ * An entry that is already an existing id stays; a name that matches no entity, or several, is an error.
+ */
+async function resolveRoles(s: Session, body: Record<string, unknown>): Promise<void> {
+  for (const [prop, fam] of Object.entries(ROLE_FAMILY)) {
+    const roles = body[prop];
+    if (!Array.isArray(roles)) continue;
+    const out: unknown[] = [];
+    for (const role of roles) out.push(typeof role === 'string' && role.startsWith('@') ? `@${await refId(s, fam, role.slice(1), prop)}` : role);
+    body[prop] = out;
+  }
+}
+
+async function refId(s: Session, fam: string, key: string, prop: string): Promise<string> {
+  const q = (field: string) => `/${fam}?filter=${encodeURIComponent(`${field} = "${key.replace(/["\\]/g, '\\$&')}"`)}&limit=2`;
+  if ((await api(s, 'GET', q('id'))).body.data.length) return key;
+  const named = (await api(s, 'GET', q('name'))).body.data as { id: string }[];
+  if (named.length === 1) return named[0].id;
+  if (named.length > 1) throw new CliError(`--${kebab(prop)}: "@${key}" names more than one of ${fam}; give @ID`);
+  throw new CliError(`--${kebab(prop)}: no ${singular(fam)} has the name or id "${key}" (mesh list ${fam})`);
 }
 
 const COMMON = {
@@ -209,6 +249,7 @@ export async function resourceCommand(verb: 'list' | 'get' | 'create' | 'update'
   if (verb === 'create') {
     if (!f.create) throw usage(`${f.name} cannot be created through the API`);
     const body = requestBody(values, props);
+    await resolveRoles(s, body);
     if (positionals[1] !== undefined) {
       if (!def?.properties?.name) throw usage(`${f.name} has no name; give the properties as options`);
       body.name = positionals[1];
@@ -246,6 +287,7 @@ export async function resourceCommand(verb: 'list' | 'get' | 'create' | 'update'
     if (!f.update) throw usage(`${f.name} cannot be updated through the API`);
     const body = requestBody(values, props);
     if (Object.keys(body).length === 0) throw usage(`mesh update ${f.name}: nothing to change; give --PROPERTY VALUE or --data`);
+    await resolveRoles(s, body);
     await api(s, f.update.method.toUpperCase(), `/${f.name}/${id}`, body);
     process.stdout.write(`updated ${singular(f.name)} ${decodeURIComponent(id)}\n`);
     return;

@@ -28,6 +28,8 @@ import type { Reply } from '../core/operation.js';
 import type { SearchStore } from './search-store.js';
 
 export const AUDIT_INDEX = 'mesh.audit';
+/** One file per UTC day (`2026-11-25`) under `<dataDir>/audit`; `mesh` appends its offline changes there too. */
+export const auditFileName = (day: string) => `audit-${day}.jsonl`;
 
 const NOT_AUDITED = new Set(['client:createSession', 'client:deleteSession', 'client:createPostureResponse', 'client:createPostureResponseBulk']);
 const SECRET_FIELD = /pass|secret|token|key|cert|csr|jwt|code|otp|pem/i;
@@ -143,7 +145,7 @@ export class Audit {
         byDay.get(day)!.push(JSON.stringify(e));
       }
       try {
-        for (const [day, lines] of byDay) await fs.promises.appendFile(path.join(this.dir, `audit-${day}.jsonl`), lines.join('\n') + '\n', { mode: 0o600 });
+        for (const [day, lines] of byDay) await fs.promises.appendFile(path.join(this.dir, auditFileName(day)), lines.join('\n') + '\n', { mode: 0o600 });
       } catch (err) {
         this.opts.log.error({ err }, 'audit file write failed');
       }
