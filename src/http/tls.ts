@@ -215,6 +215,11 @@ export function startTls(opts: TlsOptions): Promise<TlsServer> {
     if (status && socket.writable) socket.end(rawErrorResponse(status));
     else socket.destroy();
   });
+  // node hands CONNECT to this event instead of the request handler (and drops it when unheard).
+  server.on('connect', (_req, socket) => {
+    if (socket.writable) socket.end(rawErrorResponse(405));
+    else socket.destroy();
+  });
 
   return new Promise((resolve, reject) => {
     server.once('error', reject);
