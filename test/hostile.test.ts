@@ -29,7 +29,7 @@ const JSON_CT = { 'content-type': 'application/json' };
 const seen: Array<[string, number]> = [];
 /**
  * `closeOk`: uWebSockets.js closes the connection, by design, on request heads it does not parse
- * (methods outside the standard set, more than its header-count limit); README documents the limits.
+ * (methods outside the standard set, more than its header-count limit); docs/limits.md documents them.
  * The server must survive it, which the final check proves.
  */
 async function send(tt: Tap, label: string, p: Promise<Res>, opts: { closeOk?: boolean } = {}): Promise<Res> {
@@ -461,7 +461,7 @@ t.test('hostile query strings on every list', async (t) => {
   const started = Date.now();
   for (const l of lists) {
     for (const q of queries) {
-      const r = await send(t, `GET ${l}?${short(q)}`, admin.get(`${l}?${q}`), { closeOk: q.length > 16_384 }); // README "Limits": huge heads may be dropped
+      const r = await send(t, `GET ${l}?${short(q)}`, admin.get(`${l}?${q}`), { closeOk: q.length > 16_384 }); // docs/limits.md: huge heads may be dropped
       if (q.startsWith('limit=1e20') && r.status === 200) t.ok(r.body.data.length <= 500, 'huge limit clamped');
     }
   }
