@@ -81,11 +81,10 @@ export const FIELD_LIMITS: Record<string, Limit> = {
   username: id,
   method: short,
   durationMinutes: { minimum: 0, maximum: MAX_DISABLE_MINUTES },
-  // Configs, service configs, sessions, posture responses.
+  // Configs, service configs, sessions.
   configTypeId: id,
   configId: id,
   serviceId: id,
-  configTypes: { items: id },
   // External JWT signers.
   kid: id,
   issuer: url,
@@ -109,10 +108,8 @@ export const FIELD_LIMITS: Record<string, Limit> = {
   matcherCriteria: id,
   parserCriteria: id,
   index: { minimum: 0, maximum: 65535 },
-  // Controller settings.
+  // Controller settings (the OIDC URI lists are checked by src/control/settings.ts: 100 URIs of 2,048).
   controllerId: id,
-  redirectUris: { items: url },
-  postLogoutUris: { items: url },
   // Posture checks (-1: no timeout).
   domains: { items: short },
   macAddresses: { items: { maxLength: 64, plain: true } },
