@@ -238,6 +238,40 @@ t.test('references on delete', async (t) => {
   t.ok(isError(delAdmin, 400, 'ENTITY_CAN_NOT_BE_DELETED'), `delete default admin → 400: ${delAdmin.status}`);
 });
 
+t.test('input that makes no sense: refused with 400 naming the field, nothing written (docs/limits.md)', async (t) => {
+  const counts = async () => Object.fromEntries(await Promise.all(['identities', 'services', 'service-policies'].map(async (p) => [p, (await admin.get(`/${p}?limit=1`)).body.meta.pagination.totalCount])));
+  const before = await counts();
+  const json = (raw: string) => ({ raw, headers: { 'content-type': 'application/json' } });
+  const cases: Array<[string, Promise<Res>, string]> = [
+    ['a name holding NUL', admin.post('/identities', { name: 'a\u0000b', type: 'User', isAdmin: false }), 'name'],
+    ['a name holding DEL', admin.post('/services', { name: 'a\u007fb', encryptionRequired: true }), 'name'],
+    ['an attribute holding ESC', admin.post('/identities', { name: uniq('ctl'), type: 'User', isAdmin: false, roleAttributes: ['\u001b[31mred'] }), 'roleAttributes.0'],
+    ['maxIdleTimeMillis -1', admin.post('/services', { name: uniq('svc'), encryptionRequired: true, maxIdleTimeMillis: -1 }), 'maxIdleTimeMillis'],
+    ['a terminatorStrategy of 5,000 characters', admin.post('/services', { name: uniq('svc'), encryptionRequired: true, terminatorStrategy: 's'.repeat(5000) }), 'terminatorStrategy'],
+    ['serviceHostingCosts naming no service', admin.post('/identities', { name: uniq('host'), type: 'User', isAdmin: false, serviceHostingCosts: { [MADE_UP]: 10 } }), `serviceHostingCosts.${MADE_UP}`],
+    ['serviceHostingPrecedences naming no service', admin.post('/identities', { name: uniq('host'), type: 'User', isAdmin: false, serviceHostingPrecedences: { [MADE_UP]: 'required' } }), `serviceHostingPrecedences.${MADE_UP}`],
+    ['100,000 identityRoles', admin.post('/service-policies', { name: uniq('sp'), type: 'Dial', semantic: 'AnyOf', identityRoles: Array(100000).fill('#a'), serviceRoles: [] }), 'identityRoles'],
+    ['duplicate keys', admin.post('/identities', undefined, json(`{"name":"${uniq('dup')}","type":"User","isAdmin":false,"isAdmin":true}`)), 'isAdmin'],
+    ['a nested duplicate key', admin.post('/services', undefined, json(`{"name":"${uniq('dup')}","encryptionRequired":true,"tags":{"a":"1","a":"2"}}`)), 'tags.a'],
+  ];
+  for (const [label, p, field] of cases) {
+    const r = await p;
+    t.ok(isError(r, 400, 'COULD_NOT_VALIDATE'), `${label} → 400 COULD_NOT_VALIDATE (${r.status} ${r.body?.error?.code})`);
+    t.equal(r.body?.error?.cause?.field, field, `${label}: cause.field ${field}`);
+  }
+  t.same(await counts(), before, 'nothing written');
+
+  // Hosting maps keyed by a real service are fine; a key the identity already holds survives its service.
+  const svc = await admin.create('/services', { name: uniq('host-svc'), encryptionRequired: true });
+  const holder = await admin.create('/identities', { name: uniq('host'), type: 'User', isAdmin: false, serviceHostingCosts: { [svc]: 5 }, serviceHostingPrecedences: { [svc]: 'required' } });
+  t.equal((await admin.delete(`/services/${svc}`)).status, 200, 'the service is deleted');
+  const got = (await admin.get(`/identities/${holder}`)).body.data;
+  const put = await admin.put(`/identities/${holder}`, { name: got.name, type: 'User', isAdmin: false, serviceHostingCosts: got.serviceHostingCosts, serviceHostingPrecedences: got.serviceHostingPrecedences });
+  t.equal(put.status, 200, `PUT sending back what GET showed still works (${put.status} ${put.body?.error?.cause?.field ?? ''})`);
+  const added = await admin.patch(`/identities/${holder}`, { serviceHostingCosts: { ...got.serviceHostingCosts, [MADE_UP]: 1 } });
+  t.equal(added.body?.error?.cause?.field, `serviceHostingCosts.${MADE_UP}`, 'adding a key naming no service is refused');
+});
+
 t.test('random junk never yields a 5xx', async (t) => {
   const junk: string[] = [
     '', ' ', 'null', 'true', '0', '-1e309', '1e400', '"str"', '[]', '[[[[[]]]]]', '{}', '{"":""}',

@@ -3,7 +3,8 @@
  * TLS 1.2 suites (forward-secret AEAD only) and TLS 1.3; requests pipelined on one connection are
  * answered in order, or (uWS, a write behind which another request arrived) the connection
  * closes with the write not done, so the client's retry is safe; a request still running when the
- * shutdown grace ends gets a 503 in the upstream envelope, not a cut connection.
+ * shutdown grace ends gets a 503 in the upstream envelope, not a cut connection; unknown methods
+ * and oversized heads are answered in the envelope where the listener lets us.
  */
 import t from 'tap';
 import tls from 'node:tls';
@@ -66,6 +67,32 @@ t.test('both listeners offer the same modern suites, and TLS 1.3', async (t) => 
     });
     t.equal(v, 'TLSv1.3', `TLS 1.3 on ${port}`);
   }
+});
+
+t.test('unknown methods get 405 with Allow, oversized heads 431 where the listener can answer (docs/limits.md)', async (t) => {
+  const head = (m: string, extra = '') => `${m} /edge/management/v1/version HTTP/1.1\r\nHost: x\r\nConnection: close\r\n${extra}\r\n`;
+  const body = (text: string) => JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4));
+  for (const [listener, port, methods] of [
+    // uWebSockets.js passes these two on; it closes the connection itself on PROPFIND, BREW and the like.
+    ['API', srv.port, ['TRACE', 'CONNECT']],
+    ['certificate', srv.certPort, ['TRACE', 'CONNECT', 'PROPFIND', 'MKCOL', 'BREW', 'QUERY']],
+  ] as const) {
+    for (const m of methods) {
+      const r = await exchange(port, head(m));
+      t.same(statuses(r.text), [405], `${listener} ${m} → 405`);
+      t.match(r.text, /\r\nallow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS\r\n/i, `${listener} ${m}: Allow`);
+      if (r.text.includes('\r\n\r\n')) t.equal(body(r.text).error?.code, 'METHOD_NOT_ALLOWED', `${listener} ${m}: the envelope`);
+    }
+  }
+  const big = await exchange(srv.certPort, head('GET', `x-big: ${'a'.repeat(70 * 1024)}\r\n`));
+  t.same(statuses(big.text), [431], 'certificate listener: a 70 KiB head → 431');
+  t.equal(body(big.text).error?.code, 'REQUEST_HEADERS_TOO_LARGE', 'in the envelope');
+  t.ok(big.closedByServer, 'and the connection closed');
+  const fits = await exchange(srv.certPort, head('GET', `x-big: ${'a'.repeat(60 * 1024)}\r\n`));
+  t.same(statuses(fits.text), [200], 'certificate listener: a 60 KiB head is read');
+  const uws = await exchange(srv.port, head('GET', `x-big: ${'a'.repeat(1024 * 1024)}\r\n`));
+  t.ok(uws.closedByServer && statuses(uws.text).every((s) => s === 431), `API listener: a 1 MiB head has the connection closed (${statuses(uws.text)})`);
+  t.same(statuses((await exchange(srv.port, head('GET'))).text), [200], 'both still serve');
 });
 
 t.test('pipelined requests: answered in order, or the write not done', async (t) => {

@@ -94,10 +94,12 @@ t.test('identity full create, tags round-trip, PUT and PATCH', async (t) => {
   });
   const apId = created(t, ap, 'auth-policies');
   const tags = { owner: 'ops', critical: true, none: null };
+  // Hosting costs and precedences are keyed by the id of an existing service.
+  const svc1 = created(t, await admin.post('/services', { name: 'id-hosting-svc', encryptionRequired: true }), 'services');
   const r = await admin.post('/identities', {
     name: 'id-full', type: 'Device', isAdmin: true, roleAttributes: ['zeta', 'alpha'], tags,
     appData: { team: 'a' }, authPolicyId: apId, defaultHostingCost: 42, defaultHostingPrecedence: 'required',
-    externalId: 'ext-full-1', serviceHostingCosts: { svc1: 200 }, serviceHostingPrecedences: { svc1: 'failed' },
+    externalId: 'ext-full-1', serviceHostingCosts: { [svc1]: 200 }, serviceHostingPrecedences: { [svc1]: 'failed' },
   });
   const id = created(t, r, 'identities');
   const x = (await admin.get(`/identities/${id}`)).body.data;
@@ -110,8 +112,8 @@ t.test('identity full create, tags round-trip, PUT and PATCH', async (t) => {
   t.equal(x.defaultHostingPrecedence, 'required');
   t.equal(x.externalId, 'ext-full-1');
   t.equal(x.isAdmin, true);
-  t.same(x.serviceHostingCosts, { svc1: 200 });
-  t.same(x.serviceHostingPrecedences, { svc1: 'failed' });
+  t.same(x.serviceHostingCosts, { [svc1]: 200 });
+  t.same(x.serviceHostingPrecedences, { [svc1]: 'failed' });
 
   // PATCH only name: everything else stays.
   await sleep(5);

@@ -14,6 +14,7 @@ import type { Rec } from '../store/store.js';
 import { dominates, isPermitted } from '../auth/permissions.js';
 import { isDisabledAt } from '../auth/login-policy.js';
 import { bearerTokens } from '../auth/ext-jwt.js';
+import { duplicateKey } from './json-keys.js';
 
 export const BASE_PATHS: Record<ApiName, string> = {
   client: '/edge/client/v1',
@@ -318,6 +319,8 @@ export class Router {
       }
       const problem = hostileJson(value);
       if (problem) throw errors.parseBody(problem);
+      const dup = duplicateKey(req.body, value);
+      if (dup) throw errors.field(dup, `${dup} is given more than once`, dup.slice(dup.lastIndexOf('.') + 1));
     }
     const v = this.app.validators[op.api];
     if (op.bodyDefinition) return v.validate(op.bodyDefinition, value, op.bodyIsArray, op.bodyRequired);

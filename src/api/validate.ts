@@ -9,7 +9,9 @@
  * - `null` is accepted for optional properties (clients send null for "unset") and for `x-nullable`
  *   ones; `null` for a required, non-nullable property is reported as "<field> is required".
  * - required, non-nullable strings must be non-empty (a few upstream-defined exemptions, see EMPTY_OK).
- * - strings without a `maxLength` get a default one (NAME_MAX_LENGTH for `name`, STRING_MAX_LENGTH otherwise).
+ * - the bounds of limits.ts (one table, docs/limits.md): string lengths and control characters,
+ *   integer ranges, list and map sizes, by property or definition name; strings, lists and integers
+ *   without an entry get the defaults there.
  * - `tags` values must be string, boolean, number or null.
  * - polymorphic bodies (`discriminator`, e.g. `postureCheckCreate.typeId`) are validated against the
  *   subtype whose `x-class` equals the discriminator value; the subtype's definition name
@@ -32,6 +34,11 @@ import addFormatsModule from 'ajv-formats';
 import { errors } from '../core/errors.js';
 import type { ApiName } from '../core/operation.js';
 import { upstreamDocument, upstreamOperations } from './spec/index.js';
+import {
+  CONTROL_CHARACTERS, DEFINITION_LIMITS, FIELD_LIMITS, INTEGER_RANGE, LIST_MAX_ITEMS, NAME_MAX_LENGTH, STRING_MAX_LENGTH, type Limit,
+} from './limits.js';
+
+export { NAME_MAX_LENGTH, STRING_MAX_LENGTH };
 
 declare module '../core/context.js' {
   interface Services {
@@ -43,11 +50,6 @@ declare module '../core/context.js' {
 // ajv and ajv-formats are CommonJS with a `default` export property.
 const Ajv = AjvModule.default;
 const addFormats = addFormatsModule.default;
-
-/** Default maximum length of a `name` string property without an explicit `maxLength`. */
-export const NAME_MAX_LENGTH = 1024;
-/** Default maximum length of any other string without an explicit `maxLength` (PEM chains, CSRs, JWTs fit). */
-export const STRING_MAX_LENGTH = 65536;
 
 /**
  * Required strings that may be empty: upstream answers these with a domain error rather than a
@@ -150,10 +152,10 @@ class Converter {
       if (name === 'subTags') {
         // go-swagger reads `additionalProperties: {type: object}` as "any value"; the seeds restrict
         // tag values to null, string or boolean (numbers are let through as well).
-        definitions[name] = {
+        definitions[name] = limited({
           type: 'object',
           additionalProperties: { type: ['string', 'boolean', 'number', 'null'], maxLength: STRING_MAX_LENGTH },
-        };
+        }, DEFINITION_LIMITS[name]);
         continue;
       }
       const disc = this.subtypes.get(name);
@@ -183,16 +185,17 @@ class Converter {
         };
         continue;
       }
-      definitions[name] = this.conv(def, name);
+      definitions[name] = this.conv(def, name, undefined, DEFINITION_LIMITS[name]);
     }
     return { $id: this.rootId, definitions };
   }
 
   /**
-   * Swagger schema → JSON Schema. `ctx` names the enclosing definition (for EMPTY_OK),
-   * `key` the property this schema describes (for the default max length of `name`).
+   * Swagger schema → JSON Schema. `ctx` names the enclosing definition (for EMPTY_OK), `key` the
+   * property this schema describes, `lim` its entry in limits.ts (a `$ref` carries its
+   * definition's own).
    */
-  conv(s: any, ctx: string, key?: string): Schema {
+  conv(s: any, ctx: string, key?: string, lim?: Limit): Schema {
     if (!s || typeof s !== 'object') return {};
     const r = refName(s);
     if (r) return this.ref(r);
@@ -212,21 +215,19 @@ class Converter {
         // A subtype's reference to its discriminated base must not re-enter the dispatch.
         const pr = refName(part);
         if (pr && this.subtypes.has(pr)) return this.ref(pr + BASE_SUFFIX);
-        return this.conv(part, ctx, key);
+        return this.conv(part, ctx, key, lim);
       });
     }
-    if (isStringSchema(out) && out.maxLength === undefined && !out.enum) {
-      out.maxLength = key === 'name' ? NAME_MAX_LENGTH : STRING_MAX_LENGTH;
-    }
+    limited(out, lim);
     // A name is never empty, also where it is optional (PATCH bodies).
     if (key === 'name' && isStringSchema(out) && out.minLength === undefined && !out.enum) out.minLength = 1;
-    if (s.items) out.items = this.item(s.items, ctx, key);
+    if (s.items) out.items = this.item(s.items, ctx, key, lim?.items);
     if (s.additionalProperties !== undefined) {
       const ap = s.additionalProperties;
       if (typeof ap === 'boolean') out.additionalProperties = ap;
       else if (ap && typeof ap === 'object') {
         const free = ap.type === 'object' && !ap.properties && !ap.additionalProperties && !ap.allOf && !ap.$ref;
-        out.additionalProperties = free ? true : this.item(ap, ctx, key);
+        out.additionalProperties = free ? true : this.item(ap, ctx, key, lim?.items);
       }
     }
     if (s.properties && typeof s.properties === 'object') {
@@ -237,7 +238,7 @@ class Converter {
       for (const [name, prop] of Object.entries<any>(s.properties)) {
         const isRequired = required.includes(name);
         const nullable = !isRequired || this.nullable(prop);
-        let schema = this.conv(prop, `${ctx}.${name}`, name);
+        let schema = this.conv(prop, `${ctx}.${name}`, name, FIELD_LIMITS[name]);
         if (isRequired && !nullable && !EMPTY_OK.has(`${ctx}.${name}`)) schema = this.nonEmpty(prop, schema);
         out.properties[name] = nullable ? withNull(schema) : schema;
       }
@@ -246,8 +247,8 @@ class Converter {
   }
 
   /** Array items / map values: null only when the item schema is x-nullable. */
-  private item(s: any, ctx: string, key?: string): Schema {
-    const schema = this.conv(s, ctx, key);
+  private item(s: any, ctx: string, key?: string, lim?: Limit): Schema {
+    const schema = this.conv(s, ctx, key, lim);
     return this.nullable(s) ? withNull(schema) : schema;
   }
 
@@ -262,6 +263,33 @@ class Converter {
 
 function isStringSchema(s: Schema): boolean {
   return s.type === 'string' || (Array.isArray(s.type) && s.type.includes('string'));
+}
+
+const hasType = (s: Schema, type: string) => s.type === type || (Array.isArray(s.type) && s.type.includes(type));
+
+/**
+ * Writes a limits.ts entry, or the defaults, into a converted schema (in place). A bound the
+ * schema already has is kept where it is tighter; enums are bounded by their values.
+ */
+function limited(out: Schema, lim: Limit | undefined): Schema {
+  if (isStringSchema(out) && !out.enum) {
+    const max = lim?.maxLength ?? STRING_MAX_LENGTH;
+    out.maxLength = out.maxLength === undefined ? max : Math.min(out.maxLength, max);
+    if (lim?.plain) out.plain = true;
+  }
+  if (hasType(out, 'integer') || hasType(out, 'number')) {
+    const min = lim?.minimum ?? INTEGER_RANGE.minimum;
+    const max = lim?.maximum ?? INTEGER_RANGE.maximum;
+    if (out.exclusiveMinimum === undefined) out.minimum = out.minimum === undefined ? min : Math.max(out.minimum, min);
+    if (out.exclusiveMaximum === undefined) out.maximum = out.maximum === undefined ? max : Math.min(out.maximum, max);
+  }
+  if (hasType(out, 'array')) {
+    const max = lim?.maxItems ?? LIST_MAX_ITEMS;
+    out.maxItems = out.maxItems === undefined ? max : Math.min(out.maxItems, max);
+  }
+  if (lim?.maxProperties !== undefined) out.maxProperties = lim.maxProperties;
+  if (lim?.keys) out.propertyNames = limited({ type: 'string' }, lim.keys);
+  return out;
 }
 
 /** Allow JSON null in addition to what `schema` allows. */
@@ -339,6 +367,8 @@ export class BodyValidator {
       messages: true,
     });
     addFormats(this.ajv, ['int32', 'int64', 'byte']);
+    // limits.ts `plain`: names and other identifiers hold no control characters.
+    this.ajv.addKeyword({ keyword: 'plain', type: 'string', schemaType: 'boolean', errors: false, validate: (on: boolean, s: string) => !on || !CONTROL_CHARACTERS.test(s) });
     this.ajv.addFormat('date-time', { type: 'string', validate: isDateTime });
     this.ajv.addFormat('uuid', { type: 'string', validate: (s: string) => UUID_RE.test(s) });
     this.ajv.addFormat('uri', { type: 'string', validate: (s: string) => URI_RE.test(s) });
@@ -436,6 +466,8 @@ export class BodyValidator {
     }
     const field = join(segments);
     const data = valueAt(root, segments);
+    // A map key out of bounds (limits.ts `keys`): the map is the field, the key its value.
+    if (e.propertyName !== undefined) return errors.field(field, `${field} has a key that ${this.reason(e)}`, e.propertyName);
     const last = segments[segments.length - 1];
     if (data === null && segments.length > 0) {
       return errors.field(field, /^\d+$/.test(last!) ? `${field} must not be null` : `${field} is required`, null);
@@ -481,6 +513,10 @@ export class BodyValidator {
         return `must be a multiple of ${p.multipleOf}`;
       case 'additionalProperties':
         return `must not have the property ${p.additionalProperty}`;
+      case 'maxProperties':
+        return `must have at most ${plural(p.limit, 'key')}`;
+      case 'plain':
+        return 'must not contain control characters';
       default:
         return e.message ?? 'is invalid';
     }

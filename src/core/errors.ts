@@ -34,6 +34,7 @@ const catalog = {
   METHOD_NOT_ALLOWED: [405, 'The resource requested does not support this HTTP verb'],
   COULD_NOT_PARSE_BODY: [400, 'The body of the request could not be parsed'],
   REQUEST_TOO_LARGE: [413, 'The body of the request exceeds the maximum allowed size'],
+  REQUEST_HEADERS_TOO_LARGE: [431, 'The request line and headers exceed the maximum allowed size'],
   INVALID_CONTENT_TYPE: [400, 'The content type of the request is not supported'],
   INVALID_AUTH: [401, 'The authentication request failed'],
   INVALID_AUTH_METHOD: [400, 'The authentication method is not supported'],

@@ -2,7 +2,7 @@
 import http from 'node:http';
 import type { Reply, Req } from '../core/operation.js';
 import { BodyPieces, PIECE_BYTES, renderError } from '../core/envelope.js';
-import { errors } from '../core/errors.js';
+import { ApiError, errors } from '../core/errors.js';
 import { shortId } from '../store/ids.js';
 
 /**
@@ -21,6 +21,25 @@ export type Handle = (req: Req) => Promise<Reply>;
 export const routerRejected = (): Reply => renderError(errors.unhandled(), shortId());
 
 export const STATUS_TEXT: Record<number, string> = http.STATUS_CODES as Record<number, string>;
+
+/** The methods the APIs serve. Anything else (PROPFIND, BREW, TRACE, CONNECT…) is answered by methodNotAllowed before routing. */
+export const KNOWN_METHODS = new Set(['get', 'head', 'post', 'put', 'patch', 'delete', 'options']);
+export const ALLOW = 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS';
+
+/** 405 in the error envelope, with `Allow`. */
+export function methodNotAllowed(): Reply {
+  const reply = renderError(errors.methodNotAllowed(), shortId());
+  reply.headers = { ...reply.headers, allow: ALLOW };
+  return reply;
+}
+
+/** The answer to a request head the HTTP parser refused, where it lets us answer (node:https; see docs/limits.md). */
+export function rawErrorResponse(status: 405 | 431): string {
+  const reply = status === 405 ? methodNotAllowed() : renderError(new ApiError('REQUEST_HEADERS_TOO_LARGE'), shortId());
+  const body = JSON.stringify(reply.body);
+  const headers = { ...reply.headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)), connection: 'close' };
+  return `HTTP/1.1 ${status} ${STATUS_TEXT[status]}\r\n${Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n${body}`;
+}
 
 /** A Reply's body bytes and media type: JSON unless the body is already a string, Buffer or pieces (no type when there is no body). */
 export function replyBody(reply: Reply): { body: Buffer | string | BodyPieces; contentType?: string } {

@@ -16,7 +16,7 @@
 import https from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket, PeerCertificate, DetailedPeerCertificate } from 'node:tls';
-import { encodeReply, InFlight, routerRejected, TLS12_CIPHERS, FLUSH_BEFORE_CLOSE_MS, byteLength, inPieces, type Handle } from './common.js';
+import { encodeReply, InFlight, routerRejected, TLS12_CIPHERS, FLUSH_BEFORE_CLOSE_MS, byteLength, inPieces, type Handle, KNOWN_METHODS, methodNotAllowed, rawErrorResponse } from './common.js';
 import { BodyPieces } from '../core/envelope.js';
 import { listenError } from './ports.js';
 import type { Reply, Req } from '../core/operation.js';
@@ -46,6 +46,13 @@ export interface TlsServer {
  * against 74 KiB when written 16 KiB at a time (the same as for small answers).
  */
 const PIECE = 16 * 1024;
+
+/**
+ * Request line and headers together; a larger head is answered 431. As much as the uWS listener
+ * reads (it closes the connection on a larger one, docs/limits.md), so a request that works on one
+ * listener works on the other.
+ */
+const MAX_HEADER_BYTES = 64 * 1024;
 
 /** Write `pieces` (each split again into PIECE writes), with a turn of the event loop between two pieces. */
 async function endInPieces(res: ServerResponse, pieces: Buffer[]): Promise<void> {
@@ -119,6 +126,7 @@ export function startTls(opts: TlsOptions): Promise<TlsServer> {
       ciphers: TLS12_CIPHERS,
       keepAlive: true,
       // Headers and bodies are small; a slow client must not hold a socket forever.
+      maxHeaderSize: MAX_HEADER_BYTES,
       headersTimeout: 30_000,
       requestTimeout: 60_000,
     },
@@ -164,6 +172,11 @@ export function startTls(opts: TlsOptions): Promise<TlsServer> {
           console.error('router rejected', e);
           send(routerRejected());
         });
+      if (!KNOWN_METHODS.has(req.method)) {
+        send(methodNotAllowed());
+        hreq.resume();
+        return;
+      }
       const declared = Number(headers['content-length'] ?? 0);
       if (declared > opts.maxBodyBytes) {
         send(opts.tooLarge());
@@ -196,7 +209,18 @@ export function startTls(opts: TlsOptions): Promise<TlsServer> {
   );
   // A failed or aborted handshake is the client's problem, not a process error.
   server.on('tlsClientError', () => {});
-  server.on('clientError', (_e, socket) => socket.destroy());
+  // A head over maxHeaderSize, or a method node's parser does not know (BREW), gets an answer in
+  // the envelope; other malformed heads the connection closed.
+  server.on('clientError', (e: NodeJS.ErrnoException, socket) => {
+    const status = e.code === 'HPE_HEADER_OVERFLOW' ? 431 : e.code === 'HPE_INVALID_METHOD' ? 405 : undefined;
+    if (status && socket.writable) socket.end(rawErrorResponse(status));
+    else socket.destroy();
+  });
+  // node hands CONNECT to this event instead of the request handler (and drops it when unheard).
+  server.on('connect', (_req, socket) => {
+    if (socket.writable) socket.end(rawErrorResponse(405));
+    else socket.destroy();
+  });
 
   return new Promise((resolve, reject) => {
     const failed = (e: NodeJS.ErrnoException) => reject(listenError(opts.host, opts.port, e.code, e.message));

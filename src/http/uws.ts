@@ -4,7 +4,7 @@
  * `Req` to the router and writes the `Reply` corked. Nothing else in src/ imports uWS.
  */
 import uWS from 'uWebSockets.js';
-import { STATUS_TEXT, TLS12_CIPHERS, FLUSH_BEFORE_CLOSE_MS, type Handle, replyBody, routerRejected, InFlight, byteLength, inPieces } from './common.js';
+import { STATUS_TEXT, TLS12_CIPHERS, FLUSH_BEFORE_CLOSE_MS, type Handle, replyBody, routerRejected, InFlight, byteLength, inPieces, KNOWN_METHODS, methodNotAllowed } from './common.js';
 import { BodyPieces } from '../core/envelope.js';
 import { enqueue } from '../core/slices.js';
 import type { Reply, Req } from '../core/operation.js';
@@ -267,6 +267,10 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
       // instead of starting work the closed pool and store can no longer do.
       res.close();
       done();
+      return;
+    }
+    if (!KNOWN_METHODS.has(req.method)) {
+      send(methodNotAllowed());
       return;
     }
     const declared = Number(headers['content-length'] ?? 0);

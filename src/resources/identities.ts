@@ -2,7 +2,7 @@
 import { errors } from '../core/errors.js';
 import { ALL_PERMISSIONS, dominates } from '../auth/permissions.js';
 import { isDisabledAt } from '../auth/login-policy.js';
-import type { Rec } from '../store/store.js';
+import type { Rec, Tx } from '../store/store.js';
 import { crud, type ResourceDef, type View } from './types.js';
 import { createEnrollmentInTx, enrollmentSecrets } from './enrollments.js';
 import { REDACTED } from './render.js';
@@ -71,6 +71,7 @@ export const identities: ResourceDef = {
     // permission it lacks. (Identities made by signer or CA enrollment are written directly, not here.)
     if (ctx.identity && !dominates(ctx.identity, rec)) throw errors.unauthorized();
     if (before?.edgeRouterId && rec.name !== before.name) throw errors.field('name', 'the name of a router identity can not be changed', rec.name);
+    for (const field of ['serviceHostingCosts', 'serviceHostingPrecedences'] as const) checkServiceKeys(tx, field, rec[field], before?.[field]);
     if (mode === 'create' && body?.enrollment) {
       const e = body.enrollment as { ott?: boolean; ottca?: string; updb?: string };
       const kinds = [e.ott ? 'ott' : undefined, e.ottca ? 'ottca' : undefined, e.updb ? 'updb' : undefined].filter(Boolean);
@@ -105,6 +106,19 @@ export const identities: ResourceDef = {
     cacheable: (rec) => rec.disabledUntil === undefined || rec.disabledUntil === null,
   },
 };
+
+/**
+ * A hosting cost or precedence is keyed by service id: a key that names no service is refused.
+ * Keys the record already had are let through, so a PUT that sends back what a GET showed still
+ * works after one of those services was deleted.
+ */
+function checkServiceKeys(tx: Tx, field: string, map: unknown, before: unknown) {
+  if (!map || typeof map !== 'object') return;
+  const had = before && typeof before === 'object' ? (before as Record<string, unknown>) : {};
+  for (const key of Object.keys(map)) {
+    if (!Object.prototype.hasOwnProperty.call(had, key) && !tx.exists('services', key)) throw errors.field(`${field}.${key}`, `${field} names no service with the id ${key}`, key);
+  }
+}
 
 /** Disabled now: `disabledAt` set and `disabledUntil` null or in the future (src/auth/disable.ts). */
 export const isDisabled = isDisabledAt;
