@@ -10,6 +10,7 @@
  */
 import { hostileJson } from '../src/api/router.js';
 import { duplicateKey } from '../src/api/json-keys.js';
+import { machineInfo, writeResults } from './lib/report.js';
 
 const msArg = process.argv.indexOf('--ms');
 const MS = msArg > 0 ? Number(process.argv[msArg + 1]) : 15;
@@ -85,3 +86,17 @@ for (const [name, body] of Object.entries(bodies)) {
 }
 const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => r[c].length)));
 for (const r of rows) console.log(r.map((x, c) => x.padStart(widths[c])).join('  '));
+
+// Every figure with its ratio to the same run's ceiling: JSON.parse of the same body, in-process.
+const results = Object.fromEntries(Object.entries(bodies).map(([name, body]) => {
+  const ceiling = best.get(`${name}/JSON.parse`)!;
+  return [name, {
+    bytes: body.length,
+    ceiling: { what: 'JSON.parse alone', nsPerCall: ceiling },
+    steps: Object.fromEntries(Object.keys(steps).map((label) => {
+      const ns = best.get(`${name}/${label}`)!;
+      return [label, { nsPerCall: ns, ratioToCeiling: ns / ceiling }];
+    })),
+  }];
+}));
+console.log(`results: ${writeResults('json-keys', { machine: machineInfo(), msPerCase: MS, rounds: ROUNDS, results })}`);
