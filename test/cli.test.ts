@@ -6,33 +6,15 @@
  * the spec-driven family commands; snapshot; then offline: back up, wipe, restore, reset the
  * admin password, and the restored controller still accepts the enrolled device's certificate.
  */
-import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { ADMIN_PASSWORD, startServer, type Server } from './helpers/server.js';
+import { runMesh } from './helpers/cli.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const CLI = path.join(ROOT, 'dist', 'src', 'cli', 'main.js');
-
-interface Run { code: number | null; stdout: string; stderr: string }
-
-function mesh(xdg: string, args: string[], env: Record<string, string> = {}): Promise<Run> {
-  return new Promise((resolve) => {
-    const p = spawn(process.execPath, [CLI, ...args], {
-      env: { PATH: process.env.PATH ?? '', HOME: xdg, XDG_CONFIG_HOME: xdg, MESH_ARGON2_MEMORY_KIB: '1024', MESH_ARGON2_ITERATIONS: '1', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (d) => (stdout += d));
-    p.stderr.on('data', (d) => (stderr += d));
-    p.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const mesh = runMesh;
 
 const tmp = (prefix: string) => fs.mkdtempSync(path.join(os.tmpdir(), prefix));
 

@@ -1,6 +1,7 @@
 /** Assertions shared by the resource suites: envelopes, entity base fields, field errors. */
 import type { Test } from 'tap';
 import { isError, type Client, type Res } from './server.js';
+import { ApiError } from '../../src/core/errors.js';
 
 export type Tap = Test;
 
@@ -48,3 +49,15 @@ export function fieldError(t: Tap, r: Res, field: string, label: string) {
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export const get = async (c: Client, p: string) => (await c.get(p)).body?.data;
+
+/** Runs fn, expects a COULD_NOT_VALIDATE ApiError (400) and returns its cause. */
+export function validationCause(fn: () => unknown): { field: string; reason: string; value: string } {
+  try {
+    fn();
+  } catch (e) {
+    if (!(e instanceof ApiError)) throw e;
+    if (e.code !== 'COULD_NOT_VALIDATE' || e.status !== 400) throw new Error(`unexpected ${e.code}`);
+    return e.errorCause as any;
+  }
+  throw new Error('expected a validation error');
+}

@@ -7,21 +7,12 @@ import fs from 'node:fs';
 import { BodyValidator } from '../../../src/api/validate.js';
 import { DEFINITION_LIMITS, FIELD_LIMITS, type Limit } from '../../../src/api/limits.js';
 import { countNames, countParsedNames, duplicateKey } from '../../../src/api/json-keys.js';
-import { ApiError } from '../../../src/core/errors.js';
+import { validationCause } from '../../helpers/assert.js';
 
 const mgmt = new BodyValidator('management');
 const client = new BodyValidator('client');
 
-function cause(fn: () => unknown): { field: string; reason: string; value: string } {
-  try {
-    fn();
-  } catch (e) {
-    if (!(e instanceof ApiError)) throw e;
-    if (e.code !== 'COULD_NOT_VALIDATE' || e.status !== 400) throw new Error(`unexpected ${e.code}`);
-    return e.errorCause as any;
-  }
-  throw new Error('expected a validation error');
-}
+const cause = validationCause;
 
 const identity = (extra: Record<string, unknown> = {}) => ({ name: 'alice', type: 'User', isAdmin: false, ...extra });
 const service = (extra: Record<string, unknown> = {}) => ({ name: 's', encryptionRequired: true, ...extra });

@@ -3,21 +3,12 @@ import { upstreamOperations, upstreamDocument } from '../../../src/api/spec/inde
 import { BodyValidator, NAME_MAX_LENGTH } from '../../../src/api/validate.js';
 import { buildServedSpec, specSummaries, specDetail } from '../../../src/api/openapi.js';
 import { ApiError } from '../../../src/core/errors.js';
+import { validationCause } from '../../helpers/assert.js';
 
 const mgmt = new BodyValidator('management');
 const client = new BodyValidator('client');
 
-/** Runs fn, expects a COULD_NOT_VALIDATE ApiError and returns its cause. */
-function cause(fn: () => unknown): { field: string; reason: string; value: string } {
-  try {
-    fn();
-  } catch (e) {
-    if (!(e instanceof ApiError)) throw e;
-    if (e.code !== 'COULD_NOT_VALIDATE' || e.status !== 400) throw new Error(`unexpected ${e.code}`);
-    return e.errorCause as any;
-  }
-  throw new Error('expected a validation error');
-}
+const cause = validationCause;
 
 const identity = () => ({ name: 'alice', type: 'User', isAdmin: false });
 
