@@ -7,6 +7,7 @@ import uWS from 'uWebSockets.js';
 import { STATUS_TEXT, TLS12_CIPHERS, FLUSH_BEFORE_CLOSE_MS, type Handle, replyBody, routerRejected, InFlight, byteLength, inPieces } from './common.js';
 import { BodyPieces } from '../core/envelope.js';
 import { enqueue } from '../core/slices.js';
+import { defaultRetryAfter } from '../core/errors.js';
 import type { Reply, Req } from '../core/operation.js';
 import type { Connection, Transport } from '../control/channel.js';
 
@@ -344,7 +345,7 @@ function addWebSocket(app: uWS.TemplatedApp, ep: WsEndpoint, sockets: Set<uWS.We
     closeOnBackpressureLimit: 1,
     upgrade: (res, req, context) => {
       if (isClosing()) {
-        res.cork(() => res.writeStatus('503 Service Unavailable').writeHeader('connection', 'close').end());
+        res.cork(() => res.writeStatus('503 Service Unavailable').writeHeader('retry-after', defaultRetryAfter(503)!).writeHeader('connection', 'close').end());
         return;
       }
       const remoteAddress = decoder.decode(res.getRemoteAddressAsText());
