@@ -8,7 +8,9 @@
  * the queue with 429 then. So every call starts within `maxWaitMs` or is refused, and a client
  * never waits longer for a refusal than for a start. Every refusal carries Retry-After.
  *
- * Example: `await limiter.run(() => login(ctx))` → the login's result, or throws RATE_LIMITED.
+ * Example: `await limiter.run(() => login(ctx))` → the login's result, or throws RATE_LIMITED;
+ * `const release = await limiter.acquire()` holds a slot until `release()` (large answers hold it
+ * until they are written: src/resources/list.ts).
  */
 import { errors, retryAfterSeconds } from '../core/errors.js';
 
@@ -67,6 +69,16 @@ export class Limiter {
   }
 
   async run<T>(fn: () => T | Promise<T>): Promise<T> {
+    const release = await this.acquire();
+    try {
+      return await fn();
+    } finally {
+      release();
+    }
+  }
+
+  /** Wait for a slot (or throw RATE_LIMITED); resolves with its release, which may be called more than once. */
+  async acquire(): Promise<() => void> {
     if (this.active >= this.concurrency) {
       if (this.waiting.length >= this.queue || this.expectedWaitMs > this.maxWaitMs) throw this.refusal();
       await new Promise<void>((resolve, reject) => {
@@ -84,9 +96,10 @@ export class Limiter {
     } else this.active++;
     const mark = { at: performance.now() };
     this.runningSince.add(mark);
-    try {
-      return await fn();
-    } finally {
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
       this.runningSince.delete(mark);
       const ms = performance.now() - mark.at;
       this.avgMs = this.avgMs === 0 ? ms : this.avgMs * 0.9 + ms * 0.1;
@@ -96,6 +109,6 @@ export class Limiter {
         clearTimeout(next.timer);
         next.start();
       } else this.active--;
-    }
+    };
   }
 }

@@ -123,7 +123,7 @@ export function startTls(opts: TlsOptions): Promise<TlsServer> {
     },
     (hreq: IncomingMessage, hres: ServerResponse) => {
       let answered = false;
-      const done = inFlight.begin(() => send(opts.shuttingDown()));
+      let done = inFlight.begin(() => send(opts.shuttingDown()));
       const url = hreq.url ?? '/';
       const q = url.indexOf('?');
       const headers: Record<string, string> = {};
@@ -144,8 +144,13 @@ export function startTls(opts: TlsOptions): Promise<TlsServer> {
         if (!hres.writableFinished) req.aborted = true;
       });
       const send = (reply: Reply) => {
-        if (answered) return;
+        if (answered) return reply.finished?.();
         answered = true;
+        const { finished } = reply;
+        if (finished) {
+          const ended = done;
+          done = () => (finished(), ended());
+        }
         if (req.aborted || hres.destroyed) return done();
         const { status, headers: h, body } = encodeReply(reply);
         if (closing) h.connection = 'close';

@@ -184,11 +184,16 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
         done();
       }
     });
-    const done = inFlight.begin(() => send(opts.shuttingDown()));
+    let done = inFlight.begin(() => send(opts.shuttingDown()));
     let answered = false;
     const send = (reply: Reply) => {
-      if (answered) return;
+      if (answered) return reply.finished?.();
       answered = true;
+      const { finished } = reply;
+      if (finished) {
+        const ended = done;
+        done = () => (finished(), ended());
+      }
       if (req.aborted) return done();
       const { body, contentType } = replyBody(reply);
       const [key, value] = headerBlock(reply.headers, contentType, closing);
