@@ -147,9 +147,13 @@ export function startTls(opts: TlsOptions): Promise<TlsServer> {
         if (answered) return reply.finished?.();
         answered = true;
         const { finished } = reply;
+        // A large answer frees its slot once written (src/resources/list.ts).
         if (finished) {
           const ended = done;
-          done = () => (finished(), ended());
+          done = () => {
+            finished();
+            ended();
+          };
         }
         if (req.aborted || hres.destroyed) return done();
         const { status, headers: h, body } = encodeReply(reply);

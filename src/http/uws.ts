@@ -190,9 +190,13 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
       if (answered) return reply.finished?.();
       answered = true;
       const { finished } = reply;
+      // A large answer frees its slot once written (src/resources/list.ts).
       if (finished) {
         const ended = done;
-        done = () => (finished(), ended());
+        done = () => {
+          finished();
+          ended();
+        };
       }
       if (req.aborted) return done();
       const { body, contentType } = replyBody(reply);
