@@ -318,7 +318,7 @@ export class Cluster implements WriteLog {
       };
       let outcome: { ok: boolean; revision: number };
       try {
-        outcome = await this.commit(shared, reads, snapshot, news.length ? await this.withNewsLease(news) : [], deadline);
+        outcome = await this.commit(shared, reads, snapshot, news.length ? await this.withNewsLease(news, deadline) : [], deadline);
       } catch (e) {
         release();
         throw e;
@@ -370,10 +370,10 @@ export class Cluster implements WriteLog {
   private newsLease?: { id: string; until: number };
 
   /** Attach the current news lease (a new one each slice; it expires SESSION_NEWS_RETENTION_MS after its slice). */
-  private async withNewsLease(ops: IRequestOp[]): Promise<IRequestOp[]> {
+  private async withNewsLease(ops: IRequestOp[], deadline: number): Promise<IRequestOp[]> {
     const now = Date.now();
     if (!this.newsLease || this.newsLease.until <= now) {
-      const lease = this.client.lease(Math.ceil((SESSION_NEWS_RETENTION_MS + NEWS_LEASE_SLICE_MS) / 1000), { autoKeepAlive: false });
+      const lease = this.client.lease(Math.ceil((SESSION_NEWS_RETENTION_MS + NEWS_LEASE_SLICE_MS) / 1000), { autoKeepAlive: false, deadline });
       try {
         this.newsLease = { id: await lease.grant(), until: now + NEWS_LEASE_SLICE_MS };
       } catch (e) {
