@@ -734,7 +734,8 @@ export class Cluster implements WriteLog {
     let problem: string | undefined;
     for (let attempt = 1; ; attempt++) {
       try {
-        await this.client.kv.range({ key: Buffer.from(this.keys.records), range_end: Buffer.from(prefixEnd(this.keys.records)), limit: 1, count_only: true }, { deadline });
+        // One key (this controller's catch-up marker): a range over the prefix would make etcd walk every key.
+        await this.client.kv.range({ key: Buffer.from(`${this.keys.records}~sync/${this.controllerId}`) }, { deadline });
         break;
       } catch (e) {
         // A member that is down refuses the connection at once: ask another (the pool moves on).
