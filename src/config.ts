@@ -64,8 +64,8 @@ export const ConfigSchema = Type.Object({
   /** Logins and MFA checks running at once, and waiting beyond those; past both: 429 RATE_LIMITED. */
   authConcurrency: Type.Integer({ description: 'logins and MFA checks running at once', default: 32, minimum: 1, maximum: 100_000 }),
   authQueue: Type.Integer({ description: 'logins and MFA checks that may wait beyond those; beyond: 429', default: 512, minimum: 0, maximum: 1_000_000 }),
-  /** Longest expected wait either queue admits (from recent call times); beyond: 429 at once. */
-  queueMaxWaitMs: Type.Integer({ description: 'longest expected wait a queue admits; beyond: 429 at once', default: 5000, minimum: 100, maximum: 600_000 }),
+  /** Longest expected wait the queues admit (from recent call times; beyond: 429 at once), and longest a call waits in one before 429. */
+  queueMaxWaitMs: Type.Integer({ description: 'longest a call waits in a queue, and longest expected wait one admits; beyond: 429', default: 5000, minimum: 100, maximum: 600_000 }),
   /** Other expensive operations (certificate signing, password changes, QR codes): same scheme.
    *  64 running: an enrollment holds its slot through its durable commit, and with 16 the CSR
    *  signing of one group waited for the previous group's commit (docs/pki.md); the CPU work

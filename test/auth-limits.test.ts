@@ -1,6 +1,8 @@
 /**
  * Rate limiting and the API session lifecycle pieces that need no waiting:
- * - the bounded queue itself (in process): concurrency, queue, immediate 429 beyond both;
+ * - the bounded queue itself (in process): concurrency, queue, immediate 429 beyond both, and a
+ *   call admitted to wait that has not started within maxWaitMs refused then (never started late);
+ *   every refusal with Retry-After;
  * - a burst of logins against a controller configured with a tiny auth queue: 200s and 429
  *   RATE_LIMITED, never a 5xx, and the controller logs in normally afterwards;
  * - the idle-session sweeper and the per-identity session end (in process, on a real LMDB store).
@@ -30,6 +32,7 @@ t.test('bounded queue', async (t) => {
   t.equal(l.queued, 1, 'one waits');
   const refused = await task(4).then(() => undefined, (e: unknown) => e);
   t.ok(refused instanceof ApiError && refused.code === 'RATE_LIMITED' && refused.status === 429, 'a fourth is refused at once with 429 RATE_LIMITED');
+  t.ok(Number((refused as ApiError).headers?.['retry-after']) >= 1, 'with Retry-After');
   t.equal(l.rejected, 1, 'counted');
   gates.shift()!();
   t.equal(await a, 1);
@@ -59,6 +62,34 @@ t.test('a call that would wait longer than maxWaitMs is refused at once, whateve
   await Promise.all([first, second]);
 });
 
+t.test('a call admitted to wait starts within maxWaitMs or is refused then, never later', async (t) => {
+  // No call has finished yet, so nothing tells the queue how long one takes: it admits the waiters.
+  const l = new Limiter('bound', 1, 10, 200);
+  let release!: () => void;
+  const holder = l.run(() => new Promise<void>((resolve) => (release = resolve)));
+  const started: number[] = [];
+  const waiters = [1, 2].map((i) => l.run(() => void started.push(i)).then(() => 'ran', (e: unknown) => e));
+  await new Promise((r) => setImmediate(r));
+  t.equal(l.queued, 2, 'both admitted to wait');
+  // The slot stays held past the bound: the waiters are refused then, while it is still held.
+  const outcomes = await Promise.all(waiters);
+  t.equal(l.running, 1, 'the slot is still held when they are refused');
+  for (const e of outcomes) {
+    t.ok(e instanceof ApiError && e.code === 'RATE_LIMITED' && e.status === 429, '429 RATE_LIMITED');
+    t.ok(Number((e as ApiError).headers?.['retry-after']) >= 1, `Retry-After ${(e as ApiError).headers?.['retry-after']}`);
+  }
+  t.same(started, [], 'neither ran');
+  t.equal(l.queued, 0, 'they left the queue');
+  t.equal(l.expired, 2);
+  // Before any call finished, how long the running one has taken already counts as a call's time:
+  // a newcomer that would wait longer than the bound is refused at once.
+  const late = await l.run(() => 'ran').then((v) => v, (e: unknown) => e);
+  t.ok(late instanceof ApiError && late.code === 'RATE_LIMITED', 'refused at once: the running call has taken longer than the bound');
+  release();
+  await holder;
+  t.equal(await l.run(() => 'ran'), 'ran', 'a free slot is taken at once');
+});
+
 t.test('a login burst beyond the auth queue gets 429 RATE_LIMITED', async (t) => {
   const srv = await startServer(t, {
     env: { MESH_AUTH_CONCURRENCY: '1', MESH_AUTH_QUEUE: '1', MESH_ARGON2_MEMORY_KIB: '32768', MESH_ARGON2_ITERATIONS: '3' },
@@ -73,7 +104,7 @@ t.test('a login burst beyond the auth queue gets 429 RATE_LIMITED', async (t) =>
   t.ok(statuses.every((s) => s === 200 || s === 401 || s === 429), `only 200/401/429: ${statuses.join(' ')}`);
   const limited = burst.filter((r) => r.status === 429);
   t.ok(limited.length > 0, `some were refused (${limited.length})`);
-  for (const r of limited.slice(0, 3)) t.ok(isError(r, 429, 'RATE_LIMITED'), '429 RATE_LIMITED envelope');
+  for (const r of limited) t.ok(isError(r, 429, 'RATE_LIMITED') && Number(r.headers['retry-after']) >= 1, `429 RATE_LIMITED envelope with Retry-After (${r.headers['retry-after']})`);
   t.ok(statuses.some((s) => s === 200 || s === 401), 'some were served');
   t.equal((await srv.client.post('/authenticate?method=password', { username: 'burst-user', password: 'burst-password' })).status, 200, 'after the burst: served normally');
   t.equal((await srv.client.post('/authenticate/mfa', { code: '123456' })).status, 401, 'MFA check without a session is still a 401');

@@ -5,7 +5,7 @@
  * node:https adapters call `handle`.
  */
 import { ClusterUnavailable, WriteContention } from '../cluster/errors.js';
-import { ApiError, errors } from '../core/errors.js';
+import { ApiError, defaultRetryAfter, errors } from '../core/errors.js';
 import { renderError } from '../core/envelope.js';
 import { shortId } from '../store/ids.js';
 import type { App, Ctx, Op } from '../core/context.js';
@@ -215,6 +215,11 @@ export class Router {
       ? { server: this.serverHeader, 'access-control-allow-origin': '*', ...reply.headers }
       : { server: this.serverHeader, 'access-control-allow-origin': '*' };
     if (ctx?.op.api === 'client' || !ctx) headers['mesh-instance-id'] = this.app.instanceId;
+    // Raw routes (health, search) answer 429/503 outside the error catalog: the same back-off.
+    if (headers['retry-after'] === undefined) {
+      const retryAfter = defaultRetryAfter(reply.status);
+      if (retryAfter) headers['retry-after'] = retryAfter;
+    }
     if (ctx?.session && !this.app.sessions.isEnded(ctx.session)) {
       headers['expiration-seconds'] = String(this.app.sessions.timeoutSeconds);
       headers['expires-at'] = goTime(this.app.sessions.expiresAt(ctx.session));

@@ -5,7 +5,7 @@
  * of that identity answers 429 RATE_LIMITED until the window has passed; a good code resets.
  * In memory: a restart forgives, which costs an attacker a controller restart per window.
  */
-import { ApiError, errors } from '../core/errors.js';
+import { ApiError, errors, retryAfterSeconds } from '../core/errors.js';
 
 export class MfaThrottle {
   private readonly failures = new Map<string, { count: number; since: number }>();
@@ -20,7 +20,7 @@ export class MfaThrottle {
     const f = this.failures.get(identityId);
     if (!f) return;
     if (now - f.since > this.windowMs) this.failures.delete(identityId);
-    else if (f.count >= this.maxFailures) throw errors.rateLimited();
+    else if (f.count >= this.maxFailures) throw errors.rateLimited(retryAfterSeconds(f.since + this.windowMs - now));
   }
 
   fail(identityId: string, now = Date.now()): void {

@@ -40,7 +40,7 @@
 import fs from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import { Etcd3, type ICompare, type IRequestOp, type ITxnResponse } from 'etcd3';
-import { prefixEnd, watchPrefix, type WatchEvent } from './watch.js';
+import { prefixEnd, watchPrefix, type Watch, type WatchEvent } from './watch.js';
 import { noop } from 'cockatiel';
 import { Packr } from 'msgpackr';
 import type { Logger } from 'pino';
@@ -70,8 +70,24 @@ const MAX_TXN_BYTES = 1024 * 1024;
 const RANGE_RECORD_GUARDS = 16;
 /** The longest a transaction waits for more writes (group commit sizing, `send`). */
 const LINGER_MAX_MS = 20;
-/** How long one etcd call may take before the write is answered 503. */
+/**
+ * The longest a write waits for etcd, from its start: then it is answered 503
+ * CLUSTER_HAS_NO_LEADER (docs/cluster.md promises this bound). It covers every wait of the write
+ * (a transaction in flight ahead of it, its own, a lease grant, the replica applying it), not each
+ * call: with one bound per call a write queued behind a stalled transaction took two of them.
+ */
+export const WRITE_TIMEOUT_MS = 5000;
+/** Other etcd calls (the catch-up marker) that should answer within this. */
 const CALL_TIMEOUT_MS = 5000;
+/**
+ * Readiness probe, every PROBE_INTERVAL_MS, writing nothing (requests add no etcd revision): a
+ * linearizable read, which etcd answers only with a leader and a quorum (a member without quorum
+ * still serves reads of its own and the watch, so the watch alone never noticed), and a progress
+ * request on the watch stream, which a live member answers; each within PROBE_TIMEOUT_MS. And the
+ * watch must keep up: what it delivered by the previous probe must be applied by this one.
+ */
+const PROBE_INTERVAL_MS = 1000;
+const PROBE_TIMEOUT_MS = 2000;
 
 /** Collections each controller keeps for itself in cluster mode (docs/cluster.md). */
 export const LOCAL_COLLECTIONS = new Set(['apiSessions', 'sessions', 'apiSessionCertificates']);
@@ -192,6 +208,8 @@ interface Queued {
   bytes: number;
   /** Resolves with the revision: the write's own when it succeeded, else the one that failed its guards. */
   done: (r: { ok: boolean; revision: number }) => void;
+  /** When the write is answered 503 (Date.now() ms): not sent after it, and etcd told to give up by then. */
+  deadline: number;
   fail: (e: unknown) => void;
   /** Times this write was sent again because the first attempt never reached etcd. */
   resent?: number;
@@ -217,9 +235,17 @@ export class Cluster implements WriteLog {
   readonly keys: Keys;
   /** The last log revision applied to the replica. */
   applied = 0;
-  private watch?: { close(): void };
+  private watch?: Watch;
+  /** The newest revision the watch delivered, and what it was at the previous probe. */
+  private received = 0;
+  private receivedAtProbe = 0;
   private ready = false;
   private detail = 'starting';
+  /** Whether the watch stream is up (its last event was `connected`, not `disconnected`). */
+  private watching = false;
+  /** A catch-up (sync) is under way: the probe does not declare the replica ready meanwhile. */
+  private syncing = false;
+  private probeTimer?: NodeJS.Timeout;
   private closed = false;
   private applying: Promise<void> = Promise.resolve();
   /** Watch events received and not yet handed to an LMDB transaction. */
@@ -249,9 +275,24 @@ export class Cluster implements WriteLog {
 
   // ---- writes ----------------------------------------------------------------------------
 
-  async write<T>(fn: (tx: Tx) => T, opts?: WriteOptions): Promise<T> {
+  /** Run a write; answered (ClusterUnavailable) by WRITE_TIMEOUT_MS whatever etcd does. */
+  write<T>(fn: (tx: Tx) => T, opts?: WriteOptions): Promise<T> {
+    const deadline = Date.now() + WRITE_TIMEOUT_MS;
+    const work = this.attempts(fn, opts, deadline);
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new ClusterUnavailable(`etcd did not take the write within ${WRITE_TIMEOUT_MS} ms (no leader, or unreachable)`)), WRITE_TIMEOUT_MS);
+    });
+    // What goes on after the answer (an etcd call ending) must not surface as an unhandled rejection.
+    work.catch(() => undefined);
+    return Promise.race([work, late]).finally(() => clearTimeout(timer));
+  }
+
+  private async attempts<T>(fn: (tx: Tx) => T, opts: WriteOptions | undefined, deadline: number): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       if (this.closed) throw new Error('store is closed');
+      // Answered 503 already: not run again (a write the client was told may not have been made).
+      if (Date.now() >= deadline) throw new ClusterUnavailable('the write ran out of time');
       const reads = new Reads(this.keys);
       const snapshot = this.applied;
       const tx = new Tx(this.store, reads);
@@ -277,7 +318,7 @@ export class Cluster implements WriteLog {
       };
       let outcome: { ok: boolean; revision: number };
       try {
-        outcome = await this.commit(shared, reads, snapshot, news.length ? await this.withNewsLease(news) : []);
+        outcome = await this.commit(shared, reads, snapshot, news.length ? await this.withNewsLease(news, deadline) : [], deadline);
       } catch (e) {
         release();
         throw e;
@@ -329,10 +370,10 @@ export class Cluster implements WriteLog {
   private newsLease?: { id: string; until: number };
 
   /** Attach the current news lease (a new one each slice; it expires SESSION_NEWS_RETENTION_MS after its slice). */
-  private async withNewsLease(ops: IRequestOp[]): Promise<IRequestOp[]> {
+  private async withNewsLease(ops: IRequestOp[], deadline: number): Promise<IRequestOp[]> {
     const now = Date.now();
     if (!this.newsLease || this.newsLease.until <= now) {
-      const lease = this.client.lease(Math.ceil((SESSION_NEWS_RETENTION_MS + NEWS_LEASE_SLICE_MS) / 1000), { autoKeepAlive: false });
+      const lease = this.client.lease(Math.ceil((SESSION_NEWS_RETENTION_MS + NEWS_LEASE_SLICE_MS) / 1000), { autoKeepAlive: false, deadline });
       try {
         this.newsLease = { id: await lease.grant(), until: now + NEWS_LEASE_SLICE_MS };
       } catch (e) {
@@ -350,7 +391,7 @@ export class Cluster implements WriteLog {
   }
 
   /** Send one write's sub-transaction; resolves once the replica applied it, or with the revision that failed it. */
-  private commit(ops: Op[], reads: Reads, snapshot: number, extra: IRequestOp[]): Promise<{ ok: boolean; revision: number }> {
+  private commit(ops: Op[], reads: Reads, snapshot: number, extra: IRequestOp[], deadline: number): Promise<{ ok: boolean; revision: number }> {
     const compare: ICompare[] = [];
     const guard = (key: string, present: boolean) => {
       const k = Buffer.from(key);
@@ -417,7 +458,7 @@ export class Cluster implements WriteLog {
       for (const op of ops) if (op.coll.pending.get(op.id) === (op.after ?? null)) op.coll.pending.delete(op.id);
     };
     const flight = new Promise<{ ok: boolean; revision: number }>((done, fail) => {
-      this.queue.push({ txn: { compare, success }, keys, bytes, done, fail });
+      this.queue.push({ txn: { compare, success }, keys, bytes, done, fail, deadline });
       this.send();
     }).then(
       async (r) => {
@@ -477,7 +518,13 @@ export class Cluster implements WriteLog {
     const rest: Queued[] = [];
     const written = new Set<string>();
     let bytes = 0;
+    const now = Date.now();
     for (const q of this.queue) {
+      // Already answered 503 (it waited out its bound behind a stalled transaction): not sent.
+      if (q.deadline <= now) {
+        q.fail(new ClusterUnavailable('the write waited out its time for etcd'));
+        continue;
+      }
       // etcd refuses a transaction that writes one key twice: such a write waits for the next one.
       const clash = q.keys.some((k) => written.has(k));
       if (clash || batch.length >= MAX_TXN_OPS || (batch.length > 0 && bytes + q.bytes > MAX_TXN_BYTES)) {
@@ -489,12 +536,14 @@ export class Cluster implements WriteLog {
       batch.push(q);
     }
     this.queue = rest;
+    if (batch.length === 0) return;
     this.sending = true;
     this.stats.txns++;
     this.stats.writes += batch.length;
     const sent = performance.now();
     this.client.kv
-      .txn({ compare: [], success: batch.map((q) => ({ request_txn: q.txn })), failure: [] }, { deadline: Date.now() + CALL_TIMEOUT_MS })
+      // etcd gives up when the batch's first write is answered 503: nothing outlives its answer for long.
+      .txn({ compare: [], success: batch.map((q) => ({ request_txn: q.txn })), failure: [] }, { deadline: Math.min(...batch.map((q) => q.deadline)) })
       .then(
         (res: ITxnResponse) => {
           this.lastTxn = { writes: batch.length, ms: performance.now() - sent };
@@ -503,7 +552,7 @@ export class Cluster implements WriteLog {
         },
         (err: unknown) => {
           // Never sent (no connection to that member): safe to send again, to another member.
-          if (/No connection established|ECONNREFUSED/i.test(String((err as Error)?.message)) && (batch[0].resent ?? 0) < 3) {
+          if (/No connection established|ECONNREFUSED/i.test(String((err as Error)?.message)) && (batch[0].resent ?? 0) < 3 && Date.now() < Math.min(...batch.map((q) => q.deadline))) {
             for (const q of batch) q.resent = (q.resent ?? 0) + 1;
             this.queue.unshift(...batch);
             return new Promise((r) => setTimeout(r, 100));
@@ -632,13 +681,16 @@ export class Cluster implements WriteLog {
         // transaction (one sync for all of them), as local writes share a group commit.
         if (this.arrived.length === 0) this.applying = this.applying.then(() => this.apply(this.arrived.splice(0)));
         for (const ev of events) this.arrived.push(ev);
+        this.received = Math.max(this.received, events[events.length - 1].kv.mod_revision);
       },
       disconnected: (reason) => {
+        this.watching = false;
         this.ready = false;
         this.detail = `disconnected from etcd: ${reason}`;
       },
       // Back after a break: ready again once a marker written now has come through.
       connected: () => {
+        this.watching = true;
         if (!first && !this.closed) void this.sync();
         first = false;
       },
@@ -653,20 +705,75 @@ export class Cluster implements WriteLog {
       },
     });
     await this.sync();
+    this.probeSoon();
+  }
+
+  private probeSoon() {
+    if (this.closed || this.probeTimer) return;
+    this.probeTimer = setTimeout(() => {
+      void this.probe().finally(() => {
+        this.probeTimer = undefined;
+        this.probeSoon();
+      });
+    }, PROBE_INTERVAL_MS);
+    this.probeTimer.unref();
+  }
+
+  /**
+   * The readiness probe (PROBE_INTERVAL_MS, see there). Not ready while etcd has no leader or can
+   * not be reached, while the watch's member does not answer, or while revisions the watch
+   * delivered a probe ago are not applied; ready again once all three hold (and the watch is up).
+   */
+  private async probe(): Promise<void> {
+    const started = Date.now();
+    const deadline = started + PROBE_TIMEOUT_MS;
+    const due = this.receivedAtProbe;
+    const behind = this.applied < due;
+    this.receivedAtProbe = this.received;
+    const answered = this.watch ? this.watch.answers(PROBE_TIMEOUT_MS) : Promise.resolve(false);
+    let problem: string | undefined;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        // One key (this controller's catch-up marker): a range over the prefix would make etcd walk every key.
+        await this.client.kv.range({ key: Buffer.from(`${this.keys.records}~sync/${this.controllerId}`) }, { deadline });
+        break;
+      } catch (e) {
+        // A member that is down refuses the connection at once: ask another (the pool moves on).
+        if (/No connection established|ECONNREFUSED/i.test(String((e as Error)?.message)) && attempt < 3 && Date.now() < deadline) continue;
+        problem = `etcd did not answer a linearizable read within ${PROBE_TIMEOUT_MS} ms (no leader, or unreachable): ${(e as Error)?.message ?? e}`;
+        break;
+      }
+    }
+    const watchAnswered = await answered;
+    if (this.closed) return;
+    if (!problem && !watchAnswered && this.watching) problem = `the watch's etcd member did not answer within ${PROBE_TIMEOUT_MS} ms`;
+    if (!problem && behind) problem = `the replica has fallen behind: at revision ${this.applied}, revision ${due} arrived over ${PROBE_INTERVAL_MS} ms ago`;
+    if (problem) {
+      this.ready = false;
+      this.detail = problem;
+    } else if (this.watching && !this.syncing) {
+      this.ready = true;
+      this.detail = `replica at revision ${this.applied}`;
+    }
   }
 
   /** Write a marker into the watched prefix and wait for the replica to apply it: caught up. */
   private async sync(): Promise<void> {
     this.detail = 'catching up with etcd';
+    this.syncing = true;
     for (;;) {
       try {
         const res = await this.client.kv.put({ key: Buffer.from(`${this.keys.records}~sync/${this.controllerId}`), value: Buffer.from(String(Date.now())) }, { deadline: Date.now() + CALL_TIMEOUT_MS });
         await this.waitApplied(Number(res.header.revision));
+        this.syncing = false;
         this.ready = true;
         this.detail = `replica at revision ${this.applied}`;
         return;
       } catch (e) {
-        if (this.closed) return;
+        if (this.closed) {
+          this.syncing = false;
+          return;
+        }
         this.ready = false;
         this.detail = `etcd unreachable: ${(e as Error).message}`;
         await new Promise((r) => setTimeout(r, 1000));
@@ -741,6 +848,7 @@ export class Cluster implements WriteLog {
     if (this.closed) return;
     this.closed = true;
     this.ready = false;
+    clearTimeout(this.probeTimer);
     this.watch?.close();
     await this.applying.catch(() => undefined);
     this.client.close();

@@ -146,22 +146,52 @@ interface ServiceClient {
   makeBidiStreamRequest(path: string, serialize: (req: IWatchRequest) => Buffer, deserialize: (buf: Buffer) => WatchResponse, metadata: unknown, options: object): Stream;
 }
 
-/** A Watch stream whose responses decodeWatchResponse reads (the requests keep etcd3's encoder). */
+/** What of grpc's Metadata a stream of our own uses. */
+interface Metadata {
+  clone(): Metadata;
+  set(key: string, value: string): void;
+}
+
+/**
+ * A Watch stream whose responses decodeWatchResponse reads (the requests keep etcd3's encoder).
+ * It requires a leader (etcd's `hasleader` metadata, as clientv3's WithRequireLeader): a member
+ * that has lost its leader (no quorum) refuses it and ends it within a few election timeouts,
+ * where it would otherwise go on serving a watch on which nothing more can happen.
+ */
 function openStream(client: Etcd3): Promise<Stream> {
   const pool = (client.watchClient as unknown as { client: Pool }).client;
   return pool.withConnection('Watch', ({ resource, client: svc, metadata }) => {
     const method = svc.constructor.service.Watch;
-    const stream = svc.makeBidiStreamRequest(method.path, method.requestSerialize, decodeWatchResponse, metadata, {});
+    const md = (metadata as Metadata).clone();
+    md.set('hasleader', 'true');
+    const stream = svc.makeBidiStreamRequest(method.path, method.requestSerialize, decodeWatchResponse, md, {});
     // As etcd3's own watch does: a member whose stream fails is tried last next time.
     stream.on('error', (err) => stream.writable && pool.markFailed(resource, err as Error));
     return stream;
   });
 }
 
-export function watchPrefix(client: Etcd3, prefix: string, fromRevision: number, h: WatchHandlers): { close(): void } {
+/** A running watch. */
+export interface Watch {
+  close(): void;
+  /**
+   * Ask the stream for a progress response: true once it answers anything, false when it does not
+   * within `timeoutMs` (or there is no stream now): a stream that stalled, or a member that hangs.
+   */
+  answers(timeoutMs: number): Promise<boolean>;
+}
+
+export function watchPrefix(client: Etcd3, prefix: string, fromRevision: number, h: WatchHandlers): Watch {
   let next = fromRevision;
   let closed = false;
   let current: Stream | undefined;
+  /** Waiting for the stream's next response (answers). */
+  let listeners: ((heard: boolean) => void)[] = [];
+  const heard = (v: boolean) => {
+    const l = listeners;
+    listeners = [];
+    for (const f of l) f(v);
+  };
   const open = async () => {
     if (closed) return;
     let stream: Stream;
@@ -183,12 +213,15 @@ export function watchPrefix(client: Etcd3, prefix: string, fromRevision: number,
       } catch {
         // Already gone.
       }
+      if (current === stream) current = undefined;
+      heard(false);
       if (closed) return;
       h.disconnected?.(reason);
       setTimeout(() => void open(), 200).unref();
     };
     stream.on('data', (res) => {
       if (done) return;
+      heard(true);
       if (res.canceled) {
         if (res.compact_revision > 0) {
           done = true;
@@ -210,8 +243,30 @@ export function watchPrefix(client: Etcd3, prefix: string, fromRevision: number,
   };
   void open();
   return {
+    answers(timeoutMs: number): Promise<boolean> {
+      const stream = current;
+      if (!stream || closed) return Promise.resolve(false);
+      return new Promise((resolve) => {
+        const timer = setTimeout(() => {
+          listeners = listeners.filter((f) => f !== done);
+          resolve(false);
+        }, timeoutMs);
+        const done = (v: boolean) => {
+          clearTimeout(timer);
+          resolve(v);
+        };
+        listeners.push(done);
+        try {
+          stream.write({ progress_request: {} });
+        } catch {
+          done(false);
+          listeners = listeners.filter((f) => f !== done);
+        }
+      });
+    },
     close() {
       closed = true;
+      heard(false);
       try {
         current?.cancel();
       } catch {

@@ -1,6 +1,6 @@
 /** Success and error envelopes: the only place response bodies are shaped. */
 import crypto from 'node:crypto';
-import { ApiError, type ErrorCause } from './errors.js';
+import { ApiError, defaultRetryAfter, type ErrorCause } from './errors.js';
 import type { Reply } from './operation.js';
 
 export const ERROR_META = { apiEnrollmentVersion: '0.0.1', apiVersion: '0.0.1' } as const;
@@ -98,6 +98,7 @@ export function listOfJson(entries: string[], pagination: Pagination, filterable
   return w.finish(pagination, filterableFields);
 }
 
+/** The error envelope of `err`; a 429 or 503 always with Retry-After (RETRY_AFTER_SECONDS unless the error names its own). */
 export function renderError(err: ApiError, requestId: string): Reply {
   const error: { code: string; message: string; requestId: string; cause?: ErrorCause } = {
     code: err.code,
@@ -105,5 +106,7 @@ export function renderError(err: ApiError, requestId: string): Reply {
     requestId,
   };
   if (err.errorCause) error.cause = err.errorCause;
-  return { status: err.status, body: { error, meta: ERROR_META }, headers: err.headers };
+  const retryAfter = err.headers?.['retry-after'] === undefined ? defaultRetryAfter(err.status) : undefined;
+  const headers = retryAfter ? { ...err.headers, 'retry-after': retryAfter } : err.headers;
+  return { status: err.status, body: { error, meta: ERROR_META }, headers };
 }

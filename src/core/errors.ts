@@ -108,6 +108,23 @@ export function causeValue(value: unknown): string {
   return s.length > 256 ? s.slice(0, 256) + '…' : s;
 }
 
+/**
+ * Retry-After (seconds) of a 429 or 503 whose source does not know better: every such answer
+ * carries one (renderError, and the router for raw routes), so a client backs off instead of
+ * retrying at once. A queue's refusal says when it expects a slot (Limiter), the MFA brake when
+ * its window ends, a cluster write how long an etcd election takes (cluster/errors.ts).
+ */
+export const RETRY_AFTER_SECONDS: Readonly<Record<number, number>> = { 429: 1, 503: 2 };
+
+/** The Retry-After a reply of `status` carries by default, or undefined when it takes none. */
+export const defaultRetryAfter = (status: number): string | undefined => {
+  const s = RETRY_AFTER_SECONDS[status];
+  return s === undefined ? undefined : String(s);
+};
+
+/** Whole seconds, at least 1, of a wait in ms: the Retry-After value for it. */
+export const retryAfterSeconds = (ms: number): number => Math.max(1, Math.ceil(ms / 1000));
+
 export const errors = {
   notFound: (entity?: string, id?: string) =>
     new ApiError('NOT_FOUND', undefined, entity && id !== undefined ? { code: 'NOT_FOUND', message: `${entity} with id ${id} not found` } : undefined),
@@ -126,7 +143,9 @@ export const errors = {
   cannotUpdate: (reason: string) => new ApiError('ENTITY_CAN_NOT_BE_UPDATED', undefined, { code: 'ENTITY_CAN_NOT_BE_UPDATED', message: reason }),
   methodNotAllowed: () => new ApiError('METHOD_NOT_ALLOWED'),
   tooLarge: (limit: number) => new ApiError('REQUEST_TOO_LARGE', `The body of the request exceeds the maximum allowed size of ${limit} bytes`),
-  rateLimited: () => new ApiError('RATE_LIMITED'),
+  /** 429 RATE_LIMITED; `retryAfter` seconds when the refuser knows when there will be room. */
+  rateLimited: (retryAfter?: number) =>
+    new ApiError('RATE_LIMITED', undefined, undefined, retryAfter === undefined ? undefined : { 'retry-after': String(retryAfter) }),
   shuttingDown: () => new ApiError('SHUTTING_DOWN'),
   unhandled: () => new ApiError('UNHANDLED'),
 };

@@ -70,6 +70,8 @@ export interface Reply {
   body?: unknown;
   contentType?: string;
   headers?: Record<string, string>;
+  /** Called by the adapter once the reply is written or the client went away (a large answer frees its slot then). */
+  finished?: () => void;
 }
 
 /**

@@ -132,7 +132,7 @@ export function startTls(opts: TlsOptions): Promise<TlsServer> {
     },
     (hreq: IncomingMessage, hres: ServerResponse) => {
       let answered = false;
-      const done = inFlight.begin(() => send(opts.shuttingDown()));
+      let done = inFlight.begin(() => send(opts.shuttingDown()));
       const url = hreq.url ?? '/';
       const q = url.indexOf('?');
       const headers: Record<string, string> = {};
@@ -153,8 +153,17 @@ export function startTls(opts: TlsOptions): Promise<TlsServer> {
         if (!hres.writableFinished) req.aborted = true;
       });
       const send = (reply: Reply) => {
-        if (answered) return;
+        if (answered) return reply.finished?.();
         answered = true;
+        const { finished } = reply;
+        // A large answer frees its slot once written (src/resources/list.ts).
+        if (finished) {
+          const ended = done;
+          done = () => {
+            finished();
+            ended();
+          };
+        }
         if (req.aborted || hres.destroyed) return done();
         const { status, headers: h, body } = encodeReply(reply);
         if (closing) h.connection = 'close';

@@ -7,6 +7,7 @@ import uWS from 'uWebSockets.js';
 import { STATUS_TEXT, TLS12_CIPHERS, FLUSH_BEFORE_CLOSE_MS, type Handle, replyBody, routerRejected, InFlight, byteLength, inPieces, KNOWN_METHODS, methodNotAllowed } from './common.js';
 import { BodyPieces } from '../core/envelope.js';
 import { enqueue } from '../core/slices.js';
+import { defaultRetryAfter } from '../core/errors.js';
 import type { Reply, Req } from '../core/operation.js';
 import type { Connection, Transport } from '../control/channel.js';
 import { cannotListen } from './ports.js';
@@ -184,11 +185,20 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
         done();
       }
     });
-    const done = inFlight.begin(() => send(opts.shuttingDown()));
+    let done = inFlight.begin(() => send(opts.shuttingDown()));
     let answered = false;
     const send = (reply: Reply) => {
-      if (answered) return;
+      if (answered) return reply.finished?.();
       answered = true;
+      const { finished } = reply;
+      // A large answer frees its slot once written (src/resources/list.ts).
+      if (finished) {
+        const ended = done;
+        done = () => {
+          finished();
+          ended();
+        };
+      }
       if (req.aborted) return done();
       const { body, contentType } = replyBody(reply);
       const [key, value] = headerBlock(reply.headers, contentType, closing);
@@ -363,7 +373,7 @@ function addWebSocket(app: uWS.TemplatedApp, ep: WsEndpoint, sockets: Set<uWS.We
     closeOnBackpressureLimit: 1,
     upgrade: (res, req, context) => {
       if (isClosing()) {
-        res.cork(() => res.writeStatus('503 Service Unavailable').writeHeader('connection', 'close').end());
+        res.cork(() => res.writeStatus('503 Service Unavailable').writeHeader('retry-after', defaultRetryAfter(503)!).writeHeader('connection', 'close').end());
         return;
       }
       const remoteAddress = decoder.decode(res.getRemoteAddressAsText());

@@ -5,7 +5,10 @@
  *   GET /health/ready  200 when this controller should get traffic, else 503 with the failing checks:
  *                      not shutting down; the store answers reads and has room left in its map;
  *                      the worker pool queue is not full (callers would get 429); the TLS server
- *                      certificate is within its validity.
+ *                      certificate is within its validity; in cluster mode, the replica is loaded,
+ *                      its watch is up, and a marker written every 2 s comes back through it
+ *                      within 2 s (src/cluster/replica.ts: etcd has a leader and the watch keeps
+ *                      up). A 503 carries Retry-After (the router adds it).
  *   GET /health-checks the same checks in upstream's health-check envelope (`data.controller`).
  *
  * Unauthenticated, like upstream's health-check API: they reveal nothing but healthy or not.

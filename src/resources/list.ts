@@ -5,6 +5,7 @@ import { parseListParams, listSteps, type ListSource } from '../core/query.js';
 import { sliced } from '../core/slices.js';
 import type { Ctx } from '../core/context.js';
 import type { Reply } from '../core/operation.js';
+import type { Limiter } from '../auth/limiter.js';
 import type { Rec } from '../store/store.js';
 import type { ResourceDef, View } from './types.js';
 import type { Registry } from './registry.js';
@@ -29,7 +30,38 @@ export function listSource(reg: Registry, def: ResourceDef, extra?: Partial<List
  */
 export function listRecords(reg: Registry, def: ResourceDef, ctx: Ctx, extra?: Partial<ListSource>, render?: (r: Rec) => unknown): Reply | Promise<Reply> {
   const limiter = ctx.app.auth.largeAnswers;
-  return sliced(listReplySteps(reg, def, ctx, extra, render), (rest) => limiter.run(rest));
+  return sliced(listReplySteps(reg, def, ctx, extra, render), (rest) => untilWritten(limiter, rest));
+}
+
+/**
+ * The longest a large answer keeps its slot while its client reads it; then it is written on
+ * outside the limit (a client that stops reading must not hold a slot for good).
+ */
+const HOLD_WHILE_WRITTEN_MS = 30_000;
+
+/**
+ * A large answer holds its slot until it is written (Reply.finished), not only while it is
+ * computed: its writing takes turns too (slices.ts), and its pages stay in memory until then. With
+ * the slot freed at the end of the computation, any number of finished answers were written at
+ * once, sharing the turns with the lists being computed, and an admitted list took as long as all
+ * of them together (docs/operations.md).
+ */
+async function untilWritten(limiter: Limiter, rest: () => Promise<Reply>): Promise<Reply> {
+  const release = await limiter.acquire();
+  let reply: Reply;
+  try {
+    reply = await rest();
+  } catch (e) {
+    release();
+    throw e;
+  }
+  const timer = setTimeout(release, HOLD_WHILE_WRITTEN_MS);
+  timer.unref();
+  reply.finished = () => {
+    clearTimeout(timer);
+    release();
+  };
+  return reply;
 }
 
 /**
