@@ -27,6 +27,19 @@ export const KNOWN_METHODS = new Set(['get', 'head', 'post', 'put', 'patch', 'de
 export const ALLOW = 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS';
 
 /** 405 in the error envelope, with `Allow`. */
+/**
+ * The `done` of a reply being sent, which also runs the reply's `finished`: a large answer frees
+ * its queue slot once written (src/resources/list.ts).
+ */
+export function withFinished(reply: Reply, done: () => void): () => void {
+  const { finished } = reply;
+  if (!finished) return done;
+  return () => {
+    finished();
+    done();
+  };
+}
+
 export function methodNotAllowed(): Reply {
   const reply = renderError(errors.methodNotAllowed(), shortId());
   reply.headers = { ...reply.headers, allow: ALLOW };

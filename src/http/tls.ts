@@ -16,7 +16,7 @@
 import https from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket, PeerCertificate, DetailedPeerCertificate } from 'node:tls';
-import { encodeReply, InFlight, routerRejected, TLS12_CIPHERS, FLUSH_BEFORE_CLOSE_MS, byteLength, inPieces, type Handle, KNOWN_METHODS, methodNotAllowed, rawErrorResponse } from './common.js';
+import { encodeReply, InFlight, routerRejected, TLS12_CIPHERS, FLUSH_BEFORE_CLOSE_MS, byteLength, inPieces, type Handle, KNOWN_METHODS, methodNotAllowed, rawErrorResponse, withFinished } from './common.js';
 import { BodyPieces } from '../core/envelope.js';
 import { listenError } from './ports.js';
 import type { Reply, Req } from '../core/operation.js';
@@ -155,15 +155,7 @@ export function startTls(opts: TlsOptions): Promise<TlsServer> {
       const send = (reply: Reply) => {
         if (answered) return reply.finished?.();
         answered = true;
-        const { finished } = reply;
-        // A large answer frees its slot once written (src/resources/list.ts).
-        if (finished) {
-          const ended = done;
-          done = () => {
-            finished();
-            ended();
-          };
-        }
+        done = withFinished(reply, done);
         if (req.aborted || hres.destroyed) return done();
         const { status, headers: h, body } = encodeReply(reply);
         if (closing) h.connection = 'close';

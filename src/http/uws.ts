@@ -4,7 +4,7 @@
  * `Req` to the router and writes the `Reply` corked. Nothing else in src/ imports uWS.
  */
 import uWS from 'uWebSockets.js';
-import { STATUS_TEXT, TLS12_CIPHERS, FLUSH_BEFORE_CLOSE_MS, type Handle, replyBody, routerRejected, InFlight, byteLength, inPieces, KNOWN_METHODS, methodNotAllowed } from './common.js';
+import { STATUS_TEXT, TLS12_CIPHERS, FLUSH_BEFORE_CLOSE_MS, type Handle, replyBody, routerRejected, InFlight, byteLength, inPieces, KNOWN_METHODS, methodNotAllowed, withFinished } from './common.js';
 import { BodyPieces } from '../core/envelope.js';
 import { enqueue } from '../core/slices.js';
 import { defaultRetryAfter } from '../core/errors.js';
@@ -190,15 +190,7 @@ export function startUws(opts: UwsOptions): Promise<UwsServer> {
     const send = (reply: Reply) => {
       if (answered) return reply.finished?.();
       answered = true;
-      const { finished } = reply;
-      // A large answer frees its slot once written (src/resources/list.ts).
-      if (finished) {
-        const ended = done;
-        done = () => {
-          finished();
-          ended();
-        };
-      }
+      done = withFinished(reply, done);
       if (req.aborted) return done();
       const { body, contentType } = replyBody(reply);
       const [key, value] = headerBlock(reply.headers, contentType, closing);
