@@ -5,7 +5,7 @@
  *   npm run generate-model -- --shape medium --url https://127.0.0.1:1280 --ca data/pki/ca-bundle.pem
  *
  * Flags (env in brackets):
- *   --shape NAME        tiny | small | medium | large | many-services            default medium
+ *   --shape NAME        tiny | small | medium | large | huge | many-services     default medium
  *   --seed N            same seed → same names, attributes and policies           default 1
  *   --data-dir DIR      write straight into this data directory's store (no controller may run on it);
  *                       MESH_* settings in the environment apply as the controller will see them:

@@ -224,9 +224,10 @@ t.test('bad shapes are refused before anything is written', async (t) => {
 });
 
 t.test('every shape plans as promised: sizes, unique names, the worst case in every policy', async (t) => {
-  t.same(Object.keys(SHAPES).sort(), ['large', 'many-services', 'medium', 'small', 'tiny']);
+  t.same(Object.keys(SHAPES).sort(), ['huge', 'large', 'many-services', 'medium', 'small', 'tiny']);
   t.match(SHAPES.medium, { identities: 5000, services: 100, edgeRouters: 100, servicePolicies: 50, edgeRouterPolicies: 50, serviceEdgeRouterPolicies: 25 });
   t.match(SHAPES.large, { identities: 100_000, services: 2000, edgeRouters: 500, servicePolicies: 250, edgeRouterPolicies: 250, serviceEdgeRouterPolicies: 100 });
+  t.match(SHAPES.huge, { ...SHAPES.large, name: 'huge', identities: 1_000_000 });
   t.match(SHAPES['many-services'], { identities: 16_000, services: 10_000, edgeRouters: 100, servicePolicies: 100, edgeRouterPolicies: 100, serviceEdgeRouterPolicies: 100 });
   for (const s of Object.values(SHAPES)) {
     const p = planModel(s, 1);

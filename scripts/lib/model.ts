@@ -65,6 +65,8 @@ export const SHAPES: Record<string, Shape> = {
   small: { name: 'small', identities: 1000, services: 40, edgeRouters: 20, servicePolicies: 20, edgeRouterPolicies: 20, serviceEdgeRouterPolicies: 10 },
   medium: { name: 'medium', identities: 5000, services: 100, edgeRouters: 100, servicePolicies: 50, edgeRouterPolicies: 50, serviceEdgeRouterPolicies: 25 },
   large: { name: 'large', identities: 100_000, services: 2000, edgeRouters: 500, servicePolicies: 250, edgeRouterPolicies: 250, serviceEdgeRouterPolicies: 100 },
+  /** The large shape's services, routers and policies with ten times its identities (issue #35). */
+  huge: { name: 'huge', identities: 1_000_000, services: 2000, edgeRouters: 500, servicePolicies: 250, edgeRouterPolicies: 250, serviceEdgeRouterPolicies: 100 },
   'many-services': { name: 'many-services', identities: 16_000, services: 10_000, edgeRouters: 100, servicePolicies: 100, edgeRouterPolicies: 100, serviceEdgeRouterPolicies: 100 },
 };
 
