@@ -6,14 +6,11 @@
  * killed with SIGKILL, data intact; a snapshot copy a crash left half-made is removed.
  */
 import t from 'tap';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { startServer, ADMIN_PASSWORD } from './helpers/server.js';
+import { startServer, ADMIN_PASSWORD, controllerExit } from './helpers/server.js';
 
-const MAIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'dist', 'src', 'main.js');
 
 /** Every path under `dir` (itself included) whose mode is not owner-only. */
 function loose(dir: string): string[] {
@@ -29,22 +26,8 @@ function loose(dir: string): string[] {
 }
 
 /** Start a second controller on `dataDir` and wait for it to exit (it must not start). */
-function second(dataDir: string): Promise<{ code: number | null; output: string }> {
-  return new Promise((resolve) => {
-    const proc = spawn(process.execPath, [MAIN], {
-      env: { PATH: process.env.PATH ?? '', MESH_DATA_DIR: dataDir, MESH_ADDRESS: '127.0.0.1:0', MESH_CERT_ADDRESS: '127.0.0.1:0', MESH_ADMIN_PASSWORD: ADMIN_PASSWORD, MESH_LOG_LEVEL: 'warn', MESH_WORKERS: '1' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let output = '';
-    proc.stdout.on('data', (d) => (output += d));
-    proc.stderr.on('data', (d) => (output += d));
-    const timer = setTimeout(() => proc.kill('SIGKILL'), 30_000);
-    proc.once('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, output });
-    });
-  });
-}
+const second = (dataDir: string) =>
+  controllerExit({ PATH: process.env.PATH ?? '', MESH_DATA_DIR: dataDir, MESH_ADDRESS: '127.0.0.1:0', MESH_CERT_ADDRESS: '127.0.0.1:0', MESH_ADMIN_PASSWORD: ADMIN_PASSWORD, MESH_LOG_LEVEL: 'warn', MESH_WORKERS: '1' });
 
 t.test('owner-only modes under umask 000', async (t) => {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-modes-'));

@@ -15,10 +15,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { tryLock, unlock } from 'fs-native-extensions';
-import { startServer, ADMIN_PASSWORD } from './helpers/server.js';
+import { startServer, ADMIN_PASSWORD, controllerExit } from './helpers/server.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const MAIN = path.join(ROOT, 'dist', 'src', 'main.js');
 
 const BASE_ENV = {
   PATH: process.env.PATH ?? '',
@@ -37,19 +36,7 @@ function freshDataDir(t: Test): string {
 }
 
 /** Start a controller that must not start; resolves with its exit code and output. */
-function failedStart(env: Record<string, string>): Promise<{ code: number | null; output: string }> {
-  return new Promise((resolve) => {
-    const proc = spawn(process.execPath, [MAIN], { env: { ...BASE_ENV, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let output = '';
-    proc.stdout.on('data', (d) => (output += d));
-    proc.stderr.on('data', (d) => (output += d));
-    const timer = setTimeout(() => proc.kill('SIGKILL'), 30_000);
-    proc.once('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, output });
-    });
-  });
-}
+const failedStart = (env: Record<string, string>) => controllerExit({ ...BASE_ENV, ...env });
 
 /** A plain TCP listener on 127.0.0.1 (port 0: any), standing for "some other program". */
 function occupy(t: Test, port = 0): Promise<number> {

@@ -238,3 +238,21 @@ export function isError(r: Res, status: number, code: string): boolean {
     r.body?.meta?.apiEnrollmentVersion === '0.0.1'
   );
 }
+
+/**
+ * Run the controller (`node dist/src/main.js`) with exactly `env` until it exits: for starts that
+ * must fail. Killed after 30 s. Resolves with its exit code and its stdout and stderr together.
+ */
+export function controllerExit(env: Record<string, string>): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve) => {
+    const proc = spawn(process.execPath, [MAIN], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    proc.stdout!.on('data', (d) => (output += d));
+    proc.stderr!.on('data', (d) => (output += d));
+    const timer = setTimeout(() => proc.kill('SIGKILL'), 30_000);
+    proc.once('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, output });
+    });
+  });
+}

@@ -42,6 +42,11 @@ const CIRCUIT_SYMBOLS: SymbolTable = {
 };
 
 /** An empty list that still reads its query: a bad filter, sort or paging is a 400 as on any list. */
+/** Detail (or change) of a link or circuit: none exists here (docs/fabric.md). */
+const noSuch = (kind: 'link' | 'circuit'): Handler => (ctx) => {
+  throw errors.notFound(kind, ctx.params.id);
+};
+
 const emptyList = (symbols: SymbolTable): Handler => (ctx) => {
   const p = parseListParams(ctx.req.query, symbols);
   return list([], { limit: p.limit, offset: p.offset, totalCount: 0 }, Object.keys(symbols));
@@ -117,22 +122,16 @@ export function fabricOpsEntries(): Entry[] {
     { api: 'fabric', operationId: 'listLinks', auth: 'admin', permission: { family: 'ops', action: 'read' }, limit: null, body: 'spec',
       handler: emptyList(LINK_SYMBOLS) },
     { api: 'fabric', operationId: 'detailLink', auth: 'admin', permission: { family: 'ops', action: 'read' }, limit: null, body: 'spec',
-      handler: (ctx) => {
-        throw errors.notFound('link', ctx.params.id);
-      } },
+      handler: noSuch('link') },
     { api: 'fabric', operationId: 'patchLink', auth: 'admin', permission: { family: 'ops', action: 'update' }, limit: null, body: 'spec',
-      handler: (ctx) => {
-        throw errors.notFound('link', ctx.params.id);
-      } },
+      handler: noSuch('link') },
     // Upstream removes the link if it knows it and answers 200 either way.
     { api: 'fabric', operationId: 'deleteLink', auth: 'admin', permission: { family: 'ops', action: 'delete' }, limit: null, body: 'spec',
       handler: () => empty() },
     { api: 'fabric', operationId: 'listCircuits', auth: 'admin', permission: { family: 'ops', action: 'read' }, limit: null, body: 'spec',
       handler: emptyList(CIRCUIT_SYMBOLS) },
     { api: 'fabric', operationId: 'detailCircuit', auth: 'admin', permission: { family: 'ops', action: 'read' }, limit: null, body: 'spec',
-      handler: (ctx) => {
-        throw errors.notFound('circuit', ctx.params.id);
-      } },
+      handler: noSuch('circuit') },
     // No circuit exists to remove: answered as deleting an unknown link is (the operation declares no 404).
     { api: 'fabric', operationId: 'deleteCircuit', auth: 'admin', permission: { family: 'ops', action: 'delete' }, limit: null, body: 'optional',
       handler: () => empty() },
