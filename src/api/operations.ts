@@ -107,7 +107,7 @@ function operation(api: ApiName, u: UpstreamOp, e: Entry): Op {
     spec: upstreamDocument(api).paths[u.path][u.method.toLowerCase()],
     bodyDefinition: u.bodyDefinition,
     bodyIsArray: u.bodyIsArray,
-    bodyRequired: e.body === 'spec' ? u.bodyRequired : false,
+    bodyRequired: (e.body ?? 'spec') === 'spec' ? u.bodyRequired : false,
     bodySchema: e.body === 'raw' ? undefined : u.bodySchema,
     handler: run,
   };

@@ -134,7 +134,7 @@ export type BodyRule = 'spec' | 'optional' | 'raw';
 
 /** Who may call it. `permission` matters at the admin level only: null there means admins alone. */
 export type Guard =
-  | { auth: 'none' | 'partial' | 'session'; permission: null }
+  | { auth: 'none' | 'partial' | 'session'; permission?: null }
   | { auth: 'admin'; permission: Permission | null };
 
 /** An operation served on both APIs alike (the caller's own resources, versions, specs, logins). */
@@ -148,8 +148,10 @@ export type SharedOperationId = ClientOperationId & ManagementOperationId;
 export type OperationEntry<C> = Guard & {
   /** The identity this write reaches, for the containment check (see Reach). */
   reaches?: Reach;
-  limit: RateLimit | null;
-  body: BodyRule;
+  /** The bounded queue it waits in; none when absent. */
+  limit?: RateLimit;
+  /** How the body is read; `spec` when absent. */
+  body?: BodyRule;
   handler: (ctx: C) => Reply | Promise<Reply>;
 } & (
     | { api: 'client'; operationId: ClientOperationId }

@@ -67,7 +67,7 @@ export function standardEntries(reg: Registry, def: ResourceDef): Entry[] {
     if (!operationId) continue;
     const permission = def.permissions && op in def.permissions ? def.permissions[op] ?? null : { family: def.family, action: STANDARD_ACTION[op] };
     const reaches = reach && (op === 'update' || op === 'patch' || op === 'delete') ? reach : undefined;
-    entries.push({ api: 'management', operationId, auth: 'admin', permission, reaches, limit: null, body: 'spec', handler: handlers[op] });
+    entries.push({ api: 'management', operationId, auth: 'admin', permission, reaches, handler: handlers[op] });
   }
   return entries;
 }

@@ -50,7 +50,7 @@ export function authenticatorEntries(reg: Registry): Entry[] {
   }
 
   return [
-    { api: 'management', operationId: 'createAuthenticator', auth: 'admin', permission: null, reaches: { from: 'body', field: 'identityId' }, limit: 'heavy', body: 'spec',
+    { api: 'management', operationId: 'createAuthenticator', auth: 'admin', permission: null, reaches: { from: 'body', field: 'identityId' }, limit: 'heavy',
       handler: async (ctx) => {
         const body = ctx.body ?? {};
         const identity = ctx.app.store.get('identities', body.identityId);
@@ -77,22 +77,22 @@ export function authenticatorEntries(reg: Registry): Entry[] {
         });
         return created(rec.id, `./authenticators/${rec.id}`);
       } },
-    { api: 'management', operationId: 'updateAuthenticator', auth: 'admin', permission: null, reaches: { from: 'record', collection: 'authenticators', field: 'identityId' }, limit: 'heavy', body: 'spec',
+    { api: 'management', operationId: 'updateAuthenticator', auth: 'admin', permission: null, reaches: { from: 'record', collection: 'authenticators', field: 'identityId' }, limit: 'heavy',
       handler: (ctx) => updateAuthenticator(ctx, ctx.params.id, 'put') },
-    { api: 'management', operationId: 'patchAuthenticator', auth: 'admin', permission: null, reaches: { from: 'record', collection: 'authenticators', field: 'identityId' }, limit: 'heavy', body: 'spec',
+    { api: 'management', operationId: 'patchAuthenticator', auth: 'admin', permission: null, reaches: { from: 'record', collection: 'authenticators', field: 'identityId' }, limit: 'heavy',
       handler: (ctx) => updateAuthenticator(ctx, ctx.params.id, 'patch') },
 
-    { api: 'both', operationId: 'listCurrentIdentityAuthenticators', auth: 'session', permission: null, limit: null, body: 'spec',
+    { api: 'both', operationId: 'listCurrentIdentityAuthenticators', auth: 'session',
       handler: (ctx) => listRecords(reg, authDef, ctx, { candidates: ctx.app.store.idsByIndex('authenticators', 'identityId', ctx.identity!.id) }) },
-    { api: 'both', operationId: 'detailCurrentIdentityAuthenticator', auth: 'session', permission: null, limit: null, body: 'spec',
+    { api: 'both', operationId: 'detailCurrentIdentityAuthenticator', auth: 'session',
       handler: (ctx) => {
         const rec = mustGet(ctx.app.store, authDef, ctx.params.id);
         if (rec.identityId !== ctx.identity!.id) throw errors.notFound();
         return ok(renderRecord(reg, authDef, rec, view(ctx)));
       } },
-    { api: 'both', operationId: 'updateCurrentIdentityAuthenticator', auth: 'session', permission: null, limit: 'heavy', body: 'spec',
+    { api: 'both', operationId: 'updateCurrentIdentityAuthenticator', auth: 'session', limit: 'heavy',
       handler: (ctx) => updateAuthenticator(ctx, ctx.params.id, 'put', ctx.identity!.id) },
-    { api: 'both', operationId: 'patchCurrentIdentityAuthenticator', auth: 'session', permission: null, limit: 'heavy', body: 'spec',
+    { api: 'both', operationId: 'patchCurrentIdentityAuthenticator', auth: 'session', limit: 'heavy',
       handler: (ctx) => updateAuthenticator(ctx, ctx.params.id, 'patch', ctx.identity!.id) },
   ];
 }

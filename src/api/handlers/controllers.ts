@@ -152,14 +152,14 @@ export function controllerEntries(_reg: Registry): Entry[] {
   };
 
   return [
-    { api: 'client', operationId: 'listControllers', auth: 'session', permission: null, limit: null, body: 'spec',
+    { api: 'client', operationId: 'listControllers', auth: 'session',
       handler: listControllers },
-    { api: 'management', operationId: 'listControllers', auth: 'admin', permission: { family: 'ops', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'listControllers', auth: 'admin', permission: { family: 'ops', action: 'read' },
       handler: listControllers },
 
     // Writes are the family `controller-setting`, a trust anchor (src/auth/permissions.ts): the OIDC
     // redirect and post-logout URIs decide where authorization codes go. Reads stay `ops.read`.
-    { api: 'management', operationId: 'createControllerSetting', auth: 'admin', permission: { family: 'controller-setting', action: 'create' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'createControllerSetting', auth: 'admin', permission: { family: 'controller-setting', action: 'create' },
       handler: async (ctx) => {
         const body = ctx.body ?? {};
         const id = body.controllerId;
@@ -173,7 +173,7 @@ export function controllerEntries(_reg: Registry): Entry[] {
         });
         return created(id, `./controller-settings/${id}`);
       } },
-    { api: 'management', operationId: 'detailControllerSettingEffective', auth: 'admin', permission: { family: 'ops', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'detailControllerSettingEffective', auth: 'admin', permission: { family: 'ops', action: 'read' },
       handler: (ctx) => {
         const id = ctx.params.id;
         if (!knownController(ctx, id)) throw errors.notFound();
@@ -181,14 +181,14 @@ export function controllerEntries(_reg: Registry): Entry[] {
         const rec = store.get('controllerSettings', id) ?? store.get('controllerSettings', GLOBAL_SETTINGS_ID) ?? { id, createdAt: startedAt, updatedAt: startedAt, tags: {} };
         return ok({ ...settingsView({ ...rec, id }), ...effectiveSettings(store, id) });
       } },
-    { api: 'management', operationId: 'updateControllerSetting', auth: 'admin', permission: { family: 'controller-setting', action: 'update' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'updateControllerSetting', auth: 'admin', permission: { family: 'controller-setting', action: 'update' },
       handler: (ctx) => writeSettings(ctx, 'put') },
-    { api: 'management', operationId: 'patchControllerSetting', auth: 'admin', permission: { family: 'controller-setting', action: 'update' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'patchControllerSetting', auth: 'admin', permission: { family: 'controller-setting', action: 'update' },
       handler: (ctx) => writeSettings(ctx, 'patch') },
-    { api: 'management', operationId: 'deleteControllerSetting', auth: 'admin', permission: { family: 'controller-setting', action: 'delete' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'deleteControllerSetting', auth: 'admin', permission: { family: 'controller-setting', action: 'delete' },
       handler: (ctx) => writeSettings(ctx, 'delete') },
 
-    { api: 'management', operationId: 'updateIdentityTracing', auth: 'admin', permission: { family: 'identity', action: 'update' }, reaches: { from: 'path' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'updateIdentityTracing', auth: 'admin', permission: { family: 'identity', action: 'update' }, reaches: { from: 'path' },
       handler: async (ctx) => {
         const body = ctx.body ?? {};
         if (body.enabled !== undefined && body.enabled !== null && typeof body.enabled !== 'boolean') throw errors.field('enabled', 'must be a boolean', body.enabled);

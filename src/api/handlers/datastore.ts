@@ -57,16 +57,16 @@ export function datastoreEntries(reg: Registry): Entry[] {
   };
 
   const management: Entry[] = [
-    { api: 'management', operationId: 'checkDataIntegrity', auth: 'admin', permission: null, limit: null, body: 'spec',
+    { api: 'management', operationId: 'checkDataIntegrity', auth: 'admin', permission: null,
       handler: (ctx) => start(ctx, false) },
-    { api: 'management', operationId: 'fixDataIntegrity', auth: 'admin', permission: null, limit: null, body: 'spec',
+    { api: 'management', operationId: 'fixDataIntegrity', auth: 'admin', permission: null,
       handler: (ctx) => start(ctx, true) },
-    { api: 'management', operationId: 'dataIntegrityResults', auth: 'admin', permission: null, limit: null, body: 'spec',
+    { api: 'management', operationId: 'dataIntegrityResults', auth: 'admin', permission: null,
       handler: () => {
         const data = renderIntegrity(state);
         return envelope(data, { pagination: { limit: -1, offset: 0, totalCount: data.results.length } });
       } },
-    { api: 'management', operationId: 'createDatabaseSnapshot', auth: 'admin', permission: null, limit: null, body: 'spec',
+    { api: 'management', operationId: 'createDatabaseSnapshot', auth: 'admin', permission: null,
       handler: async (ctx) => {
         const app = ctx.app;
         snapshots ??= new Snapshots(app.store, path.resolve(app.config.dataDir), {
@@ -89,7 +89,7 @@ export function datastoreEntries(reg: Registry): Entry[] {
   // The same operation ids exist in the fabric spec (the join at start-up checks it).
   const fabric = management.map((e) => ({ ...e, api: 'fabric' }) as Entry);
   const takeSnapshot = management.find((e) => e.operationId === 'createDatabaseSnapshot')!.handler;
-  fabric.push({ api: 'fabric', operationId: 'createDatabaseSnapshotWithPath', auth: 'admin', permission: null, limit: null, body: 'optional',
+  fabric.push({ api: 'fabric', operationId: 'createDatabaseSnapshotWithPath', auth: 'admin', permission: null, body: 'optional',
     handler: async (ctx) => {
       const asked = ctx.body?.path;
       if (typeof asked === 'string' && asked !== '')

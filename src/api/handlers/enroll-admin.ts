@@ -40,7 +40,7 @@ export function caJwt(ctx: Ctx, ca: Rec): string {
 
 export function enrollAdminEntries(_reg: Registry): Entry[] {
   return [
-    { api: 'management', operationId: 'createEnrollment', auth: 'admin', permission: { family: 'enrollment', action: 'create' }, reaches: { from: 'body', field: 'identityId' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'createEnrollment', auth: 'admin', permission: { family: 'enrollment', action: 'create' }, reaches: { from: 'body', field: 'identityId' },
       handler: async (ctx) => {
         const body = ctx.body ?? {};
         const expiresAt = futureExpiry(body.expiresAt);
@@ -63,7 +63,7 @@ export function enrollAdminEntries(_reg: Registry): Entry[] {
         return created(rec.id, `./enrollments/${rec.id}`);
       } },
 
-    { api: 'management', operationId: 'refreshEnrollment', auth: 'admin', permission: { family: 'enrollment', action: 'update' }, reaches: { from: 'record', collection: 'enrollments', field: 'identityId' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'refreshEnrollment', auth: 'admin', permission: { family: 'enrollment', action: 'update' }, reaches: { from: 'record', collection: 'enrollments', field: 'identityId' },
       handler: async (ctx) => {
         const id = ctx.params.id;
         if (!ctx.app.store.has('enrollments', id)) throw errors.notFound();
@@ -77,7 +77,7 @@ export function enrollAdminEntries(_reg: Registry): Entry[] {
         return { ...created(id, `./enrollments/${id}`), status: 200 };
       } },
 
-    { api: 'management', operationId: 'verifyCa', auth: 'admin', permission: { family: 'ca', action: 'update' }, limit: null, body: 'raw',
+    { api: 'management', operationId: 'verifyCa', auth: 'admin', permission: { family: 'ca', action: 'update' }, body: 'raw',
       handler: async (ctx) => {
         const ca = ctx.app.store.get('cas', ctx.params.id);
         if (!ca) throw errors.notFound();
@@ -116,14 +116,14 @@ export function enrollAdminEntries(_reg: Registry): Entry[] {
         return empty();
       } },
 
-    { api: 'management', operationId: 'getCaJwt', auth: 'admin', permission: { family: 'ca', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'getCaJwt', auth: 'admin', permission: { family: 'ca', action: 'read' },
       handler: (ctx) => {
         const ca = ctx.app.store.get('cas', ctx.params.id);
         if (!ca) throw errors.notFound();
         return { status: 200, body: caJwt(ctx, ca), contentType: 'application/jwt' };
       } },
 
-    { api: 'management', operationId: 'reEnrollAuthenticator', auth: 'admin', permission: null, reaches: { from: 'record', collection: 'authenticators', field: 'identityId' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'reEnrollAuthenticator', auth: 'admin', permission: null, reaches: { from: 'record', collection: 'authenticators', field: 'identityId' },
       handler: async (ctx) => {
         const auth = ctx.app.store.get('authenticators', ctx.params.id);
         if (!auth) throw errors.notFound();
@@ -145,7 +145,7 @@ export function enrollAdminEntries(_reg: Registry): Entry[] {
         return created(rec.id, `./enrollments/${rec.id}`);
       } },
 
-    { api: 'management', operationId: 'requestExtendAuthenticator', auth: 'admin', permission: null, reaches: { from: 'record', collection: 'authenticators', field: 'identityId' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'requestExtendAuthenticator', auth: 'admin', permission: null, reaches: { from: 'record', collection: 'authenticators', field: 'identityId' },
       handler: async (ctx) => {
         const rollKeys = ctx.body?.rollKeys === true;
         await write(ctx.app.store, (tx) => {
@@ -158,7 +158,7 @@ export function enrollAdminEntries(_reg: Registry): Entry[] {
         return empty();
       } },
 
-    { api: 'management', operationId: 'reEnrollEdgeRouter', auth: 'admin', permission: { family: 'router', action: 'update' }, reaches: { from: 'referrer', field: 'edgeRouterId' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'reEnrollEdgeRouter', auth: 'admin', permission: { family: 'router', action: 'update' }, reaches: { from: 'referrer', field: 'edgeRouterId' },
       handler: async (ctx) => {
         await write(ctx.app.store, (tx) => {
           const cur = tx.get('edgeRouters', ctx.params.id);

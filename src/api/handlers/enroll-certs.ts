@@ -48,7 +48,7 @@ export function enrollCertEntries(reg: Registry): Entry[] {
   };
 
   return [
-    { api: 'both', operationId: 'extendCurrentIdentityAuthenticator', auth: 'session', permission: null, limit: 'heavy', body: 'spec',
+    { api: 'both', operationId: 'extendCurrentIdentityAuthenticator', auth: 'session', limit: 'heavy',
       handler: async (ctx) => {
         const auth = ownCertAuthenticator(ctx);
         // Made with the current certificate on the TLS connection.
@@ -64,7 +64,7 @@ export function enrollCertEntries(reg: Registry): Entry[] {
         return ok({ clientCert: withChain(ctx.app, cert.pem), ca: ctx.app.pki.caBundlePem });
       } },
 
-    { api: 'both', operationId: 'extendVerifyCurrentIdentityAuthenticator', auth: 'session', permission: null, limit: 'heavy', body: 'spec',
+    { api: 'both', operationId: 'extendVerifyCurrentIdentityAuthenticator', auth: 'session', limit: 'heavy',
       handler: async (ctx) => {
         const auth = ownCertAuthenticator(ctx);
         if (!auth.pendingFingerprint) throw new ApiError('CAN_NOT_UPDATE_AUTHENTICATOR', 'there is no pending certificate extension to verify');
@@ -94,7 +94,7 @@ export function enrollCertEntries(reg: Registry): Entry[] {
         return empty();
       } },
 
-    { api: 'client', operationId: 'createCurrentApiSessionCertificate', auth: 'session', permission: null, limit: 'heavy', body: 'spec',
+    { api: 'client', operationId: 'createCurrentApiSessionCertificate', auth: 'session', limit: 'heavy',
       handler: async (ctx) => {
         const [cert] = await signCsrs(ctx.app, [{ csr: ctx.body?.csr, profile: 'client', validityMs: VALIDITY.apiSession, field: 'csr' }]);
         const x = new crypto.X509Certificate(cert.pem);
@@ -109,12 +109,12 @@ export function enrollCertEntries(reg: Registry): Entry[] {
         });
         return ok({ id: rec.id, _links: { self: { href: `./current-api-session/certificates/${rec.id}` } }, certificate: withChain(ctx.app, cert.pem), cas: ctx.app.pki.caBundlePem }, 201);
       } },
-    { api: 'client', operationId: 'listCurrentApiSessionCertificates', auth: 'session', permission: null, limit: null, body: 'spec',
+    { api: 'client', operationId: 'listCurrentApiSessionCertificates', auth: 'session',
       handler: (ctx) =>
         listRecords(reg, certDef, ctx, { candidates: ctx.app.store.idsByIndex('apiSessionCertificates', 'apiSessionId', ctx.session!.id) }) },
-    { api: 'client', operationId: 'detailCurrentApiSessionCertificate', auth: 'session', permission: null, limit: null, body: 'spec',
+    { api: 'client', operationId: 'detailCurrentApiSessionCertificate', auth: 'session',
       handler: (ctx) => ok(renderCert(ctx, ownSessionCert(ctx))) },
-    { api: 'client', operationId: 'deleteCurrentApiSessionCertificate', auth: 'session', permission: null, limit: null, body: 'spec',
+    { api: 'client', operationId: 'deleteCurrentApiSessionCertificate', auth: 'session',
       handler: async (ctx) => {
         const rec = ownSessionCert(ctx);
         await write(ctx.app.store, (tx) => {
@@ -124,7 +124,7 @@ export function enrollCertEntries(reg: Registry): Entry[] {
         return empty();
       } },
 
-    { api: 'both', operationId: 'listNetworkJWTs', auth: 'none', permission: null, limit: null, body: 'spec',
+    { api: 'both', operationId: 'listNetworkJWTs', auth: 'none',
       handler: (ctx) => {
         let token = networkJwtCache.get(ctx.app);
         if (!token) {
@@ -135,10 +135,10 @@ export function enrollCertEntries(reg: Registry): Entry[] {
         return ok([{ name: 'default', token }]);
       } },
 
-    { api: 'client', operationId: 'getEnrollmentJwks', auth: 'none', permission: null, limit: null, body: 'spec',
+    { api: 'client', operationId: 'getEnrollmentJwks', auth: 'none',
       handler: (ctx) => ({ status: 200, body: { keys: [enrollmentJwk(ctx)] } }) },
 
-    { api: 'client', operationId: 'enrollmentChallenge', auth: 'none', permission: null, limit: 'heavy', body: 'spec',
+    { api: 'client', operationId: 'enrollmentChallenge', auth: 'none', limit: 'heavy',
       handler: (ctx) => {
         const { keyId, nonce } = ctx.body ?? {};
         const kid = ctx.app.pki.serverCertSha1Hex;

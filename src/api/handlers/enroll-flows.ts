@@ -263,35 +263,35 @@ const genericEnroll: Handler = async (ctx) => {
 
 export function enrollFlowEntries(): Entry[] {
   return [
-    { api: 'client', operationId: 'enroll', auth: 'none', permission: null, limit: 'heavy', body: 'spec',
+    { api: 'client', operationId: 'enroll', auth: 'none', limit: 'heavy',
       handler: genericEnroll },
-    { api: 'client', operationId: 'enrollOtt', auth: 'none', permission: null, limit: 'heavy', body: 'spec',
+    { api: 'client', operationId: 'enrollOtt', auth: 'none', limit: 'heavy',
       handler: async (ctx) => {
         const body = ctx.body ?? {};
         const e = enrollmentFor(ctx, body.token ?? ctx.req.query.get('token'), ['ott']);
         return enrollOtt(ctx, e, body.clientCsr);
       } },
-    { api: 'client', operationId: 'enrollOttCa', auth: 'none', permission: null, limit: 'heavy', body: 'optional',
+    { api: 'client', operationId: 'enrollOttCa', auth: 'none', limit: 'heavy', body: 'optional',
       handler: async (ctx) => {
         const body = ctx.body && typeof ctx.body === 'object' ? ctx.body : {};
         const e = enrollmentFor(ctx, body.token ?? ctx.req.query.get('token'), ['ottca']);
         return enrollOttCa(ctx, e);
       } },
-    { api: 'client', operationId: 'enrollUpdb', auth: 'none', permission: null, limit: 'heavy', body: 'spec',
+    { api: 'client', operationId: 'enrollUpdb', auth: 'none', limit: 'heavy',
       handler: async (ctx) => {
         const body = ctx.body ?? {};
         const e = enrollmentFor(ctx, ctx.req.query.get('token') ?? body.token, ['updb']);
         return enrollUpdb(ctx, e, body);
       } },
-    { api: 'client', operationId: 'enrollCa', auth: 'none', permission: null, limit: 'heavy', body: 'spec',
+    { api: 'client', operationId: 'enrollCa', auth: 'none', limit: 'heavy',
       handler: (ctx) => enrollCa(ctx, undefined) },
-    { api: 'client', operationId: 'enrollErOtt', auth: 'none', permission: null, limit: 'heavy', body: 'spec',
+    { api: 'client', operationId: 'enrollErOtt', auth: 'none', limit: 'heavy',
       handler: async (ctx) => {
         const body = ctx.body ?? {};
         const e = enrollmentFor(ctx, body.token ?? ctx.req.query.get('token'), ['erott']);
         return enrollRouter(ctx, e, body.clientCsr ?? body.certCsr, body.serverCsr ?? body.serverCertCsr);
       } },
-    { api: 'client', operationId: 'extendRouterEnrollment', auth: 'none', permission: null, limit: 'heavy', body: 'spec',
+    { api: 'client', operationId: 'extendRouterEnrollment', auth: 'none', limit: 'heavy',
       handler: extendRouter },
   ];
 }

@@ -122,6 +122,6 @@ export async function enrollToken(ctx: Ctx): Promise<Reply> {
 
 export function enrollTokenEntries(): Entry[] {
   return [
-    { api: 'client', operationId: 'enrollToken', auth: 'none', permission: null, limit: 'heavy', body: 'optional', handler: enrollToken },
+    { api: 'client', operationId: 'enrollToken', auth: 'none', limit: 'heavy', body: 'optional', handler: enrollToken },
   ];
 }

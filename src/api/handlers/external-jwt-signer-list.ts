@@ -7,7 +7,7 @@ export function externalJwtSignerListEntries(reg: Registry): Entry[] {
   const signerDef = reg.def('externalJwtSigners');
   return [
     // Unauthenticated: what a client needs to obtain a token, never secrets or key material.
-    { api: 'client', operationId: 'listExternalJwtSigners', auth: 'none', permission: null, limit: null, body: 'spec',
+    { api: 'client', operationId: 'listExternalJwtSigners', auth: 'none',
       handler: (ctx) =>
         listRecords(reg, signerDef, ctx, { where: (r) => r.enabled === true }, (r) => {
           const issuerUrl = /^https?:\/\/\S+$/i.test(r.issuer ?? '') ? (r.issuer as string).replace(/\/+$/, '') : undefined;

@@ -119,26 +119,26 @@ function memberIds(ctx: Ctx): Set<string> {
 
 export function fabricOpsEntries(): Entry[] {
   return [
-    { api: 'fabric', operationId: 'listLinks', auth: 'admin', permission: { family: 'ops', action: 'read' }, limit: null, body: 'spec',
+    { api: 'fabric', operationId: 'listLinks', auth: 'admin', permission: { family: 'ops', action: 'read' },
       handler: emptyList(LINK_SYMBOLS) },
-    { api: 'fabric', operationId: 'detailLink', auth: 'admin', permission: { family: 'ops', action: 'read' }, limit: null, body: 'spec',
+    { api: 'fabric', operationId: 'detailLink', auth: 'admin', permission: { family: 'ops', action: 'read' },
       handler: noSuch('link') },
-    { api: 'fabric', operationId: 'patchLink', auth: 'admin', permission: { family: 'ops', action: 'update' }, limit: null, body: 'spec',
+    { api: 'fabric', operationId: 'patchLink', auth: 'admin', permission: { family: 'ops', action: 'update' },
       handler: noSuch('link') },
     // Upstream removes the link if it knows it and answers 200 either way.
-    { api: 'fabric', operationId: 'deleteLink', auth: 'admin', permission: { family: 'ops', action: 'delete' }, limit: null, body: 'spec',
+    { api: 'fabric', operationId: 'deleteLink', auth: 'admin', permission: { family: 'ops', action: 'delete' },
       handler: () => empty() },
-    { api: 'fabric', operationId: 'listCircuits', auth: 'admin', permission: { family: 'ops', action: 'read' }, limit: null, body: 'spec',
+    { api: 'fabric', operationId: 'listCircuits', auth: 'admin', permission: { family: 'ops', action: 'read' },
       handler: emptyList(CIRCUIT_SYMBOLS) },
-    { api: 'fabric', operationId: 'detailCircuit', auth: 'admin', permission: { family: 'ops', action: 'read' }, limit: null, body: 'spec',
+    { api: 'fabric', operationId: 'detailCircuit', auth: 'admin', permission: { family: 'ops', action: 'read' },
       handler: noSuch('circuit') },
     // No circuit exists to remove: answered as deleting an unknown link is (the operation declares no 404).
-    { api: 'fabric', operationId: 'deleteCircuit', auth: 'admin', permission: { family: 'ops', action: 'delete' }, limit: null, body: 'optional',
+    { api: 'fabric', operationId: 'deleteCircuit', auth: 'admin', permission: { family: 'ops', action: 'delete' }, body: 'optional',
       handler: () => empty() },
-    { api: 'fabric', operationId: 'inspect', auth: 'admin', permission: { family: 'ops', action: 'read' }, limit: null, body: 'spec',
+    { api: 'fabric', operationId: 'inspect', auth: 'admin', permission: { family: 'ops', action: 'read' },
       handler: inspect },
 
-    { api: 'fabric', operationId: 'clusterListMembers', auth: 'admin', permission: { family: 'ops', action: 'read' }, limit: null, body: 'spec',
+    { api: 'fabric', operationId: 'clusterListMembers', auth: 'admin', permission: { family: 'ops', action: 'read' },
       handler: (ctx) => {
         memberIds(ctx);
         const data = ctx.app.cluster!.members().map((m) => ({
@@ -153,17 +153,17 @@ export function fabricOpsEntries(): Entry[] {
         }));
         return ok(data);
       } },
-    { api: 'fabric', operationId: 'clusterMemberAdd', auth: 'admin', permission: null, limit: null, body: 'spec',
+    { api: 'fabric', operationId: 'clusterMemberAdd', auth: 'admin', permission: null,
       handler: (ctx) => {
         memberIds(ctx);
         throw invalidField('address', 'a controller joins this cluster by starting with the same etcd endpoints (MESH_CLUSTER_ETCD, docs/cluster.md), not by address', ctx.body.address);
       } },
-    { api: 'fabric', operationId: 'clusterMemberRemove', auth: 'admin', permission: null, limit: null, body: 'spec',
+    { api: 'fabric', operationId: 'clusterMemberRemove', auth: 'admin', permission: null,
       handler: (ctx) => {
         if (!memberIds(ctx).has(ctx.body.id)) throw errors.notFound('cluster member', ctx.body.id);
         throw invalidField('id', 'a controller leaves this cluster when it stops: its membership lease then expires (docs/cluster.md)', ctx.body.id);
       } },
-    { api: 'fabric', operationId: 'clusterTransferLeadership', auth: 'admin', permission: null, limit: null, body: 'optional',
+    { api: 'fabric', operationId: 'clusterTransferLeadership', auth: 'admin', permission: null, body: 'optional',
       handler: (ctx) => {
         const ids = memberIds(ctx);
         const wanted = ctx.body?.newLeaderId;

@@ -244,59 +244,59 @@ export function fabricEntries(reg: Registry): Entry[] {
   };
 
   return [
-    { api: 'fabric', operationId: 'listServices', auth: 'admin', permission: perm('service', 'read'), limit: null, body: 'spec',
+    { api: 'fabric', operationId: 'listServices', auth: 'admin', permission: perm('service', 'read'),
       handler: serviceList },
-    { api: 'fabric', operationId: 'createService', auth: 'admin', permission: perm('service', 'create'), limit: null, body: 'spec',
+    { api: 'fabric', operationId: 'createService', auth: 'admin', permission: perm('service', 'create'),
       handler: async (ctx) => {
         const rec = await createRecord(reg, services, ctx, pick(ctx.body, SERVICE_FIELDS));
         return created(rec.id, `./services/${rec.id}`);
       } },
-    { api: 'fabric', operationId: 'detailService', auth: 'admin', permission: perm('service', 'read'), limit: null, body: 'spec',
+    { api: 'fabric', operationId: 'detailService', auth: 'admin', permission: perm('service', 'read'),
       handler: (ctx) => ok(serviceView(mustGet(ctx.app.store, services, ctx.params.id))) },
-    { api: 'fabric', operationId: 'updateService', auth: 'admin', permission: perm('service', 'update'), limit: null, body: 'spec',
+    { api: 'fabric', operationId: 'updateService', auth: 'admin', permission: perm('service', 'update'),
       handler: updateService('put') },
-    { api: 'fabric', operationId: 'patchService', auth: 'admin', permission: perm('service', 'update'), limit: null, body: 'spec',
+    { api: 'fabric', operationId: 'patchService', auth: 'admin', permission: perm('service', 'update'),
       handler: updateService('patch') },
-    { api: 'fabric', operationId: 'deleteService', auth: 'admin', permission: perm('service', 'delete'), limit: null, body: 'spec',
+    { api: 'fabric', operationId: 'deleteService', auth: 'admin', permission: perm('service', 'delete'),
       handler: remove(() => services) },
-    { api: 'fabric', operationId: 'listServiceTerminators', auth: 'admin', permission: perm('terminator', 'read'), limit: null, body: 'spec',
+    { api: 'fabric', operationId: 'listServiceTerminators', auth: 'admin', permission: perm('terminator', 'read'),
       handler: (ctx) => {
         mustGet(ctx.app.store, services, ctx.params.id);
         return terminatorList((c) => c.app.store.idsByIndex('terminators', 'serviceId', c.params.id))(ctx);
       } },
 
-    { api: 'fabric', operationId: 'listRouters', auth: 'admin', permission: perm('router', 'read'), limit: null, body: 'spec',
+    { api: 'fabric', operationId: 'listRouters', auth: 'admin', permission: perm('router', 'read'),
       handler: listRouters },
-    { api: 'fabric', operationId: 'createRouter', auth: 'admin', permission: perm('router', 'create'), limit: null, body: 'spec',
+    { api: 'fabric', operationId: 'createRouter', auth: 'admin', permission: perm('router', 'create'),
       handler: createRouter },
-    { api: 'fabric', operationId: 'detailRouter', auth: 'admin', permission: perm('router', 'read'), limit: null, body: 'spec',
+    { api: 'fabric', operationId: 'detailRouter', auth: 'admin', permission: perm('router', 'read'),
       handler: (ctx) => ok(routerView(ctx, ctx.app.store.get(routerOf(ctx), ctx.params.id)!)) },
-    { api: 'fabric', operationId: 'updateRouter', auth: 'admin', permission: perm('router', 'update'), reaches: EDGE_ROUTER_IDENTITY, limit: null, body: 'spec',
+    { api: 'fabric', operationId: 'updateRouter', auth: 'admin', permission: perm('router', 'update'), reaches: EDGE_ROUTER_IDENTITY,
       handler: updateRouter('put') },
-    { api: 'fabric', operationId: 'patchRouter', auth: 'admin', permission: perm('router', 'update'), reaches: EDGE_ROUTER_IDENTITY, limit: null, body: 'spec',
+    { api: 'fabric', operationId: 'patchRouter', auth: 'admin', permission: perm('router', 'update'), reaches: EDGE_ROUTER_IDENTITY,
       handler: updateRouter('patch') },
-    { api: 'fabric', operationId: 'deleteRouter', auth: 'admin', permission: perm('router', 'delete'), reaches: EDGE_ROUTER_IDENTITY, limit: null, body: 'spec',
+    { api: 'fabric', operationId: 'deleteRouter', auth: 'admin', permission: perm('router', 'delete'), reaches: EDGE_ROUTER_IDENTITY,
       handler: remove((ctx) => reg.def(routerOf(ctx))) },
-    { api: 'fabric', operationId: 'listRouterTerminators', auth: 'admin', permission: perm('terminator', 'read'), limit: null, body: 'spec',
+    { api: 'fabric', operationId: 'listRouterTerminators', auth: 'admin', permission: perm('terminator', 'read'),
       handler: (ctx) => {
         routerOf(ctx);
         return terminatorList((c) => c.app.store.idsByIndex('terminators', 'routerId', c.params.id))(ctx);
       } },
 
-    { api: 'fabric', operationId: 'listTerminators', auth: 'admin', permission: perm('terminator', 'read'), limit: null, body: 'spec',
+    { api: 'fabric', operationId: 'listTerminators', auth: 'admin', permission: perm('terminator', 'read'),
       handler: terminatorList() },
-    { api: 'fabric', operationId: 'createTerminator', auth: 'admin', permission: perm('terminator', 'create'), limit: null, body: 'spec',
+    { api: 'fabric', operationId: 'createTerminator', auth: 'admin', permission: perm('terminator', 'create'),
       handler: async (ctx) => {
         const rec = await createRecord(reg, terminators, ctx, pick(ctx.body, [...TERMINATOR_FIELDS, 'instanceId', 'instanceSecret'], TERMINATOR_RENAMES));
         return created(rec.id, `./terminators/${rec.id}`);
       } },
-    { api: 'fabric', operationId: 'detailTerminator', auth: 'admin', permission: perm('terminator', 'read'), limit: null, body: 'spec',
+    { api: 'fabric', operationId: 'detailTerminator', auth: 'admin', permission: perm('terminator', 'read'),
       handler: (ctx) => ok(terminatorView(ctx.app.store, mustGet(ctx.app.store, terminators, ctx.params.id))) },
-    { api: 'fabric', operationId: 'updateTerminator', auth: 'admin', permission: perm('terminator', 'update'), limit: null, body: 'spec',
+    { api: 'fabric', operationId: 'updateTerminator', auth: 'admin', permission: perm('terminator', 'update'),
       handler: updateTerminator('put') },
-    { api: 'fabric', operationId: 'patchTerminator', auth: 'admin', permission: perm('terminator', 'update'), limit: null, body: 'spec',
+    { api: 'fabric', operationId: 'patchTerminator', auth: 'admin', permission: perm('terminator', 'update'),
       handler: updateTerminator('patch') },
-    { api: 'fabric', operationId: 'deleteTerminator', auth: 'admin', permission: perm('terminator', 'delete'), limit: null, body: 'spec',
+    { api: 'fabric', operationId: 'deleteTerminator', auth: 'admin', permission: perm('terminator', 'delete'),
       handler: remove(() => terminators) },
 
     ...fabricOpsEntries(),

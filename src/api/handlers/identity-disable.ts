@@ -7,7 +7,7 @@ import { MAX_DISABLE_MINUTES, disableIdentityInTx, enableIdentityInTx } from '..
 
 export function identityDisableEntries(): Entry[] {
   return [
-    { api: 'management', operationId: 'disableIdentity', auth: 'admin', permission: { family: 'identity', action: 'update' }, reaches: { from: 'path' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'disableIdentity', auth: 'admin', permission: { family: 'identity', action: 'update' }, reaches: { from: 'path' },
       handler: async (ctx) => {
         const minutes = ctx.body?.durationMinutes;
         if (!Number.isInteger(minutes) || minutes < 0 || minutes > MAX_DISABLE_MINUTES)
@@ -20,7 +20,7 @@ export function identityDisableEntries(): Entry[] {
         return empty();
       } },
 
-    { api: 'management', operationId: 'enableIdentity', auth: 'admin', permission: { family: 'identity', action: 'update' }, reaches: { from: 'path' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'enableIdentity', auth: 'admin', permission: { family: 'identity', action: 'update' }, reaches: { from: 'path' },
       handler: async (ctx) => {
         await write(ctx.app.store, (tx) => {
           const cur = tx.get('identities', ctx.params.id);

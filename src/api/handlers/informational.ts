@@ -78,20 +78,20 @@ const postureCheckTypeFields = (id: string) => {
 export function informationalEntries(ops: () => Op[]): Entry[] {
   const specOps = (api: ApiName) => ops().filter((o) => o.api === api);
   return [
-    { api: 'both', operationId: 'listRoot', auth: 'none', permission: null, limit: null, body: 'spec',
+    { api: 'both', operationId: 'listRoot', auth: 'none',
       handler: version },
-    { api: 'both', operationId: 'listVersion', auth: 'none', permission: null, limit: null, body: 'spec',
+    { api: 'both', operationId: 'listVersion', auth: 'none',
       handler: version },
-    { api: 'both', operationId: 'listEnumeratedCapabilities', auth: 'none', permission: null, limit: null, body: 'spec',
+    { api: 'both', operationId: 'listEnumeratedCapabilities', auth: 'none',
       handler: () => ok([...CAPABILITIES]) },
-    { api: 'both', operationId: 'listSpecs', auth: 'none', permission: null, limit: null, body: 'spec',
+    { api: 'both', operationId: 'listSpecs', auth: 'none',
       handler: () => ok(specSummaries('.')) },
-    { api: 'both', operationId: 'detailSpec', auth: 'none', permission: null, limit: null, body: 'spec',
+    { api: 'both', operationId: 'detailSpec', auth: 'none',
       handler: (ctx) => {
         if (!SPEC_IDS[ctx.params.id]) throw errors.notFound();
         return ok(specDetail(ctx.params.id, '.'));
       } },
-    { api: 'both', operationId: 'detailSpecBody', auth: 'none', permission: null, limit: null, body: 'spec',
+    { api: 'both', operationId: 'detailSpecBody', auth: 'none',
       handler: (ctx) => {
         const api = SPEC_IDS[ctx.params.id];
         if (!api) throw errors.notFound();
@@ -108,26 +108,26 @@ export function informationalEntries(ops: () => Op[]): Entry[] {
         return { status: 200, body: doc };
       } },
     // `https`: the API listener; `mtls`: the mutual-TLS listener (certificate login and enrollment).
-    { api: 'client', operationId: 'listProtocols', auth: 'none', permission: null, limit: null, body: 'spec',
+    { api: 'client', operationId: 'listProtocols', auth: 'none',
       handler: (ctx) => ok({ https: { address: ctx.app.config.advertisedAddress }, mtls: { address: ctx.app.config.certAdvertisedAddress } }) },
-    { api: 'both', operationId: 'listWellKnownCas', auth: 'none', permission: null, limit: null, body: 'spec',
+    { api: 'both', operationId: 'listWellKnownCas', auth: 'none',
       handler: (ctx) => ({
         status: 200,
         body: ctx.app.pki.wellKnownCaStore(),
         contentType: 'application/pkcs7-mime',
         headers: { 'content-transfer-encoding': 'base64' },
       }) },
-    { api: 'management', operationId: 'listIdentityTypes', auth: 'admin', permission: { family: 'identity', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'listIdentityTypes', auth: 'admin', permission: { family: 'identity', action: 'read' },
       handler: (ctx) => fixedList(ctx, 'identity-types', IDENTITY_TYPES.map((t) => ({ id: t, name: t })), () => ({})) },
-    { api: 'management', operationId: 'detailIdentityType', auth: 'admin', permission: { family: 'identity', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'detailIdentityType', auth: 'admin', permission: { family: 'identity', action: 'read' },
       handler: (ctx) => {
         const t = IDENTITY_TYPES.find((x) => x === ctx.params.id);
         if (!t) throw errors.notFound();
         return ok(fixed(ctx, 'identity-types', t, { name: t }));
       } },
-    { api: 'management', operationId: 'listPostureCheckTypes', auth: 'admin', permission: { family: 'posture-check', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'listPostureCheckTypes', auth: 'admin', permission: { family: 'posture-check', action: 'read' },
       handler: (ctx) => fixedList(ctx, 'posture-check-types', POSTURE_CHECK_TYPES, postureCheckTypeFields) },
-    { api: 'management', operationId: 'detailPostureCheckType', auth: 'admin', permission: { family: 'posture-check', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'detailPostureCheckType', auth: 'admin', permission: { family: 'posture-check', action: 'read' },
       handler: (ctx) => {
         const t = POSTURE_CHECK_TYPES.find((x) => x.id === ctx.params.id);
         if (!t) throw errors.notFound();

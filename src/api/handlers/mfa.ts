@@ -49,7 +49,7 @@ const guarded = <T>(ctx: Ctx, fn: () => T | Promise<T>) => ctx.app.auth.mfaThrot
 
 export function mfaEntries(): Entry[] {
   return [
-    { api: 'both', operationId: 'enrollMfa', auth: 'partial', permission: null, limit: 'heavy', body: 'spec',
+    { api: 'both', operationId: 'enrollMfa', auth: 'partial', limit: 'heavy',
       handler: async (ctx) => {
         const mfa = newMfaRecord(ctx.app.store.sealer);
         await write(ctx.app.store, (tx) => {
@@ -60,7 +60,7 @@ export function mfaEntries(): Entry[] {
         return created(mfa.id, './current-identity/mfa');
       } },
 
-    { api: 'both', operationId: 'detailMfa', auth: 'partial', permission: null, limit: null, body: 'spec',
+    { api: 'both', operationId: 'detailMfa', auth: 'partial',
       handler: (ctx) => {
         const mfa = currentIdentity(ctx).mfa as MfaRecord | undefined;
         if (!mfa) throw errors.notFound();
@@ -73,7 +73,7 @@ export function mfaEntries(): Entry[] {
         });
       } },
 
-    { api: 'both', operationId: 'detailMfaQrCode', auth: 'partial', permission: null, limit: 'heavy', body: 'spec',
+    { api: 'both', operationId: 'detailMfaQrCode', auth: 'partial', limit: 'heavy',
       handler: async (ctx) => {
         const mfa = currentIdentity(ctx).mfa as MfaRecord | undefined;
         // Only while enrollment is pending: once verified the secret is never shown again.
@@ -82,7 +82,7 @@ export function mfaEntries(): Entry[] {
         return { status: 200, body: png, contentType: 'image/png', headers: { 'cache-control': 'no-store' } };
       } },
 
-    { api: 'both', operationId: 'verifyMfa', auth: 'partial', permission: null, limit: 'auth', body: 'spec',
+    { api: 'both', operationId: 'verifyMfa', auth: 'partial', limit: 'auth',
       handler: (ctx) => guarded(ctx, async () => {
         const code = codeOf(ctx, 'body');
         const now = Date.now();
@@ -98,7 +98,7 @@ export function mfaEntries(): Entry[] {
         return empty();
       }) },
 
-    { api: 'both', operationId: 'authenticateMfa', auth: 'partial', permission: null, limit: 'auth', body: 'spec',
+    { api: 'both', operationId: 'authenticateMfa', auth: 'partial', limit: 'auth',
       handler: (ctx) => guarded(ctx, async () => {
         const code = codeOf(ctx, 'body');
         const now = Date.now();
@@ -112,7 +112,7 @@ export function mfaEntries(): Entry[] {
         return empty();
       }) },
 
-    { api: 'both', operationId: 'detailMfaRecoveryCodes', auth: 'session', permission: null, limit: 'auth', body: 'spec',
+    { api: 'both', operationId: 'detailMfaRecoveryCodes', auth: 'session', limit: 'auth',
       handler: (ctx) => guarded(ctx, () => {
         const mfa = currentIdentity(ctx).mfa as MfaRecord | undefined;
         if (!mfa?.isVerified) throw errors.notFound();
@@ -121,7 +121,7 @@ export function mfaEntries(): Entry[] {
         return ok({ ...mfaBase(mfa), recoveryCodes: mfaRecoveryCodes(ctx.app.store.sealer, mfa) });
       }) },
 
-    { api: 'both', operationId: 'createMfaRecoveryCodes', auth: 'session', permission: null, limit: 'auth', body: 'spec',
+    { api: 'both', operationId: 'createMfaRecoveryCodes', auth: 'session', limit: 'auth',
       handler: (ctx) => guarded(ctx, async () => {
         const code = codeOf(ctx, 'body');
         await write(ctx.app.store, (tx) => {
@@ -134,7 +134,7 @@ export function mfaEntries(): Entry[] {
         return empty();
       }) },
 
-    { api: 'both', operationId: 'deleteMfa', auth: 'session', permission: null, limit: 'auth', body: 'spec',
+    { api: 'both', operationId: 'deleteMfa', auth: 'session', limit: 'auth',
       handler: (ctx) => guarded(ctx, async () => {
         const code = codeOf(ctx, 'header');
         await write(ctx.app.store, (tx) => {
@@ -150,7 +150,7 @@ export function mfaEntries(): Entry[] {
         return empty();
       }) },
 
-    { api: 'both', operationId: 'createTotpToken', auth: 'session', permission: null, limit: 'auth', body: 'spec',
+    { api: 'both', operationId: 'createTotpToken', auth: 'session', limit: 'auth',
       handler: (ctx) => guarded(ctx, async () => {
         // Upstream mints TOTP tokens only for sessions backed by an OIDC access token; a legacy
         // zt-session token is refused before anything else is looked at.
@@ -168,7 +168,7 @@ export function mfaEntries(): Entry[] {
         return ok({ token, issuedAt: new Date(iat * 1000).toISOString() });
       }) },
 
-    { api: 'management', operationId: 'removeIdentityMfa', auth: 'admin', permission: { family: 'identity', action: 'update' }, reaches: { from: 'path' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'removeIdentityMfa', auth: 'admin', permission: { family: 'identity', action: 'update' }, reaches: { from: 'path' },
       handler: async (ctx) => {
         await write(ctx.app.store, (tx) => {
           const cur = tx.get('identities', ctx.params.id);

@@ -209,22 +209,22 @@ export function policyClientEntries(reg: Registry): Entry[] {
     return h(ctx);
   };
   return [
-    { api: 'client', operationId: 'listServices', auth: 'session', permission: null, limit: null, body: 'spec',
+    { api: 'client', operationId: 'listServices', auth: 'session',
       handler: (ctx) => {
         if (isAdmin(ctx)) return listRecords(reg, svcDef, ctx, {});
         const candidates = ctx.app.policy.accessibleServices(ctx.identity!.id);
         return callerServiceList(reg, svcDef, ctx, candidates) ?? listRecords(reg, svcDef, ctx, { candidates });
       } },
-    { api: 'client', operationId: 'detailService', auth: 'session', permission: null, limit: null, body: 'spec',
+    { api: 'client', operationId: 'detailService', auth: 'session',
       handler: (ctx) => ok(renderRecord(reg, svcDef, visibleService(ctx, ctx.params.id), { store: ctx.app.store, ctx })) },
-    { api: 'client', operationId: 'deleteService', auth: 'session', permission: null, limit: null, body: 'spec',
+    { api: 'client', operationId: 'deleteService', auth: 'session',
       handler: adminOnly(adminServiceOps.delete) },
-    { api: 'client', operationId: 'patchService', auth: 'session', permission: null, limit: null, body: 'spec',
+    { api: 'client', operationId: 'patchService', auth: 'session',
       handler: adminOnly(adminServiceOps.patch) },
-    { api: 'client', operationId: 'updateService', auth: 'session', permission: null, limit: null, body: 'spec',
+    { api: 'client', operationId: 'updateService', auth: 'session',
       handler: adminOnly(adminServiceOps.update) },
 
-    { api: 'client', operationId: 'listServiceEdgeRouters', auth: 'session', permission: null, limit: null, body: 'spec',
+    { api: 'client', operationId: 'listServiceEdgeRouters', auth: 'session',
       handler: (ctx) => {
         const svc = visibleService(ctx, ctx.params.id);
         const token = ctx.req.headers['session-token'];
@@ -241,7 +241,7 @@ export function policyClientEntries(reg: Registry): Entry[] {
         const edgeRouters = page.map((r) => commonEdgeRouter(ctx.app, r as Rec));
         return envelope({ edgeRouters }, { pagination, filterableFields: src.filterableFields });
       } },
-    { api: 'client', operationId: 'listServiceTerminators', auth: 'session', permission: null, limit: null, body: 'spec',
+    { api: 'client', operationId: 'listServiceTerminators', auth: 'session',
       handler: (ctx) => {
         const svc = visibleService(ctx, ctx.params.id);
         const def = reg.def('terminators');
@@ -251,7 +251,7 @@ export function policyClientEntries(reg: Registry): Entry[] {
         });
       } },
 
-    { api: 'client', operationId: 'getCurrentIdentityEdgeRouters', auth: 'session', permission: null, limit: null, body: 'spec',
+    { api: 'client', operationId: 'getCurrentIdentityEdgeRouters', auth: 'session',
       handler: (ctx) => {
         const def = reg.def('edgeRouters');
         // Enrolled routers only; admins get every one, others those their edge router policies allow.
@@ -275,25 +275,25 @@ export function policyClientEntries(reg: Registry): Entry[] {
         });
       } },
 
-    { api: 'client', operationId: 'createSession', auth: 'session', permission: null, limit: null, body: 'spec',
+    { api: 'client', operationId: 'createSession', auth: 'session',
       handler: (ctx) => createSession(reg, ctx) },
-    { api: 'client', operationId: 'listSessions', auth: 'session', permission: null, limit: null, body: 'spec',
+    { api: 'client', operationId: 'listSessions', auth: 'session',
       handler: (ctx) => {
         if (isAdmin(ctx)) return listRecords(reg, reg.def('sessions'), ctx, hideDoomed(ctx));
         return listRecords(reg, reg.def('sessions'), ctx, { ...hideDoomed(ctx), candidates: [...ctx.app.policy.sessions.of(ctx.identity!.id)].map((s) => s.id) });
       } },
     // Management views of sessions hide those whose removal is committing, like the Client API.
-    { api: 'management', operationId: 'listSessions', auth: 'admin', permission: { family: 'ops', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'listSessions', auth: 'admin', permission: { family: 'ops', action: 'read' },
       handler: (ctx) => listRecords(reg, reg.def('sessions'), ctx, hideDoomed(ctx)) },
-    { api: 'management', operationId: 'detailSession', auth: 'admin', permission: { family: 'ops', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'detailSession', auth: 'admin', permission: { family: 'ops', action: 'read' },
       handler: (ctx) => {
         const s = ctx.app.store.get('sessions', ctx.params.id);
         if (!s || ctx.app.policy.sessions.doomed.has(s.id)) throw errors.notFound();
         return ok(renderRecord(reg, reg.def('sessions'), s, { store: ctx.app.store, ctx }));
       } },
-    { api: 'client', operationId: 'detailSession', auth: 'session', permission: null, limit: null, body: 'spec',
+    { api: 'client', operationId: 'detailSession', auth: 'session',
       handler: (ctx) => ok(renderRecord(reg, reg.def('sessions'), visibleSession(ctx, ctx.params.id), { store: ctx.app.store, ctx })) },
-    { api: 'client', operationId: 'deleteSession', auth: 'session', permission: null, limit: null, body: 'spec',
+    { api: 'client', operationId: 'deleteSession', auth: 'session',
       handler: async (ctx) => {
         const s = visibleSession(ctx, ctx.params.id);
         await write(ctx.app.store, (tx) => {
@@ -302,12 +302,12 @@ export function policyClientEntries(reg: Registry): Entry[] {
         return empty();
       } },
 
-    { api: 'client', operationId: 'listServiceUpdates', auth: 'session', permission: null, limit: null, body: 'spec',
+    { api: 'client', operationId: 'listServiceUpdates', auth: 'session',
       handler: (ctx) => ok({ lastChangeAt: isoTime(ctx.app.policy.updateTimes.lastChangeAt(ctx.session!, ctx.app.startedAt)) }) },
 
-    { api: 'client', operationId: 'createPostureResponse', auth: 'session', permission: null, limit: null, body: 'spec',
+    { api: 'client', operationId: 'createPostureResponse', auth: 'session',
       handler: (ctx) => ok({ services: postureResponses(ctx, [ctx.body as PostureReport]) }, 201) },
-    { api: 'client', operationId: 'createPostureResponseBulk', auth: 'session', permission: null, limit: null, body: 'spec',
+    { api: 'client', operationId: 'createPostureResponseBulk', auth: 'session',
       handler: (ctx) => {
         if (!Array.isArray(ctx.body)) throw errors.field('(root)', 'must be an array of posture responses', ctx.body);
         return ok({ services: postureResponses(ctx, ctx.body as PostureReport[]) }, 201);

@@ -135,37 +135,37 @@ function pairsOf(ctx: Ctx, body: unknown, requireAll: boolean): ServiceConfigPai
 export function policyViewEntries(reg: Registry): Entry[] {
   return [
     // What each policy selects.
-    { api: 'management', operationId: 'listServicePolicyIdentities', auth: 'admin', permission: { family: 'identity', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'listServicePolicyIdentities', auth: 'admin', permission: { family: 'identity', action: 'read' },
       handler: sideList(reg, 'servicePolicies', 'identities') },
-    { api: 'management', operationId: 'listServicePolicyServices', auth: 'admin', permission: { family: 'service', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'listServicePolicyServices', auth: 'admin', permission: { family: 'service', action: 'read' },
       handler: sideList(reg, 'servicePolicies', 'services') },
-    { api: 'management', operationId: 'listServicePolicyPostureChecks', auth: 'admin', permission: { family: 'posture-check', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'listServicePolicyPostureChecks', auth: 'admin', permission: { family: 'posture-check', action: 'read' },
       handler: sideList(reg, 'servicePolicies', 'postureChecks') },
-    { api: 'management', operationId: 'listEdgeRouterPolicyIdentities', auth: 'admin', permission: { family: 'identity', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'listEdgeRouterPolicyIdentities', auth: 'admin', permission: { family: 'identity', action: 'read' },
       handler: sideList(reg, 'edgeRouterPolicies', 'identities') },
-    { api: 'management', operationId: 'listEdgeRouterPolicyEdgeRouters', auth: 'admin', permission: { family: 'router', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'listEdgeRouterPolicyEdgeRouters', auth: 'admin', permission: { family: 'router', action: 'read' },
       handler: sideList(reg, 'edgeRouterPolicies', 'edgeRouters') },
-    { api: 'management', operationId: 'listServiceEdgeRouterPolicyServices', auth: 'admin', permission: { family: 'service', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'listServiceEdgeRouterPolicyServices', auth: 'admin', permission: { family: 'service', action: 'read' },
       handler: sideList(reg, 'serviceEdgeRouterPolicies', 'services') },
-    { api: 'management', operationId: 'listServiceEdgeRouterPolicyEdgeRouters', auth: 'admin', permission: { family: 'router', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'listServiceEdgeRouterPolicyEdgeRouters', auth: 'admin', permission: { family: 'router', action: 'read' },
       handler: sideList(reg, 'serviceEdgeRouterPolicies', 'edgeRouters') },
 
     // Which policies select an entity.
-    { api: 'management', operationId: 'listIdentityServicePolicies', auth: 'admin', permission: { family: 'service-policy', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'listIdentityServicePolicies', auth: 'admin', permission: { family: 'service-policy', action: 'read' },
       handler: policiesOf(reg, 'identities', 'servicePolicies') },
-    { api: 'management', operationId: 'listIdentitysEdgeRouterPolicies', auth: 'admin', permission: { family: 'edge-router-policy', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'listIdentitysEdgeRouterPolicies', auth: 'admin', permission: { family: 'edge-router-policy', action: 'read' },
       handler: policiesOf(reg, 'identities', 'edgeRouterPolicies') },
-    { api: 'management', operationId: 'listServiceServicePolicies', auth: 'admin', permission: { family: 'service-policy', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'listServiceServicePolicies', auth: 'admin', permission: { family: 'service-policy', action: 'read' },
       handler: policiesOf(reg, 'services', 'servicePolicies') },
-    { api: 'management', operationId: 'listServiceServiceEdgeRouterPolicies', auth: 'admin', permission: { family: 'service-edge-router-policy', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'listServiceServiceEdgeRouterPolicies', auth: 'admin', permission: { family: 'service-edge-router-policy', action: 'read' },
       handler: policiesOf(reg, 'services', 'serviceEdgeRouterPolicies') },
-    { api: 'management', operationId: 'listEdgeRouterEdgeRouterPolicies', auth: 'admin', permission: { family: 'edge-router-policy', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'listEdgeRouterEdgeRouterPolicies', auth: 'admin', permission: { family: 'edge-router-policy', action: 'read' },
       handler: policiesOf(reg, 'edgeRouters', 'edgeRouterPolicies') },
-    { api: 'management', operationId: 'listEdgeRouterServiceEdgeRouterPolicies', auth: 'admin', permission: { family: 'service-edge-router-policy', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'listEdgeRouterServiceEdgeRouterPolicies', auth: 'admin', permission: { family: 'service-edge-router-policy', action: 'read' },
       handler: policiesOf(reg, 'edgeRouters', 'serviceEdgeRouterPolicies') },
 
     // Reachability.
-    { api: 'management', operationId: 'listIdentityServices', auth: 'admin', permission: { family: 'service', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'listIdentityServices', auth: 'admin', permission: { family: 'service', action: 'read' },
       handler: (ctx) => {
         must(ctx, 'identities', ctx.params.id);
         const type = policyType(ctx);
@@ -174,43 +174,43 @@ export function policyViewEntries(reg: Registry): Entry[] {
         const ids = type ? all.filter((sid) => engine.hasAccess(ctx.params.id, sid, type)) : all;
         return listAmong(reg, ctx, 'services', ids);
       } },
-    { api: 'management', operationId: 'listIdentityEdgeRouters', auth: 'admin', permission: { family: 'router', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'listIdentityEdgeRouters', auth: 'admin', permission: { family: 'router', action: 'read' },
       handler: (ctx) => {
         must(ctx, 'identities', ctx.params.id);
         return listAmong(reg, ctx, 'edgeRouters', ctx.app.policy.identityRouters(ctx.params.id));
       } },
-    { api: 'management', operationId: 'listServiceIdentities', auth: 'admin', permission: { family: 'identity', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'listServiceIdentities', auth: 'admin', permission: { family: 'identity', action: 'read' },
       handler: (ctx) => {
         must(ctx, 'services', ctx.params.id);
         return listAmong(reg, ctx, 'identities', ctx.app.policy.serviceIdentities(ctx.params.id, policyType(ctx)));
       } },
-    { api: 'management', operationId: 'listServiceEdgeRouters', auth: 'admin', permission: { family: 'router', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'listServiceEdgeRouters', auth: 'admin', permission: { family: 'router', action: 'read' },
       handler: (ctx) => {
         must(ctx, 'services', ctx.params.id);
         return listAmong(reg, ctx, 'edgeRouters', ctx.app.policy.serviceRoutersOf(ctx.params.id));
       } },
-    { api: 'management', operationId: 'listEdgeRouterIdentities', auth: 'admin', permission: { family: 'identity', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'listEdgeRouterIdentities', auth: 'admin', permission: { family: 'identity', action: 'read' },
       handler: (ctx) => {
         must(ctx, 'edgeRouters', ctx.params.id);
         return listAmong(reg, ctx, 'identities', ctx.app.policy.routerIdentities(ctx.params.id));
       } },
-    { api: 'management', operationId: 'listEdgeRouterServices', auth: 'admin', permission: { family: 'service', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'listEdgeRouterServices', auth: 'admin', permission: { family: 'service', action: 'read' },
       handler: (ctx) => {
         must(ctx, 'edgeRouters', ctx.params.id);
         return listAmong(reg, ctx, 'services', ctx.app.policy.routerServices(ctx.params.id));
       } },
 
     // Role attributes in use.
-    { api: 'management', operationId: 'listIdentityRoleAttributes', auth: 'admin', permission: { family: 'identity', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'listIdentityRoleAttributes', auth: 'admin', permission: { family: 'identity', action: 'read' },
       handler: (ctx) => attributeList(ctx, ctx.app.policy.index.attributes('identities')) },
-    { api: 'management', operationId: 'listServiceRoleAttributes', auth: 'admin', permission: { family: 'service', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'listServiceRoleAttributes', auth: 'admin', permission: { family: 'service', action: 'read' },
       handler: (ctx) => attributeList(ctx, ctx.app.policy.index.attributes('services')) },
-    { api: 'management', operationId: 'listEdgeRouterRoleAttributes', auth: 'admin', permission: { family: 'router', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'listEdgeRouterRoleAttributes', auth: 'admin', permission: { family: 'router', action: 'read' },
       handler: (ctx) => attributeList(ctx, ctx.app.policy.index.attributes('edgeRouters')) },
-    { api: 'management', operationId: 'listPostureCheckRoleAttributes', auth: 'admin', permission: { family: 'posture-check', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'listPostureCheckRoleAttributes', auth: 'admin', permission: { family: 'posture-check', action: 'read' },
       handler: (ctx) => attributeList(ctx, ctx.app.policy.index.attributes('postureChecks')) },
 
-    { api: 'management', operationId: 'getIdentityPolicyAdvice', auth: 'admin', permission: { family: 'service', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'getIdentityPolicyAdvice', auth: 'admin', permission: { family: 'service', action: 'read' },
       handler: (ctx) => {
         const identity = must(ctx, 'identities', ctx.params.id);
         const service = must(ctx, 'services', ctx.params.serviceId);
@@ -230,7 +230,7 @@ export function policyViewEntries(reg: Registry): Entry[] {
       } },
 
     // Per-identity service config overrides.
-    { api: 'management', operationId: 'listIdentitysServiceConfigs', auth: 'admin', permission: { family: 'identity', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'listIdentitysServiceConfigs', auth: 'admin', permission: { family: 'identity', action: 'read' },
       handler: (ctx) => {
         const identity = must(ctx, 'identities', ctx.params.id);
         // Pairs of a deleted service are left on the identity (no index leads there) but never shown or applied.
@@ -243,7 +243,7 @@ export function policyViewEntries(reg: Registry): Entry[] {
         }));
         return listEnvelope(data, { limit: -1, offset: 0, totalCount: data.length }, []);
       } },
-    { api: 'management', operationId: 'associateIdentitysServiceConfigs', auth: 'admin', permission: { family: 'identity', action: 'update' }, reaches: { from: 'path' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'associateIdentitysServiceConfigs', auth: 'admin', permission: { family: 'identity', action: 'update' }, reaches: { from: 'path' },
       handler: async (ctx) => {
         const pairs = pairsOf(ctx, ctx.body, true);
         await write(ctx.app.store, (tx) => {
@@ -266,7 +266,7 @@ export function policyViewEntries(reg: Registry): Entry[] {
         });
         return empty();
       } },
-    { api: 'management', operationId: 'disassociateIdentitysServiceConfigs', auth: 'admin', permission: { family: 'identity', action: 'update' }, reaches: { from: 'path' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'disassociateIdentitysServiceConfigs', auth: 'admin', permission: { family: 'identity', action: 'update' }, reaches: { from: 'path' },
       handler: async (ctx) => {
         const pairs = pairsOf(ctx, ctx.body, false);
         await write(ctx.app.store, (tx) => {
@@ -291,12 +291,12 @@ export function policyViewEntries(reg: Registry): Entry[] {
         return empty();
       } },
 
-    { api: 'management', operationId: 'getIdentityPostureData', auth: 'admin', permission: { family: 'identity', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'getIdentityPostureData', auth: 'admin', permission: { family: 'identity', action: 'read' },
       handler: (ctx) => {
         const identity = must(ctx, 'identities', ctx.params.id);
         return ok(renderPostureData(ctx, identity));
       } },
-    { api: 'management', operationId: 'getIdentityFailedServiceRequests', auth: 'admin', permission: { family: 'identity', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'getIdentityFailedServiceRequests', auth: 'admin', permission: { family: 'identity', action: 'read' },
       handler: (ctx) => {
         must(ctx, 'identities', ctx.params.id);
         const data = ctx.app.policy.failures.of(ctx.params.id).map((f) => ({
@@ -310,7 +310,7 @@ export function policyViewEntries(reg: Registry): Entry[] {
         return ok(data);
       } },
 
-    { api: 'management', operationId: 'listSummary', auth: 'session', permission: null, limit: null, body: 'spec',
+    { api: 'management', operationId: 'listSummary', auth: 'session',
       handler: (ctx) => {
         const data: Record<string, number> = {};
         for (const [key, count, family] of SUMMARY) {
@@ -320,7 +320,7 @@ export function policyViewEntries(reg: Registry): Entry[] {
         return ok(data);
       } },
 
-    { api: 'management', operationId: 'detailSessionRoutePath', auth: 'admin', permission: { family: 'ops', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'detailSessionRoutePath', auth: 'admin', permission: { family: 'ops', action: 'read' },
       handler: (ctx) => {
         const s = ctx.app.store.get('sessions', ctx.params.id);
         if (!s || ctx.app.policy.sessions.doomed.has(s.id)) throw errors.notFound();

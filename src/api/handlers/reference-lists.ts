@@ -11,17 +11,17 @@ export function referenceListEntries(reg: Registry): Entry[] {
   };
 
   return [
-    { api: 'management', operationId: 'listConfigsForConfigType', auth: 'admin', permission: { family: 'config', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'listConfigsForConfigType', auth: 'admin', permission: { family: 'config', action: 'read' },
       handler: sub('configTypes', 'configs', () => () => true, (ctx) => ctx.app.store.idsByIndex('configs', 'configTypeId', ctx.params.id)) },
-    { api: 'management', operationId: 'listConfigServices', auth: 'admin', permission: { family: 'service', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'listConfigServices', auth: 'admin', permission: { family: 'service', action: 'read' },
       handler: sub('configs', 'services', () => () => true, (ctx) => ctx.app.store.idsByIndex('services', 'configs', ctx.params.id)) },
-    { api: 'management', operationId: 'listServiceConfig', auth: 'admin', permission: { family: 'config', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'listServiceConfig', auth: 'admin', permission: { family: 'config', action: 'read' },
       handler: sub('services', 'configs', () => () => true, (ctx) => ctx.app.store.get('services', ctx.params.id)?.configs ?? []) },
-    { api: 'management', operationId: 'getIdentityAuthenticators', auth: 'admin', permission: { family: 'authenticator', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'getIdentityAuthenticators', auth: 'admin', permission: { family: 'authenticator', action: 'read' },
       handler: sub('identities', 'authenticators', () => () => true, (ctx) => ctx.app.store.idsByIndex('authenticators', 'identityId', ctx.params.id)) },
-    { api: 'management', operationId: 'getIdentityEnrollments', auth: 'admin', permission: { family: 'enrollment', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'getIdentityEnrollments', auth: 'admin', permission: { family: 'enrollment', action: 'read' },
       handler: sub('identities', 'enrollments', () => () => true, (ctx) => ctx.app.store.idsByIndex('enrollments', 'identityId', ctx.params.id)) },
-    { api: 'management', operationId: 'listServiceTerminators', auth: 'admin', permission: { family: 'terminator', action: 'read' }, limit: null, body: 'spec',
+    { api: 'management', operationId: 'listServiceTerminators', auth: 'admin', permission: { family: 'terminator', action: 'read' },
       handler: sub('services', 'terminators', () => () => true, (ctx) => ctx.app.store.idsByIndex('terminators', 'serviceId', ctx.params.id)) },
   ];
 }

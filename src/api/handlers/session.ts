@@ -131,7 +131,7 @@ export { resolveConfigTypes };
 
 export function sessionEntries(reg: Registry): Entry[] {
   return [
-    { api: 'both', operationId: 'authenticate', auth: 'none', permission: null, limit: 'auth', body: 'spec',
+    { api: 'both', operationId: 'authenticate', auth: 'none', limit: 'auth',
       handler: async (ctx) => {
         const method = ctx.req.query.get('method') ?? '';
         const { identity, result } = await primaryLogin(ctx, method);
@@ -162,14 +162,14 @@ export function sessionEntries(reg: Registry): Entry[] {
         reply.headers = { ...result.headers, 'zt-session': token };
         return reply;
       } },
-    { api: 'both', operationId: 'getCurrentAPISession', auth: 'partial', permission: null, limit: null, body: 'spec',
+    { api: 'both', operationId: 'getCurrentAPISession', auth: 'partial',
       handler: async (ctx) => ok(renderCurrentApiSession(reg, ctx, ctx.session!, await extJwtSatisfied(ctx, ctx.session!))) },
-    { api: 'both', operationId: 'deleteCurrentAPISession', auth: 'partial', permission: null, limit: null, body: 'spec',
+    { api: 'both', operationId: 'deleteCurrentAPISession', auth: 'partial',
       handler: async (ctx) => {
         await ctx.app.sessions.delete(ctx.session!.id);
         return empty();
       } },
-    { api: 'both', operationId: 'getCurrentIdentity', auth: 'session', permission: null, limit: null, body: 'spec',
+    { api: 'both', operationId: 'getCurrentIdentity', auth: 'session',
       handler: (ctx) => ok(renderRecord(reg, reg.def('identities'), ctx.identity!, { store: ctx.app.store, ctx })) },
   ];
 }
