@@ -24,7 +24,7 @@ const WORKERS = path.join(ROOT, 'workers');
 /** Lowest first: a file may import its own folder and the folders before it. */
 const ORDER = [
   'config.ts', 'store', 'core', 'pki', 'control', 'auth', 'policy', 'events', 'resources', 'cluster', 'pool.ts',
-  'migrations.ts', 'api', 'oidc', 'observability', 'http', 'workers', 'cli', 'app.ts', 'node-flags.ts', 'main.ts',
+  'managers', 'migrations.ts', 'api', 'oidc', 'observability', 'http', 'workers', 'cli', 'app.ts', 'node-flags.ts', 'main.ts',
 ];
 const RANK: Record<string, number> = Object.fromEntries(ORDER.map((name, i) => [name, i]));
 
