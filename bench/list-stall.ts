@@ -172,8 +172,11 @@ async function loadWorker() {
         const t = performance.now();
         const r = await client.request(specs[k % specs.length]);
         if (stop) break;
-        if (r.status === 429) refused++;
-        else if (r.status !== 200) throw new Error(`large list: ${r.status}`);
+        if (r.status === 429) {
+          refused++;
+          // As a well-behaved client does: back off for the Retry-After the refusal names.
+          await backOff((r.retryAfter ?? 1) * 1000, () => stop);
+        } else if (r.status !== 200) throw new Error(`large list: ${r.status}`);
         else {
           large.push(performance.now() - t);
           largeBytes.push(r.bytes);
@@ -183,6 +186,12 @@ async function loadWorker() {
   );
   await client.close();
   parentPort!.postMessage({ large, largeBytes, refused, seconds });
+}
+
+/** Wait `ms`, or less if `stopped()` turns true meanwhile. */
+async function backOff(ms: number, stopped: () => boolean) {
+  const until = performance.now() + ms;
+  while (!stopped() && performance.now() < until) await new Promise((r) => setTimeout(r, Math.min(100, until - performance.now())));
 }
 
 (isMainThread ? main() : loadWorker()).catch((e) => {

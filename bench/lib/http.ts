@@ -34,6 +34,8 @@ export interface HttpResult {
   status: number;
   bytes: number;
   body?: Buffer;
+  /** Seconds of a Retry-After header (429/503), when the client kind reads headers (undici, https). */
+  retryAfter?: number;
 }
 
 export interface HttpClient {
@@ -106,13 +108,17 @@ class UndiciClient implements HttpClient {
     return new Promise((resolve, reject) => {
       let status = 0;
       let bytes = 0;
+      let retryAfter: number | undefined;
       const chunks: Buffer[] | undefined = spec.wantBody ? [] : undefined;
       this.pool.dispatch(
         { method: spec.method, path: spec.path, headers: spec.headers, body: spec.body },
         {
           onConnect() {},
-          onHeaders(statusCode: number) {
+          onHeaders(statusCode: number, rawHeaders: Buffer[]) {
             status = statusCode;
+            if (statusCode === 429 || statusCode === 503)
+              for (let i = 0; i + 1 < rawHeaders.length; i += 2)
+                if (rawHeaders[i].toString('latin1').toLowerCase() === 'retry-after') retryAfter = Number(rawHeaders[i + 1].toString('latin1'));
             return true;
           },
           onData(chunk: Buffer) {
@@ -121,7 +127,7 @@ class UndiciClient implements HttpClient {
             return true;
           },
           onComplete() {
-            resolve({ status, bytes, body: chunks ? Buffer.concat(chunks) : undefined });
+            resolve({ status, bytes, body: chunks ? Buffer.concat(chunks) : undefined, retryAfter });
           },
           onError(err: Error) {
             reject(err);
@@ -183,7 +189,8 @@ class NodeHttpsClient implements HttpClient {
             bytes += chunk.length;
             if (chunks) chunks.push(chunk);
           });
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, bytes, body: chunks ? Buffer.concat(chunks) : undefined }));
+          const retryAfter = res.headers['retry-after'] === undefined ? undefined : Number(res.headers['retry-after']);
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, bytes, body: chunks ? Buffer.concat(chunks) : undefined, retryAfter }));
           res.on('error', reject);
         },
       );

@@ -62,6 +62,16 @@ export class Limiter {
     return this.waiting.length;
   }
 
+  /** A call asking now would be refused: every slot busy and no room (or time) to wait. */
+  get full(): boolean {
+    return this.active >= this.concurrency && (this.waiting.length >= this.queue || this.expectedWaitMs > this.maxWaitMs);
+  }
+
+  /** The refusal a call gets when the limiter is `full`, for callers that know before asking. */
+  refuse() {
+    return this.refusal();
+  }
+
   /** Retry-After of a refusal: about one call's time (the queue moves by then), 1 s … maxWaitMs. */
   private refusal() {
     this.rejected++;
@@ -80,7 +90,7 @@ export class Limiter {
   /** Wait for a slot (or throw RATE_LIMITED); resolves with its release, which may be called more than once. */
   async acquire(): Promise<() => void> {
     if (this.active >= this.concurrency) {
-      if (this.waiting.length >= this.queue || this.expectedWaitMs > this.maxWaitMs) throw this.refusal();
+      if (this.full) throw this.refusal();
       await new Promise<void>((resolve, reject) => {
         const w: Waiter = { start: resolve, refuse: () => reject(this.refusal()) };
         if (Number.isFinite(this.maxWaitMs))

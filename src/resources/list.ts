@@ -30,8 +30,18 @@ export function listSource(reg: Registry, def: ResourceDef, extra?: Partial<List
  */
 export function listRecords(reg: Registry, def: ResourceDef, ctx: Ctx, extra?: Partial<ListSource>, render?: (r: Rec) => unknown): Reply | Promise<Reply> {
   const limiter = ctx.app.auth.largeAnswers;
+  // Known large before any work: refused at once while the large answers' slots and queue are
+  // full, instead of after the ADMIT_AFTER_MS of main-thread work that tells other lists apart.
+  if (limiter.full && ctx.req.query.get('limit') === '-1' && ctx.app.store.count(def.collection) > KNOWN_LARGE_ROWS) throw limiter.refuse();
   return sliced(listReplySteps(reg, def, ctx, extra, render), (rest) => untilWritten(limiter, rest));
 }
+
+/**
+ * An unbounded page (`limit=-1`) over more records than this is a large answer from the start:
+ * bounded pages stop at MAX_LIMIT (500) records, and rendering several times that many takes
+ * longer than ADMIT_AFTER_MS (slices.ts).
+ */
+const KNOWN_LARGE_ROWS = 2_000;
 
 /**
  * The longest a large answer keeps its slot while its client reads it; then it is written on
