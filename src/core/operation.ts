@@ -6,7 +6,6 @@
  *   { api: 'management', method: 'get', path: '/identities/{id}', operationId: 'detailIdentity',
  *     auth: 'admin', permission: { family: 'identity', action: 'read' }, spec, handler }
  */
-import type { ApiError } from './errors.js';
 import type { ClientOperationId, FabricOperationId, ManagementOperationId } from './operation-ids.js';
 
 /** The Edge Client API, the Edge Management API and the fabric API (`/fabric/v1`). */
@@ -159,5 +158,3 @@ export type OperationEntry<C> = Guard & {
     | { api: 'fabric'; operationId: FabricOperationId }
     | { api: 'both'; operationId: SharedOperationId }
   );
-
-export type ErrorLike = ApiError | Error;
