@@ -490,11 +490,11 @@ export class Cluster implements WriteLog {
 
   /**
    * Group commit: one etcd transaction in flight; everything queued meanwhile goes into the next.
-   * Sizing: etcd's work and this controller's (a gRPC call costs ~1 ms of CPU on a loaded 2-core
-   * machine) are largely per transaction, not per write. So after a transaction that carried
-   * several writes, the next one waits until twice as many are queued, at most a quarter of the
-   * last round trip (and LINGER_MAX_MS): with three controllers, 6.5 → 9 writes per transaction
-   * and 4–21% less CPU per write, all processes together (docs/cluster.md). Writes that come one
+   * Sizing: etcd's work and this controller's (a gRPC call costs about a millisecond of CPU) are
+   * largely per transaction, not per write. So after a transaction that carried several writes,
+   * the next one waits until twice as many are queued, at most a quarter of the last round trip
+   * (and LINGER_MAX_MS): more writes per transaction and less CPU per write, all processes
+   * together (measured: docs/cluster.md). Writes that come one
    * at a time (the last transaction carried one) never wait, and the wait shrinks with the round
    * trip.
    */

@@ -25,8 +25,8 @@ const RAW_MARK_JSON = `"${RAW_MARK}"`;
 /**
  * `ok(data, status)` with `data[field]` set to `raw`, written into the body as the JSON string it
  * is, unscanned. Only for values made of characters JSON never escapes (a signed token: base64url,
- * `.` and `~`): JSON.stringify reads every character of a string for escapes, ~3 µs for a session
- * token's ~1 KB, about 3% of a session create's CPU.
+ * `.` and `~`): JSON.stringify reads every character of a string for escapes, a few percent of a
+ * session create's CPU for a session token (docs/benchmarks.md, "2026-11-28, late").
  */
 export function okWithRaw(data: Record<string, unknown>, field: string, raw: string, status = 200): Reply {
   data[field] = RAW_MARK;
@@ -54,8 +54,8 @@ export class BodyPieces {
 
 /**
  * A list page's JSON, `{"data":[…],"meta":{…}}`, built an entry at a time into pieces of about
- * PIECE_BYTES: the whole page never exists as one string, nor as one UTF-8 copy of it (at 50,000
- * identities each would be 75 MiB, made in one go on the main thread, tens of ms each, and the
+ * PIECE_BYTES: the whole page never exists as one string, nor as one UTF-8 copy of it (at tens of
+ * thousands of identities each would be tens of MiB, made in one go on the main thread, and the
  * garbage collector then walks and frees them). A small page stays one string, as before.
  */
 export class ListWriter {

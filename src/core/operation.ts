@@ -56,8 +56,8 @@ export interface Req {
   remoteAddress: string;
   /** DER of the TLS client certificate chain, leaf first; only on the mutual-TLS listener. */
   peerCertificates?: Buffer[];
-  /** DER of the TLS client certificate alone: much cheaper than the chain (node builds the chain
-   *  object graph in ~1–2 ms), so hot paths that only need the leaf read this. */
+  /** DER of the TLS client certificate alone: much cheaper than the chain (node builds the chain's
+   *  object graph), so hot paths that only need the leaf read this. */
   peerLeaf?: Buffer;
   /** Set by the adapter when the client went away; handlers may stop early. */
   aborted: boolean;

@@ -222,7 +222,7 @@ export function* listSteps(store: Store, src: ListSource, p: ListParams): Genera
 
   // An unbounded page (`limit=-1`) keeps the ids of the records it matched, not the records: tens
   // of thousands of decoded records held while a large answer renders in slices survived every
-  // young-generation collection meanwhile, which then took ~10 ms each (bench/list-stall.ts). Its
+  // young-generation collection meanwhile, which then took milliseconds each (bench/list-stall.ts). Its
   // entries are read again as they are rendered, most not at all (kept JSON, render-cache.ts).
   const keep = (rec: Rec): Rec | string => (limit === -1 ? rec.id : rec);
 

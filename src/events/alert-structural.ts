@@ -173,8 +173,8 @@ export async function structuralFindings(index: RoleIndex, store: Store, pace: P
     return c;
   };
   // An identity against a cover of a few ERPs: a membership test each. Against more: a bitset of
-  // the ERPs selecting each identity, filled once per scan from the ERPs' members (Σ members, about
-  // 0.5M at "large"; asking the index per identity cost ~5 µs each), then one AND per check.
+  // the ERPs selecting each identity, filled once per scan from the ERPs' members (hundreds of
+  // thousands at shape "large", cheaper than asking the index per identity), then one AND per check.
   let erpsOf: Map<string, Uint32Array> | undefined;
   const fillErpsOf = async () => {
     erpsOf = new Map();

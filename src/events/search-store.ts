@@ -33,7 +33,7 @@ export function openSearchEnv(dir: string): {
   return {
     env,
     // Documents of one kind share their shape: msgpack record structures kept in the database make
-    // them smaller on disk and several times faster to decode (measured: ~1 µs instead of ~5 µs each).
+    // them smaller on disk and several times faster to decode (docs/benchmarks.md, "Measurements behind the code").
     docs: env.openDB<Record<string, unknown>, DocKey>({ name: 'docs', sharedStructuresKey: Symbol.for('mesh.search.structures') }),
     ids: env.openDB<number, [string, string]>({ name: 'ids' }),
     state: env.openDB<number, string>({ name: 'state' }),

@@ -10,8 +10,8 @@
  * operation (pinned authenticator fingerprints, verified third-party CAs, expiry rules of the
  * auth policy), which OpenSSL's chain check cannot express. `req.peerCertificates` is the DER
  * chain the client sent, leaf first, and `req.peerLeaf` the leaf alone; both are read lazily and
- * once per connection (the chain costs node ~1–2 ms to build, the leaf ~10 µs: hot paths read
- * the leaf only).
+ * once per connection (node builds the chain's object graph at a cost of milliseconds, the leaf
+ * alone in microseconds: hot paths read the leaf only).
  */
 import https from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -41,9 +41,9 @@ export interface TlsServer {
 /**
  * Bodies larger than this go out in pieces of this size, each once the previous one has drained.
  * Handed to node in one piece, a body is encrypted whole into the connection's TLS buffers, which
- * then keep their size: measured with 1,000 kept-alive connections that had each received one
- * 500 KB answer (a device's `GET /services?limit=500`), 181 KiB of memory stayed per connection,
- * against 74 KiB when written 16 KiB at a time (the same as for small answers).
+ * then keep their size: kept-alive connections that had each received one large answer (a
+ * device's `GET /services?limit=500`) kept more than twice the memory of those written in pieces
+ * (docs/benchmarks.md, "Measurements behind the code").
  */
 const PIECE = 16 * 1024;
 
@@ -102,7 +102,7 @@ export function peerChain(socket: TLSSocket): Buffer[] {
 
 const leaves = new WeakMap<TLSSocket, Buffer | null>();
 
-/** The client's leaf certificate (getPeerX509Certificate: ~10 µs, no chain building). */
+/** The client's leaf certificate (getPeerX509Certificate: no chain building). */
 export function peerLeaf(socket: TLSSocket): Buffer | undefined {
   let leaf = leaves.get(socket);
   if (leaf === undefined) {

@@ -63,7 +63,7 @@ const statusLine = (status: number): string => {
 /**
  * Every response header as one `[key, value]` pair for a single writeHeader call: uWS writes
  * `key: value\r\n` verbatim, so the value carries the other lines. Each writeHeader call crosses
- * into C++ (measured ~1 µs apiece here; a poll answer has eight headers).
+ * into C++, and a poll answer has eight headers.
  */
 function headerBlock(h: Record<string, string> | undefined, contentType: string | undefined, closing: boolean): [string, string] {
   const lines: string[] = [];
@@ -93,8 +93,8 @@ function headerBlock(h: Record<string, string> | undefined, contentType: string 
  *   its answer is being written (resume): a successor that arrives meanwhile waits in the socket
  *   and is answered in turn. POST and PATCH too, although RFC 9112 §9.3.2 tells clients not to
  *   pipeline after them: with reads on, a successor would close the connection and lose the
- *   answer of a write that was made. The pause and resume (~8 µs a request with 256 connections)
- *   are the largest cost of these guards; uWS offers no cheaper way to hold a successor back.
+ *   answer of a write that was made. The pause and resume are the largest cost of these guards
+ *   (docs/benchmarks.md, "Measurements behind the code"); uWS offers no cheaper way to hold a successor back.
  * Both happen in one setImmediate per turn of the event loop shared by every request of that turn.
  * Reads resume when the answer starts: a successor arriving while a large answer streams makes
  * uWS close the connection, cutting that answer (a read, safe to retry). Keeping reads paused

@@ -4,13 +4,12 @@
  * the reader of stdout and an access-log line costs one Buffer#write (at 50k requests/s, ~500
  * lines per write(2)).
  *
- * Why not pino's own destinations: the synchronous one makes a write(2) per line (in bench/policy
- * up to a fifth of the controller's time at ~20k polls/s, blocked whenever the reader lagged); the
- * asynchronous one (sonic-boom) re-measures its pending string on every line with
- * Buffer.byteLength, flattening up to 16 KiB each time (~2.8 µs per line at 50k lines/s, measured
- * in-process). Writing per event-loop turn instead of per FLUSH_MS wakes a thread-pool thread far
- * more often (~40 µs each on these machines), and keeping the lines as strings until the write
- * made them survive young-generation collections (GC was ~14 % of a poll). docs/policy.md.
+ * Why not pino's own destinations: the synchronous one makes a write(2) per line (blocked
+ * whenever the reader lagged); the asynchronous one (sonic-boom) re-measures its pending string on
+ * every line with Buffer.byteLength, flattening it each time. Writing per event-loop turn instead
+ * of per FLUSH_MS wakes a thread-pool thread far more often, and keeping the lines as strings until
+ * the write made them survive young-generation collections. Measurements: docs/benchmarks.md
+ * ("Measurements behind the code") and docs/policy.md.
  *
  * While the reader is stuck, at most `maxPendingBytes` wait; later lines are dropped and counted
  * (a line with the count is written once writing resumes). Pending lines are written synchronously

@@ -8,9 +8,9 @@
  * controller's); 5xx at error, always, even with the access log off.
  *
  * The info line is composed here from the logger's own pieces (level prefix, time, bindings,
- * stream: pino.symbols), giving the very line `log.info(fields, 'request')` writes: pino's generic
- * serializer costs ~3.5 µs per line, JSON.stringify of the fields ~1 µs, this ~0.3 µs (measured
- * in-process; at 50k polls/s pino's alone was a sixth of a core).
+ * stream: pino.symbols), giving the very line `log.info(fields, 'request')` writes, at a fraction
+ * of the cost of pino's generic serializer or of JSON.stringify of the fields, which at poll rates
+ * took a sizeable share of a core (docs/benchmarks.md, "Measurements behind the code").
  */
 import { pino, type Logger } from 'pino';
 import type { RequestRecord } from '../api/router.js';

@@ -2,7 +2,7 @@
  * Certificate issuance for the PKI bootstrap: root CA, intermediate (signing) CA, server cert.
  *
  * Runs only at startup, when something is missing or must be re-issued, so @peculiar/x509's
- * convenience wins over speed here (~3 ms per certificate). bootstrap.ts imports this module
+ * convenience wins over speed here (milliseconds per certificate). bootstrap.ts imports this module
  * lazily, so a controller whose PKI is already on disk never loads @peculiar/x509 at all.
  * (Issuing client certificates from CSRs per request is a different, hot path: see
  * performance-notes.md, a DER template + node:crypto is ~12× faster there.)

@@ -61,8 +61,7 @@ export function csrDer(text: unknown): Buffer {
  * The DER of an uncompressed EC SubjectPublicKeyInfo up to the point's 0x04, by curve: what
  * every common client sends. Such a key is handed to node:crypto as a JWK (its x and y), which
  * skips OpenSSL 3.0's generic DER decoder and the curve lookup (`asymmetricKeyDetails`), together
- * slower than the signature check itself: CSR parse + verify measured 305–348 µs with the DER
- * import vs 230–247 µs with the JWK, side by side under load (docs/pki.md). OpenSSL still checks
+ * slower than the signature check itself (measured side by side under load: docs/pki.md). OpenSSL still checks
  * that the point is on the curve. The SPKI matches the header byte for byte, so the DER copied
  * into the certificate is exactly the key that was verified; any other encoding (compressed
  * points, RSA, Ed25519) takes the generic path.

@@ -53,11 +53,11 @@ export async function signCsrs(app: App, reqs: SignRequest[], code: ErrorCode = 
 }
 
 /**
- * Most CSRs in one pool task. One task per CSR cost ~0.5 ms of CPU more per enrollment (main
- * thread and worker, wake-ups included) than signing inline on this 2-core machine: more than
- * the CSR itself (docs/pki.md). So the CSRs of every request that reaches this point in one turn
- * of the event loop share a task; past 16 (~5 ms of one worker) a burst becomes several tasks,
- * so that both workers take part.
+ * Most CSRs in one pool task. One task per CSR cost more CPU per enrollment (main thread and
+ * worker, wake-ups included) than signing inline on a 2-core machine, more than the CSR itself
+ * (docs/pki.md). So the CSRs of every request that reaches this point in one turn of the event
+ * loop share a task; past 16 (milliseconds of one worker) a burst becomes several tasks, so that
+ * both workers take part.
  */
 const MAX_BATCH = 16;
 

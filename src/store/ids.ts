@@ -36,8 +36,8 @@ let counter = 0;
  * (strictly increasing within a process, even if the clock steps back), 3 random (72 bits, 12
  * characters). LMDB keeps records and index entries in key order, so random ids scatter every
  * commit over as many B-tree pages as it has records (each page copied and synced); ids that grow
- * land on the last page: measured on this disk with 100k records, 16 identity creates per
- * commit took 3.1–4.9 ms with random ids and 1.6–2.5 ms with growing ones.
+ * land on the last page, and a commit of the same creates took about half as long
+ * (docs/benchmarks.md, "Measurements behind the code").
  */
 export function timeOrderedId(): string {
   const now = Date.now();
