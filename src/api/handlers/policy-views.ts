@@ -14,12 +14,12 @@ import { parseListParams, runList } from '../../core/query.js';
 import { listRecords } from '../../resources/list.js';
 import { type Registry } from '../../resources/registry.js';
 import { entityRef } from '../../resources/render.js';
-import { write } from '../../resources/write.js';
 import type { Rec, Store } from '../../store/store.js';
 import { IDENTITY_TYPES } from '../../resources/identities.js';
 import { POSTURE_CHECK_TYPES } from '../../resources/posture.js';
 import type { Kind, PolicyColl, Side } from '../../policy/role-index.js';
 import { isPermitted } from '../../auth/permissions.js';
+import { serviceConfigPairs, type ServiceConfigPair } from '../../managers/identities.js';
 import { routerLive } from '../../policy/router-view.js';
 
 const KIND_COLLECTION: Record<Kind, string> = { identities: 'identities', services: 'services', edgeRouters: 'edgeRouters', postureChecks: 'postureChecks' };
@@ -158,29 +158,6 @@ const SUMMARY: [key: string, count: Count, family: string][] = [
   ['sessions', coll('sessions'), 'ops'],
 ];
 
-interface ServiceConfigPair {
-  serviceId: string;
-  configId: string;
-}
-
-/** Validate `[{serviceId, configId}]`: both must exist (404 otherwise). */
-function pairsOf(ctx: Ctx, body: unknown, requireAll: boolean): ServiceConfigPair[] {
-  if (body === undefined || body === null) {
-    if (requireAll) throw errors.field('(root)', 'an array of service config pairs is required', body);
-    return [];
-  }
-  if (!Array.isArray(body)) throw errors.field('(root)', 'must be an array of {serviceId, configId}', body);
-  const out: ServiceConfigPair[] = [];
-  body.forEach((p, i) => {
-    if (!p || typeof p !== 'object') throw errors.field(`[${i}]`, 'must be an object', p);
-    const { serviceId, configId } = p as Record<string, unknown>;
-    if (typeof serviceId !== 'string' || serviceId === '') throw errors.field(`[${i}].serviceId`, 'is required', serviceId);
-    if (typeof configId !== 'string' || configId === '') throw errors.field(`[${i}].configId`, 'is required', configId);
-    out.push({ serviceId, configId });
-  });
-  return out;
-}
-
 export function policyViewEntries(reg: Registry): Entry[] {
   return [
     ...RELATED.map((r): Entry => ({
@@ -228,52 +205,16 @@ export function policyViewEntries(reg: Registry): Entry[] {
       } },
     { api: 'management', operationId: 'associateIdentitysServiceConfigs', auth: 'admin', permission: { family: 'identity', action: 'update' }, reaches: { from: 'path' },
       handler: async (ctx) => {
-        const pairs = pairsOf(ctx, ctx.body, true);
-        await write(ctx.app.store, (tx) => {
-          const identity = tx.get('identities', ctx.params.id);
-          if (!identity) throw errors.notFound();
-          const current = [...((identity.serviceConfigs as ServiceConfigPair[] | undefined) ?? [])];
-          for (const p of pairs) {
-            if (!tx.exists('services', p.serviceId)) throw errors.notFound();
-            const cfg = tx.get('configs', p.configId);
-            if (!cfg) throw errors.notFound();
-            // One override per (service, config type): a new one replaces the previous of its type.
-            for (let i = current.length - 1; i >= 0; i--) {
-              const c = current[i];
-              if (c.serviceId !== p.serviceId) continue;
-              if (c.configId === p.configId || tx.get('configs', c.configId)?.configTypeId === cfg.configTypeId) current.splice(i, 1);
-            }
-            current.push({ serviceId: p.serviceId, configId: p.configId });
-          }
-          tx.put('identities', { ...identity, serviceConfigs: current, overrideConfigIds: [...new Set(current.map((c) => c.configId))], updatedAt: Date.now() });
-        });
+        await ctx.app.identities.associateServiceConfigs(ctx.params.id, serviceConfigPairs(ctx.body, true));
         return empty();
       } },
     { api: 'management', operationId: 'disassociateIdentitysServiceConfigs', auth: 'admin', permission: { family: 'identity', action: 'update' }, reaches: { from: 'path' },
       handler: async (ctx) => {
-        const pairs = pairsOf(ctx, ctx.body, false);
-        await write(ctx.app.store, (tx) => {
-          const identity = tx.get('identities', ctx.params.id);
-          if (!identity) throw errors.notFound();
-          const current = (identity.serviceConfigs as ServiceConfigPair[] | undefined) ?? [];
-          // No body: remove every override. A pair removes the override of its config's type for that service.
-          const next =
-            ctx.body === undefined || ctx.body === null
-              ? []
-              : current.filter((c) => {
-                  return !pairs.some((p) => {
-                    if (p.serviceId !== c.serviceId) return false;
-                    if (p.configId === c.configId) return true;
-                    const a = tx.get('configs', p.configId)?.configTypeId;
-                    return a !== undefined && a === tx.get('configs', c.configId)?.configTypeId;
-                  });
-                });
-          if (next.length === current.length) return;
-          tx.put('identities', { ...identity, serviceConfigs: next, overrideConfigIds: [...new Set(next.map((c) => c.configId))], updatedAt: Date.now() });
-        });
+        // No body: remove every override.
+        const pairs = ctx.body === undefined || ctx.body === null ? undefined : serviceConfigPairs(ctx.body, false);
+        await ctx.app.identities.disassociateServiceConfigs(ctx.params.id, pairs);
         return empty();
       } },
-
     { api: 'management', operationId: 'getIdentityPostureData', auth: 'admin', permission: { family: 'identity', action: 'read' },
       handler: (ctx) => {
         const identity = must(ctx, 'identities', ctx.params.id);
