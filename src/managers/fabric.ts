@@ -7,9 +7,10 @@
  */
 import type { Ctx } from '../core/context.js';
 import { errors } from '../core/errors.js';
-import type { Rec, Store, Tx } from '../store/store.js';
+import type { Rec, Store } from '../store/store.js';
 import type { Registry } from '../resources/registry.js';
 import { createRecord, updateRecord, write } from '../resources/write.js';
+import { routerCollection } from '../resources/services.js';
 
 export interface FabricDeps {
   store: Store;
@@ -17,7 +18,6 @@ export interface FabricDeps {
 }
 
 export type FabricUpdate = 'put' | 'patch';
-export type RouterCollection = 'edgeRouters' | 'routers';
 /** A write's fields, already in the record's names (the handler maps the fabric wire names). */
 export type Fields = Record<string, unknown>;
 
@@ -29,14 +29,6 @@ const PUT_DEFAULTS: Record<'routers' | 'services' | 'terminators', Fields> = {
   services: { terminatorStrategy: 'smartrouting', maxIdleTimeMillis: 0, tags: {} },
   terminators: { cost: 0, precedence: 'default', tags: {} },
 };
-
-/** The collection holding router `id`: edge routers and transit routers are both fabric routers. */
-export function routerCollection(store: Store | Tx, id: unknown): RouterCollection | undefined {
-  if (typeof id !== 'string') return undefined;
-  if (store.get('edgeRouters', id)) return 'edgeRouters';
-  if (store.get('routers', id)) return 'routers';
-  return undefined;
-}
 
 /** A fingerprint as the router records keep it: lower-case hex SHA-1, no separators. */
 function fingerprintOf(v: unknown): string | undefined {

@@ -25,7 +25,8 @@ import { mustGet, type Registry } from '../../resources/registry.js';
 import { listRecords } from '../../resources/list.js';
 import { iso } from '../../resources/render.js';
 import { edgeRouters } from '../../resources/routers.js';
-import { routerCollection, type FabricUpdate } from '../../managers/fabric.js';
+import { routerCollection } from '../../resources/services.js';
+import type { FabricUpdate } from '../../managers/fabric.js';
 import { fabricOpsEntries } from './fabric-ops.js';
 
 type FabricEntity = 'routers' | 'services' | 'terminators';

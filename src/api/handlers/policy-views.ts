@@ -1,9 +1,10 @@
 /**
  * Management API views derived from the role index: what each policy selects,
  * which policies select an entity, identity ↔ service ↔ edge router reachability, role attribute
- * lists, policy advice, service configs per identity, posture data, failed service requests and
- * the resource summary. Every list pages and filters like any other list (runList over the
- * candidate ids the index yields).
+ * lists, policy advice, service configs per identity (their writes: src/managers/identities.ts),
+ * posture data, failed service requests and the resource summary. The related lists are declared
+ * in one table (RELATED) and their entries generated; every list pages and filters like any other
+ * list (runList over the candidate ids the index yields).
  */
 import type { Ctx, Entry } from '../../core/context.js';
 import type { ManagementOperationId } from '../../core/operation-ids.js';
