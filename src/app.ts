@@ -45,6 +45,12 @@ import { defaultAuthPolicy, DEFAULT_AUTH_POLICY_ID } from './resources/credentia
 import { newId } from './resources/write.js';
 import { BUILTIN_CONFIG_TYPES, builtinConfigTypeRecord } from './resources/builtin-config-types.js';
 import { MIGRATIONS } from './migrations.js';
+import { Authenticators } from './managers/authenticators.js';
+import { Identities } from './managers/identities.js';
+import { ControllerSettings } from './managers/controller-settings.js';
+import { ServiceSessions } from './managers/service-sessions.js';
+import { PostureResponses } from './managers/posture-responses.js';
+import { Fabric } from './managers/fabric.js';
 import { dummyPasswordHash, hashPassword } from './auth/passwords.js';
 import type { App } from './core/context.js';
 import { lockDataDir, ownerOnlyFromNowOn, tightenModes } from './store/data-dir.js';
@@ -160,9 +166,22 @@ async function startOn(settings: Static<typeof ConfigSchema>, log: Logger, liste
   log.info({ ms: Math.round(policy.buildMs) }, 'role index built');
 
   const config = { ...settings, advertisedAddress: settings.advertisedAddress ?? '', certAdvertisedAddress: settings.certAdvertisedAddress ?? '' } as Config;
+  // The managers hold the domain rules and writes the handlers call (src/managers/).
+  const authenticators = new Authenticators({ store, reg, config, pool, pki });
+  const identities = new Identities({ store });
+  const controllerSettings = new ControllerSettings({ store, controllerId });
+  const serviceSessions = new ServiceSessions({ store, policy, keys, sessions, issuer: () => app.baseUrl });
+  const postureResponses = new PostureResponses({ store, policy });
+  const fabric = new Fabric({ store, reg });
   const app: App = {
     config,
     store,
+    authenticators,
+    identities,
+    controllerSettings,
+    serviceSessions,
+    postureResponses,
+    fabric,
     pool,
     sessions,
     auth: new AuthServices(store, config),

@@ -4,7 +4,7 @@ import { errors } from '../core/errors.js';
 import type { App } from '../core/context.js';
 import type { Rec } from '../store/store.js';
 
-export function checkPassword(app: App, identity: Rec, password: unknown, field = 'password'): string {
+export function checkPassword(app: Pick<App, 'store'>, identity: Rec, password: unknown, field = 'password'): string {
   if (typeof password !== 'string' || password.length === 0) throw errors.field(field, 'is required', password);
   const policy = app.store.get('authPolicies', identity.authPolicyId ?? 'default');
   const rules = policy?.primary?.updb ?? {};
@@ -26,7 +26,7 @@ export function checkUsername(username: unknown, field = 'username'): string {
   return username;
 }
 
-export function hashPassword(app: App, password: string): Promise<string> {
+export function hashPassword(app: Pick<App, 'config' | 'pool'>, password: string): Promise<string> {
   const c = app.config;
   return app.pool.run('hashPassword', { password, memoryCost: c.argon2MemoryKiB, timeCost: c.argon2Iterations, parallelism: c.argon2Parallelism });
 }

@@ -85,8 +85,8 @@ export const configs: ResourceDef = {
   },
 };
 
-/** A router reference of a terminator may name an edge router or a transit router. */
-function routerCollection(tx: { get(c: string, id: string): unknown }, id: unknown): string | undefined {
+/** A router reference of a terminator may name an edge router or a transit router (so may a fabric router id). */
+export function routerCollection(tx: { get(c: string, id: string): unknown }, id: unknown): string | undefined {
   if (typeof id !== 'string') return undefined;
   if (tx.get('edgeRouters', id)) return 'edgeRouters';
   if (tx.get('routers', id)) return 'routers';

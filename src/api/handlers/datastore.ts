@@ -8,8 +8,8 @@
  * The fabric API's database operations are these same entries (one run at a time and one snapshot
  * a minute across both APIs); its `POST /database/snapshot` answers the file's path and refuses a
  * `path` (snapshots are written under the data directory only).
- * Keys are `<api>:<operationId>` for one API or a bare operationId for both; a handler here wins
- * over the standard resource handlers (src/api/operations.ts).
+ * One integrity run and one snapshot schedule per controller: the state lives in the closure of
+ * `datastoreEntries`, built once per operation table.
  */
 import path from 'node:path';
 import type { Ctx, Entry } from '../../core/context.js';
@@ -24,7 +24,7 @@ import { integrityChecks } from '../../resources/integrity-rules.js';
 /** Go's zero time: what upstream reports for a run that never started or has not ended. */
 const ZERO_TIME = '0001-01-01T00:00:00.000Z';
 
-export function renderIntegrity(s: IntegrityState) {
+function renderIntegrity(s: IntegrityState) {
   return {
     inProgress: s.inProgress,
     fixingErrors: s.fixingErrors,

@@ -1,7 +1,8 @@
 /**
  * The fabric API (`/fabric/v1`, upstream's fabric spec): routers, services and terminators over the
  * same records, resource definitions and write rules as the Management API (so the same checks,
- * change events and audit records follow), rendered in the fabric shapes. Links, circuits,
+ * change events and audit records follow), rendered in the fabric shapes; the writes and their
+ * fabric rules are src/managers/fabric.ts. Links, circuits,
  * inspections and the cluster operations are in ./fabric-ops.ts; the database operations are the
  * Management API's own handlers (./datastore.ts). docs/fabric.md says what each answers here.
  *
@@ -23,9 +24,9 @@ import type { Rec, Store, Tx } from '../../store/store.js';
 import { mustGet, type Registry } from '../../resources/registry.js';
 import { listRecords } from '../../resources/list.js';
 import { iso } from '../../resources/render.js';
-import { createRecord, updateRecord, write } from '../../resources/write.js';
-import type { ResourceDef } from '../../resources/types.js';
 import { edgeRouters } from '../../resources/routers.js';
+import { routerCollection } from '../../resources/services.js';
+import type { FabricUpdate } from '../../managers/fabric.js';
 import { fabricOpsEntries } from './fabric-ops.js';
 
 type FabricEntity = 'routers' | 'services' | 'terminators';
@@ -42,25 +43,10 @@ function base(rec: Rec, entity: FabricEntity, nested: string[] = []) {
   return { id: rec.id, createdAt: iso(rec.createdAt), updatedAt: iso(rec.updatedAt), _links: links, tags: rec.tags ?? {} };
 }
 
-/** The collection holding router `id`: edge routers and transit routers are both fabric routers. */
-function routerCollection(store: Store | Tx, id: unknown): 'edgeRouters' | 'routers' | undefined {
-  if (typeof id !== 'string') return undefined;
-  if (store.get('edgeRouters', id)) return 'edgeRouters';
-  if (store.get('routers', id)) return 'routers';
-  return undefined;
-}
-
 /** Only these body properties reach the resource definitions: the fabric view of each family. */
 function pick(body: any, names: string[], renames: Record<string, string> = {}): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const n of names) if (body && Object.prototype.hasOwnProperty.call(body, n)) out[renames[n] ?? n] = body[n];
-  return out;
-}
-
-/** PUT replaces the fabric fields only: absent ones take their defaults, the edge fields stay. */
-function withDefaults(body: Record<string, unknown>, defaults: Record<string, unknown>): Record<string, unknown> {
-  const out = { ...body };
-  for (const [k, v] of Object.entries(defaults)) if (out[k] === undefined || out[k] === null) out[k] = v;
   return out;
 }
 
@@ -161,16 +147,6 @@ const listRouters: Handler = (ctx) => {
   return list(page.map((r) => routerView(ctx, r as Rec)), pagination, Object.keys(symbols));
 };
 
-const ROUTER_ID = /^[A-Za-z0-9._~-]{1,64}$/;
-
-/** A fingerprint as the router records keep it: lower-case hex SHA-1, no separators. */
-function fingerprintOf(v: unknown): string | undefined {
-  if (v === undefined || v === null || v === '') return undefined;
-  const hex = typeof v === 'string' ? v.replace(/:/g, '').toLowerCase() : '';
-  if (!/^[0-9a-f]{40}$/.test(hex)) throw errors.field('fingerprint', 'must be a SHA-1 fingerprint: 40 hexadecimal digits, colons allowed', v);
-  return hex;
-}
-
 export function fabricEntries(reg: Registry): Entry[] {
   const services = reg.def('services');
   const terminators = reg.def('terminators');
@@ -187,59 +163,28 @@ export function fabricEntries(reg: Registry): Entry[] {
     return coll;
   };
 
-  const updateRouter = (mode: 'put' | 'patch'): Handler => async (ctx) => {
-    const coll = routerOf(ctx);
-    const rec = ctx.app.store.get(coll, ctx.params.id)!;
-    // The fingerprint comes from the router's enrollment: a body may repeat it, not change it.
-    const given = fingerprintOf(ctx.body?.fingerprint);
-    if (given !== undefined && given !== (rec.fingerprint ?? ''))
-      throw errors.field('fingerprint', 'is set by the router\'s enrollment and cannot be changed here (re-enroll the router instead)', ctx.body.fingerprint);
-    let body = pick(ctx.body, ROUTER_FIELDS);
-    if (mode === 'put') body = withDefaults(body, { disabled: false, ctrlChanListeners: {}, tags: {} });
-    await updateRecord(reg, reg.def(coll), ctx, ctx.params.id, body, 'patch');
+  const updateRouter = (mode: FabricUpdate): Handler => async (ctx) => {
+    await ctx.app.fabric.updateRouter(ctx.params.id, mode, ctx.body?.fingerprint, pick(ctx.body, ROUTER_FIELDS), ctx);
     return empty();
   };
 
-  const updateService = (mode: 'put' | 'patch'): Handler => async (ctx) => {
-    let body = pick(ctx.body, SERVICE_FIELDS);
-    if (mode === 'put') body = withDefaults(body, { terminatorStrategy: 'smartrouting', maxIdleTimeMillis: 0, tags: {} });
-    await updateRecord(reg, services, ctx, ctx.params.id, body, 'patch');
+  const updateService = (mode: FabricUpdate): Handler => async (ctx) => {
+    await ctx.app.fabric.updateService(ctx.params.id, mode, pick(ctx.body, SERVICE_FIELDS), ctx);
     return empty();
   };
 
-  const updateTerminator = (mode: 'put' | 'patch'): Handler => async (ctx) => {
-    let body = pick(ctx.body, TERMINATOR_FIELDS);
-    if (mode === 'put') body = withDefaults(body, { cost: 0, precedence: 'default', tags: {} });
-    await updateRecord(reg, terminators, ctx, ctx.params.id, body, 'patch');
+  const updateTerminator = (mode: FabricUpdate): Handler => async (ctx) => {
+    await ctx.app.fabric.updateTerminator(ctx.params.id, mode, pick(ctx.body, TERMINATOR_FIELDS), ctx);
     return empty();
   };
 
-  const remove = (def: (ctx: Ctx) => ResourceDef): Handler => async (ctx) => {
-    const d = def(ctx);
-    await write(ctx.app.store, (tx) => {
-      const rec = tx.get(d.collection, ctx.params.id);
-      if (!rec) throw errors.notFound();
-      reg.deleteInTx(tx, d, rec, ctx);
-    });
+  const remove = (collection: (ctx: Ctx) => string): Handler => async (ctx) => {
+    await ctx.app.fabric.remove(collection(ctx), ctx.params.id, ctx);
     return empty();
   };
 
   const createRouter: Handler = async (ctx): Promise<Reply> => {
-    const id: string = ctx.body.id;
-    if (!ROUTER_ID.test(id)) throw errors.field('id', 'must be 1-64 letters, digits or . _ ~ -', id);
-    const fingerprint = fingerprintOf(ctx.body.fingerprint);
-    const rec = await createRecord(reg, reg.def('routers'), ctx, pick(ctx.body, ROUTER_FIELDS), (r, tx) => {
-      if (routerCollection(tx, id)) throw errors.field('id', 'a router with this id exists', id);
-      r.id = id;
-      if (fingerprint) {
-        // Upstream's fabric router is known by its certificate's fingerprint alone: a router
-        // presenting it may connect, as one that enrolled would.
-        if (tx.idsByIndex('routers', 'fingerprint', fingerprint).length || tx.idsByIndex('edgeRouters', 'fingerprint', fingerprint).length)
-          throw errors.field('fingerprint', 'another router has this fingerprint', ctx.body.fingerprint);
-        r.fingerprint = fingerprint;
-        r.isVerified = true;
-      }
-    });
+    const rec = await ctx.app.fabric.createRouter(ctx.body.id, ctx.body.fingerprint, pick(ctx.body, ROUTER_FIELDS), ctx);
     return created(rec.id, `./routers/${rec.id}`);
   };
 
@@ -248,7 +193,7 @@ export function fabricEntries(reg: Registry): Entry[] {
       handler: serviceList },
     { api: 'fabric', operationId: 'createService', auth: 'admin', permission: perm('service', 'create'),
       handler: async (ctx) => {
-        const rec = await createRecord(reg, services, ctx, pick(ctx.body, SERVICE_FIELDS));
+        const rec = await ctx.app.fabric.createService(pick(ctx.body, SERVICE_FIELDS), ctx);
         return created(rec.id, `./services/${rec.id}`);
       } },
     { api: 'fabric', operationId: 'detailService', auth: 'admin', permission: perm('service', 'read'),
@@ -258,7 +203,7 @@ export function fabricEntries(reg: Registry): Entry[] {
     { api: 'fabric', operationId: 'patchService', auth: 'admin', permission: perm('service', 'update'),
       handler: updateService('patch') },
     { api: 'fabric', operationId: 'deleteService', auth: 'admin', permission: perm('service', 'delete'),
-      handler: remove(() => services) },
+      handler: remove(() => 'services') },
     { api: 'fabric', operationId: 'listServiceTerminators', auth: 'admin', permission: perm('terminator', 'read'),
       handler: (ctx) => {
         mustGet(ctx.app.store, services, ctx.params.id);
@@ -276,7 +221,7 @@ export function fabricEntries(reg: Registry): Entry[] {
     { api: 'fabric', operationId: 'patchRouter', auth: 'admin', permission: perm('router', 'update'), reaches: EDGE_ROUTER_IDENTITY,
       handler: updateRouter('patch') },
     { api: 'fabric', operationId: 'deleteRouter', auth: 'admin', permission: perm('router', 'delete'), reaches: EDGE_ROUTER_IDENTITY,
-      handler: remove((ctx) => reg.def(routerOf(ctx))) },
+      handler: remove(routerOf) },
     { api: 'fabric', operationId: 'listRouterTerminators', auth: 'admin', permission: perm('terminator', 'read'),
       handler: (ctx) => {
         routerOf(ctx);
@@ -287,7 +232,7 @@ export function fabricEntries(reg: Registry): Entry[] {
       handler: terminatorList() },
     { api: 'fabric', operationId: 'createTerminator', auth: 'admin', permission: perm('terminator', 'create'),
       handler: async (ctx) => {
-        const rec = await createRecord(reg, terminators, ctx, pick(ctx.body, [...TERMINATOR_FIELDS, 'instanceId', 'instanceSecret'], TERMINATOR_RENAMES));
+        const rec = await ctx.app.fabric.createTerminator(pick(ctx.body, [...TERMINATOR_FIELDS, 'instanceId', 'instanceSecret'], TERMINATOR_RENAMES), ctx);
         return created(rec.id, `./terminators/${rec.id}`);
       } },
     { api: 'fabric', operationId: 'detailTerminator', auth: 'admin', permission: perm('terminator', 'read'),
@@ -297,7 +242,7 @@ export function fabricEntries(reg: Registry): Entry[] {
     { api: 'fabric', operationId: 'patchTerminator', auth: 'admin', permission: perm('terminator', 'update'),
       handler: updateTerminator('patch') },
     { api: 'fabric', operationId: 'deleteTerminator', auth: 'admin', permission: perm('terminator', 'delete'),
-      handler: remove(() => terminators) },
+      handler: remove(() => 'terminators') },
 
     ...fabricOpsEntries(),
   ];

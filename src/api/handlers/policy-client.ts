@@ -1,25 +1,22 @@
 /**
  * Client API operations of the policy engine: the caller's services (with
  * permissions, configs and posture queries), their edge routers and terminators, the caller's edge
- * routers, service sessions (create with the reference's check order, list/detail/delete), the
- * service-update timestamp and posture responses.
+ * routers, service sessions (list/detail; create and delete: src/managers/service-sessions.ts), the
+ * service-update timestamp and posture responses (src/managers/posture-responses.ts).
  */
 import type { Ctx, Entry, Handler } from '../../core/context.js';
 import type { Reply } from '../../core/operation.js';
-import { ApiError, errors } from '../../core/errors.js';
+import { errors } from '../../core/errors.js';
 import { ok, okWithRaw, empty, envelope } from '../../core/envelope.js';
 import { listRecords, listSource } from '../../resources/list.js';
 import { type Registry } from '../../resources/registry.js';
 import { renderRecord } from '../../resources/render.js';
 import { standardHandlers } from '../../resources/standard.js';
-import { write } from '../../resources/write.js';
 import { parseListParams, runList } from '../../core/query.js';
-import { SESSION_TOKEN, signSessionToken, type PendingToken, type SessionTokenFacts } from '../../auth/tokens.js';
+import { SESSION_TOKEN } from '../../auth/tokens.js';
 import type { Rec } from '../../store/store.js';
-import type { PolicyType } from '../../policy/access.js';
-import { timeOrderedId } from '../../store/ids.js';
 import { commonEdgeRouter, routerLive, routersOnlineFirst } from '../../policy/router-view.js';
-import type { PostureReport } from '../../policy/posture.js';
+import { serviceVisible } from '../../managers/service-sessions.js';
 import { callerServiceList } from './service-list.js';
 
 /** At most this many edge routers are listed for a service (connected first). */
@@ -30,19 +27,8 @@ const isAdmin = (ctx: Ctx) => ctx.identity?.isAdmin === true;
 /** A service the caller may see (admins: every service), else 404. */
 function visibleService(ctx: Ctx, id: string): Rec {
   const svc = ctx.app.store.get('services', id);
-  if (!svc) throw errors.notFound();
-  mayAccess(ctx, id);
+  if (!svc || !serviceVisible(ctx.app.policy, ctx.identity!, id)) throw errors.notFound();
   return svc;
-}
-
-/** visibleService without decoding the record (session creates need only the id). */
-function assertVisible(ctx: Ctx, id: string): void {
-  if (!ctx.app.store.has('services', id)) throw errors.notFound();
-  mayAccess(ctx, id);
-}
-
-function mayAccess(ctx: Ctx, id: string): void {
-  if (!isAdmin(ctx) && !ctx.app.policy.hasAccess(ctx.identity!.id, id)) throw errors.notFound();
 }
 
 /** A session the caller may see: its own (admins: any), not being removed. */
@@ -59,96 +45,13 @@ function hideDoomed(ctx: Ctx): { where?: (r: Rec) => boolean } {
   return doomed.size ? { where: (r: Rec) => !doomed.has(r.id) } : {};
 }
 
-/** Concurrent creates of the same (API session, service, type) share one write and one token. */
-const inFlight = new Map<string, Promise<{ rec: Rec; token: string }>>();
-
+/** A service session for the caller (src/managers/service-sessions.ts), with its token beside the record. */
 async function createSession(reg: Registry, ctx: Ctx): Promise<Reply> {
-  const body = (ctx.body ?? {}) as { serviceId?: unknown; type?: unknown; tags?: unknown };
-  const engine = ctx.app.policy;
-  const identity = ctx.identity!;
-  const apiSession = ctx.session!;
-  if (typeof body.serviceId !== 'string' || body.serviceId === '') throw errors.field('serviceId', 'serviceId is required', body.serviceId ?? null);
-  const type: PolicyType = body.type === undefined || body.type === null || body.type === '' ? 'Dial' : (body.type as PolicyType);
-  if (type !== 'Dial' && type !== 'Bind') throw errors.field('type', 'must be one of Dial, Bind', body.type);
-  // 1. The service must be visible to the caller.
-  const serviceId = body.serviceId;
-  assertVisible(ctx, serviceId);
-  // 2. The caller must hold the requested permission.
-  if (!engine.hasAccess(identity.id, serviceId, type)) throw errors.field('ServiceId', 'service not found', serviceId);
-  // 3. At least one granting policy must have all its posture checks passing.
-  const decision = engine.postureDecision(identity.id, apiSession.id, serviceId, type);
-  if (!decision.passing) {
-    // The record is read only here, to name the service.
-    const serviceName = ctx.app.store.nameOf('services', serviceId) ?? '';
-    const failure = { apiSessionId: apiSession.id, serviceId, serviceName, sessionType: type, when: Date.now(), policyFailures: decision.failures };
-    engine.failures.record(identity.id, failure);
-    const detail = { ...failure, when: new Date(failure.when).toISOString() };
-    // The failure is both the cause's `data` and, as upstream renders it, its top-level fields.
-    throw new ApiError('INVALID_POSTURE', undefined, {
-      ...detail,
-      code: 'INVALID_POSTURE',
-      message: `posture checks failed for service ${serviceName}`,
-      data: detail,
-    } as { code: string; message: string; data: unknown });
-  }
-  // 4. The identity's and the service's edge router policies must share a router.
-  if (!engine.hasCommonRouter(identity.id, serviceId)) throw new ApiError('NO_EDGE_ROUTERS_AVAILABLE');
-  // Idempotent per (API session, service, type).
-  const key = `${apiSession.id}\u0000${serviceId}\u0000${type}`;
-  let pending = inFlight.get(key);
-  if (!pending) {
-    const existing = engine.sessions.find(apiSession.id, serviceId, type);
-    const found = existing ? ctx.app.store.get('sessions', existing) : undefined;
-    if (found) {
-      // The same session again, with a fresh token: any unexpired token naming a live session is
-      // valid, and keeping each issued token (~1 KB) would triple a session's memory.
-      const token = await sessionToken(ctx, found).need();
-      return okWithRaw(renderRecord(reg, reg.def('sessions'), found, { store: ctx.app.store, ctx }), 'token', token, 201);
-    }
-    const now = Date.now();
-    // Time-ordered, like every entity id: the write appends to the ends of the session B-trees
-    // instead of dirtying a random page of each (a commit of 32 sessions 2.5× faster).
-    const id = timeOrderedId();
-    // The record holds nothing of the token (its jti is the session id, its signature proves the
-    // rest), so the token is asked for now and signed, at the latest when the write lands, in one
-    // batch with every token asked for meanwhile (SigningKeys.signSession).
-    const signing = sessionToken(ctx, { id, identityId: identity.id, apiSessionId: apiSession.id, serviceId, type });
-    const rec: Rec = {
-      id,
-      createdAt: now,
-      updatedAt: now,
-      tags: body.tags && typeof body.tags === 'object' ? body.tags : {},
-      type,
-      apiSessionId: apiSession.id,
-      serviceId: serviceId,
-      identityId: identity.id,
-      servicePolicyIds: decision.policies.map((p) => p.id),
-    };
-    const writing = write(ctx.app.store, (tx) => {
-      // The API session or the service may have gone meanwhile.
-      if (!tx.exists('apiSessions', apiSession.id)) throw errors.unauthorized();
-      if (!tx.exists('services', serviceId)) throw errors.notFound();
-      tx.put('sessions', rec);
-      return rec;
-    });
-    pending = writing.then(async (rec) => ({ rec, token: await signing.need() }));
-    inFlight.set(key, pending);
-    pending.finally(() => inFlight.delete(key)).catch(() => {});
-  }
-  const { rec, token } = await pending;
+  const { rec, token } = await ctx.app.serviceSessions.create(ctx.identity!, ctx.session!, ctx.body ?? {});
   return okWithRaw(renderRecord(reg, reg.def('sessions'), rec, { store: ctx.app.store, ctx }), 'token', token, 201);
 }
 
-/**
- * A session token lives as long as an API session does without a request (the inactivity
- * timeout): like upstream's service access tokens, which expire with the access token that asked
- * for them.
- */
-function sessionToken(ctx: Ctx, s: SessionTokenFacts | Rec): PendingToken {
-  return signSessionToken(ctx.app.keys, ctx.app.baseUrl, s as SessionTokenFacts, ctx.app.sessions.timeoutSeconds);
-}
-
-/** ISO strings of recent `lastChangeAt` values: clients poll the same few values over and over, and toISOString costs ~1 µs. */
+/** ISO strings of recent `lastChangeAt` values: clients poll the same few values over and over. */
 const isoCache = new Map<number, string>();
 function isoTime(ms: number): string {
   let s = isoCache.get(ms);
@@ -157,47 +60,6 @@ function isoTime(ms: number): string {
     isoCache.set(ms, (s = new Date(ms).toISOString()));
   }
   return s;
-}
-
-/** Services whose MFA checks a wake/unlock affects, with the grace time left. */
-function promptedServices(ctx: Ctx, r: PostureReport) {
-  if (r.typeId !== 'ENDPOINT_STATE' || (r.woken !== true && r.unlocked !== true)) return [];
-  const engine = ctx.app.policy;
-  const identity = ctx.identity!;
-  const out: Record<string, unknown>[] = [];
-  for (const sid of engine.accessibleServices(identity.id)) {
-    const seen = new Set<string>();
-    for (const t of ['Dial', 'Bind'] as const) {
-      for (const p of engine.grantingPolicies(identity.id, sid, t)) {
-        for (const cid of engine.policyChecks(p)) {
-          if (seen.has(cid)) continue;
-          const check = ctx.app.store.get('postureChecks', cid);
-          if (check?.typeId !== 'MFA') continue;
-          if (!((r.woken === true && check.promptOnWake) || (r.unlocked === true && check.promptOnUnlock))) continue;
-          seen.add(cid);
-          const res = engine.posture.evaluate(check, identity.id, ctx.session!.id, identity);
-          out.push({ id: sid, name: ctx.app.store.nameOf('services', sid) ?? '', postureQueryType: 'MFA', timeout: check.timeoutSeconds ?? -1, timeoutRemaining: res.timeoutRemaining });
-        }
-      }
-    }
-  }
-  return out;
-}
-
-function postureResponses(ctx: Ctx, reports: PostureReport[]): unknown[] {
-  const engine = ctx.app.policy;
-  let changed = false;
-  const services: unknown[] = [];
-  for (const r of reports) {
-    if (!r || typeof r !== 'object') throw errors.field('(root)', 'a posture response must be an object', r);
-    if (typeof r.id !== 'string' || r.id === '') throw errors.field('id', 'id is required', r.id ?? null);
-  }
-  for (const r of reports) {
-    changed = engine.posture.report(ctx.identity!.id, ctx.session!.id, r) || changed;
-    services.push(...promptedServices(ctx, r));
-  }
-  if (changed) engine.postureChanged(ctx.identity!.id);
-  return services;
 }
 
 export function policyClientEntries(reg: Registry): Entry[] {
@@ -295,10 +157,7 @@ export function policyClientEntries(reg: Registry): Entry[] {
       handler: (ctx) => ok(renderRecord(reg, reg.def('sessions'), visibleSession(ctx, ctx.params.id), { store: ctx.app.store, ctx })) },
     { api: 'client', operationId: 'deleteSession', auth: 'session',
       handler: async (ctx) => {
-        const s = visibleSession(ctx, ctx.params.id);
-        await write(ctx.app.store, (tx) => {
-          if (!tx.delete('sessions', s.id)) throw errors.notFound();
-        });
+        await ctx.app.serviceSessions.remove(visibleSession(ctx, ctx.params.id).id);
         return empty();
       } },
 
@@ -306,11 +165,11 @@ export function policyClientEntries(reg: Registry): Entry[] {
       handler: (ctx) => ok({ lastChangeAt: isoTime(ctx.app.policy.updateTimes.lastChangeAt(ctx.session!, ctx.app.startedAt)) }) },
 
     { api: 'client', operationId: 'createPostureResponse', auth: 'session',
-      handler: (ctx) => ok({ services: postureResponses(ctx, [ctx.body as PostureReport]) }, 201) },
+      handler: (ctx) => ok({ services: ctx.app.postureResponses.report(ctx.identity!, ctx.session!.id, [ctx.body]) }, 201) },
     { api: 'client', operationId: 'createPostureResponseBulk', auth: 'session',
       handler: (ctx) => {
         if (!Array.isArray(ctx.body)) throw errors.field('(root)', 'must be an array of posture responses', ctx.body);
-        return ok({ services: postureResponses(ctx, ctx.body as PostureReport[]) }, 201);
+        return ok({ services: ctx.app.postureResponses.report(ctx.identity!, ctx.session!.id, ctx.body) }, 201);
       } },
   ];
 }

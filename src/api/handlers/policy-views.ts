@@ -1,24 +1,26 @@
 /**
  * Management API views derived from the role index: what each policy selects,
  * which policies select an entity, identity ↔ service ↔ edge router reachability, role attribute
- * lists, policy advice, service configs per identity, posture data, failed service requests and
- * the resource summary. Every list pages and filters like any other list (runList over the
- * candidate ids the index yields).
+ * lists, policy advice, service configs per identity (their writes: src/managers/identities.ts),
+ * posture data, failed service requests and the resource summary. The related lists are declared
+ * in one table (RELATED) and their entries generated; every list pages and filters like any other
+ * list (runList over the candidate ids the index yields).
  */
-import type { Ctx, Entry, Handler } from '../../core/context.js';
+import type { Ctx, Entry } from '../../core/context.js';
+import type { ManagementOperationId } from '../../core/operation-ids.js';
 import type { Reply } from '../../core/operation.js';
 import { errors } from '../../core/errors.js';
 import { ok, empty, list as listEnvelope } from '../../core/envelope.js';
 import { parseListParams, runList } from '../../core/query.js';
 import { listRecords } from '../../resources/list.js';
 import { type Registry } from '../../resources/registry.js';
-import { renderRecord, entityRef } from '../../resources/render.js';
-import { write } from '../../resources/write.js';
+import { entityRef } from '../../resources/render.js';
 import type { Rec, Store } from '../../store/store.js';
 import { IDENTITY_TYPES } from '../../resources/identities.js';
 import { POSTURE_CHECK_TYPES } from '../../resources/posture.js';
 import type { Kind, PolicyColl, Side } from '../../policy/role-index.js';
 import { isPermitted } from '../../auth/permissions.js';
+import { serviceConfigPairs, type ServiceConfigPair } from '../../managers/identities.js';
 import { routerLive } from '../../policy/router-view.js';
 
 const KIND_COLLECTION: Record<Kind, string> = { identities: 'identities', services: 'services', edgeRouters: 'edgeRouters', postureChecks: 'postureChecks' };
@@ -34,25 +36,6 @@ function listAmong(reg: Registry, ctx: Ctx, collection: string, ids: Iterable<st
   return listRecords(reg, reg.def(collection), ctx, ids === undefined ? {} : { candidates: ids });
 }
 
-/** What one side of a policy selects (`#all` lists the whole collection without materialising it). */
-function sideList(reg: Registry, coll: PolicyColl, kind: Kind): Handler {
-  return (ctx) => {
-    must(ctx, coll, ctx.params.id);
-    const side = ctx.app.policy.index.policy(ctx.params.id)?.sides.get(kind) as Side | undefined;
-    if (!side) return listAmong(reg, ctx, KIND_COLLECTION[kind], []);
-    return listAmong(reg, ctx, KIND_COLLECTION[kind], side.all ? undefined : side.members);
-  };
-}
-
-/** The policies of a collection that select an entity. */
-function policiesOf(reg: Registry, kind: Kind, coll: PolicyColl): Handler {
-  return (ctx) => {
-    must(ctx, KIND_COLLECTION[kind], ctx.params.id);
-    const ids = [...ctx.app.policy.index.policiesOf(kind, ctx.params.id, coll)].map((p) => p.id);
-    return listAmong(reg, ctx, coll, ids);
-  };
-}
-
 function policyType(ctx: Ctx): 'Dial' | 'Bind' | undefined {
   const v = ctx.req.query.get('policyType');
   if (v === null || v === '') return undefined;
@@ -61,6 +44,73 @@ function policyType(ctx: Ctx): 'Dial' | 'Bind' | undefined {
   if (t === 'bind') return 'Bind';
   throw errors.field('policyType', 'must be one of dial, bind', v);
 }
+
+/**
+ * A related list `/<owner>/{id}/<list>`: a 404 unless the owner exists, then the records of `lists`
+ * among the ids the role index yields (undefined: the whole collection), read under the listed
+ * family's `read` permission.
+ */
+interface Related {
+  op: ManagementOperationId;
+  of: string;
+  lists: string;
+  ids(ctx: Ctx, id: string): Iterable<string> | undefined;
+}
+
+/** What one side of a policy selects (`#all` lists the whole collection without materialising it). */
+const side = (op: ManagementOperationId, coll: PolicyColl, kind: Kind): Related => ({
+  op, of: coll, lists: KIND_COLLECTION[kind],
+  ids: (ctx, id) => {
+    const s = ctx.app.policy.index.policy(id)?.sides.get(kind) as Side | undefined;
+    if (!s) return [];
+    return s.all ? undefined : s.members;
+  },
+});
+
+/** The policies of a collection that select an entity. */
+const policiesOf = (op: ManagementOperationId, kind: Kind, coll: PolicyColl): Related => ({
+  op, of: KIND_COLLECTION[kind], lists: coll,
+  ids: (ctx, id) => [...ctx.app.policy.index.policiesOf(kind, id, coll)].map((p) => p.id),
+});
+
+const RELATED: Related[] = [
+  side('listServicePolicyIdentities', 'servicePolicies', 'identities'),
+  side('listServicePolicyServices', 'servicePolicies', 'services'),
+  side('listServicePolicyPostureChecks', 'servicePolicies', 'postureChecks'),
+  side('listEdgeRouterPolicyIdentities', 'edgeRouterPolicies', 'identities'),
+  side('listEdgeRouterPolicyEdgeRouters', 'edgeRouterPolicies', 'edgeRouters'),
+  side('listServiceEdgeRouterPolicyServices', 'serviceEdgeRouterPolicies', 'services'),
+  side('listServiceEdgeRouterPolicyEdgeRouters', 'serviceEdgeRouterPolicies', 'edgeRouters'),
+
+  policiesOf('listIdentityServicePolicies', 'identities', 'servicePolicies'),
+  policiesOf('listIdentitysEdgeRouterPolicies', 'identities', 'edgeRouterPolicies'),
+  policiesOf('listServiceServicePolicies', 'services', 'servicePolicies'),
+  policiesOf('listServiceServiceEdgeRouterPolicies', 'services', 'serviceEdgeRouterPolicies'),
+  policiesOf('listEdgeRouterEdgeRouterPolicies', 'edgeRouters', 'edgeRouterPolicies'),
+  policiesOf('listEdgeRouterServiceEdgeRouterPolicies', 'edgeRouters', 'serviceEdgeRouterPolicies'),
+
+  // Reachability.
+  { op: 'listIdentityServices', of: 'identities', lists: 'services',
+    ids: (ctx, id) => {
+      const type = policyType(ctx);
+      const engine = ctx.app.policy;
+      const all = engine.accessibleServices(id);
+      return type ? all.filter((sid) => engine.hasAccess(id, sid, type)) : all;
+    } },
+  { op: 'listIdentityEdgeRouters', of: 'identities', lists: 'edgeRouters', ids: (ctx, id) => ctx.app.policy.identityRouters(id) },
+  { op: 'listServiceIdentities', of: 'services', lists: 'identities', ids: (ctx, id) => ctx.app.policy.serviceIdentities(id, policyType(ctx)) },
+  { op: 'listServiceEdgeRouters', of: 'services', lists: 'edgeRouters', ids: (ctx, id) => ctx.app.policy.serviceRoutersOf(id) },
+  { op: 'listEdgeRouterIdentities', of: 'edgeRouters', lists: 'identities', ids: (ctx, id) => ctx.app.policy.routerIdentities(id) },
+  { op: 'listEdgeRouterServices', of: 'edgeRouters', lists: 'services', ids: (ctx, id) => ctx.app.policy.routerServices(id) },
+];
+
+/** The role attributes in use per kind, read under that kind's family's `read` permission. */
+const ROLE_ATTRIBUTES: [ManagementOperationId, Kind][] = [
+  ['listIdentityRoleAttributes', 'identities'],
+  ['listServiceRoleAttributes', 'services'],
+  ['listEdgeRouterRoleAttributes', 'edgeRouters'],
+  ['listPostureCheckRoleAttributes', 'postureChecks'],
+];
 
 /**
  * Role attributes in use, through the list engine as records `{id: <attribute>}`: filter (`id`)
@@ -109,106 +159,17 @@ const SUMMARY: [key: string, count: Count, family: string][] = [
   ['sessions', coll('sessions'), 'ops'],
 ];
 
-interface ServiceConfigPair {
-  serviceId: string;
-  configId: string;
-}
-
-/** Validate `[{serviceId, configId}]`: both must exist (404 otherwise). */
-function pairsOf(ctx: Ctx, body: unknown, requireAll: boolean): ServiceConfigPair[] {
-  if (body === undefined || body === null) {
-    if (requireAll) throw errors.field('(root)', 'an array of service config pairs is required', body);
-    return [];
-  }
-  if (!Array.isArray(body)) throw errors.field('(root)', 'must be an array of {serviceId, configId}', body);
-  const out: ServiceConfigPair[] = [];
-  body.forEach((p, i) => {
-    if (!p || typeof p !== 'object') throw errors.field(`[${i}]`, 'must be an object', p);
-    const { serviceId, configId } = p as Record<string, unknown>;
-    if (typeof serviceId !== 'string' || serviceId === '') throw errors.field(`[${i}].serviceId`, 'is required', serviceId);
-    if (typeof configId !== 'string' || configId === '') throw errors.field(`[${i}].configId`, 'is required', configId);
-    out.push({ serviceId, configId });
-  });
-  return out;
-}
-
 export function policyViewEntries(reg: Registry): Entry[] {
   return [
-    // What each policy selects.
-    { api: 'management', operationId: 'listServicePolicyIdentities', auth: 'admin', permission: { family: 'identity', action: 'read' },
-      handler: sideList(reg, 'servicePolicies', 'identities') },
-    { api: 'management', operationId: 'listServicePolicyServices', auth: 'admin', permission: { family: 'service', action: 'read' },
-      handler: sideList(reg, 'servicePolicies', 'services') },
-    { api: 'management', operationId: 'listServicePolicyPostureChecks', auth: 'admin', permission: { family: 'posture-check', action: 'read' },
-      handler: sideList(reg, 'servicePolicies', 'postureChecks') },
-    { api: 'management', operationId: 'listEdgeRouterPolicyIdentities', auth: 'admin', permission: { family: 'identity', action: 'read' },
-      handler: sideList(reg, 'edgeRouterPolicies', 'identities') },
-    { api: 'management', operationId: 'listEdgeRouterPolicyEdgeRouters', auth: 'admin', permission: { family: 'router', action: 'read' },
-      handler: sideList(reg, 'edgeRouterPolicies', 'edgeRouters') },
-    { api: 'management', operationId: 'listServiceEdgeRouterPolicyServices', auth: 'admin', permission: { family: 'service', action: 'read' },
-      handler: sideList(reg, 'serviceEdgeRouterPolicies', 'services') },
-    { api: 'management', operationId: 'listServiceEdgeRouterPolicyEdgeRouters', auth: 'admin', permission: { family: 'router', action: 'read' },
-      handler: sideList(reg, 'serviceEdgeRouterPolicies', 'edgeRouters') },
-
-    // Which policies select an entity.
-    { api: 'management', operationId: 'listIdentityServicePolicies', auth: 'admin', permission: { family: 'service-policy', action: 'read' },
-      handler: policiesOf(reg, 'identities', 'servicePolicies') },
-    { api: 'management', operationId: 'listIdentitysEdgeRouterPolicies', auth: 'admin', permission: { family: 'edge-router-policy', action: 'read' },
-      handler: policiesOf(reg, 'identities', 'edgeRouterPolicies') },
-    { api: 'management', operationId: 'listServiceServicePolicies', auth: 'admin', permission: { family: 'service-policy', action: 'read' },
-      handler: policiesOf(reg, 'services', 'servicePolicies') },
-    { api: 'management', operationId: 'listServiceServiceEdgeRouterPolicies', auth: 'admin', permission: { family: 'service-edge-router-policy', action: 'read' },
-      handler: policiesOf(reg, 'services', 'serviceEdgeRouterPolicies') },
-    { api: 'management', operationId: 'listEdgeRouterEdgeRouterPolicies', auth: 'admin', permission: { family: 'edge-router-policy', action: 'read' },
-      handler: policiesOf(reg, 'edgeRouters', 'edgeRouterPolicies') },
-    { api: 'management', operationId: 'listEdgeRouterServiceEdgeRouterPolicies', auth: 'admin', permission: { family: 'service-edge-router-policy', action: 'read' },
-      handler: policiesOf(reg, 'edgeRouters', 'serviceEdgeRouterPolicies') },
-
-    // Reachability.
-    { api: 'management', operationId: 'listIdentityServices', auth: 'admin', permission: { family: 'service', action: 'read' },
+    ...RELATED.map((r): Entry => ({
+      api: 'management', operationId: r.op, auth: 'admin', permission: { family: reg.def(r.lists).family, action: 'read' },
       handler: (ctx) => {
-        must(ctx, 'identities', ctx.params.id);
-        const type = policyType(ctx);
-        const engine = ctx.app.policy;
-        const all = engine.accessibleServices(ctx.params.id);
-        const ids = type ? all.filter((sid) => engine.hasAccess(ctx.params.id, sid, type)) : all;
-        return listAmong(reg, ctx, 'services', ids);
-      } },
-    { api: 'management', operationId: 'listIdentityEdgeRouters', auth: 'admin', permission: { family: 'router', action: 'read' },
-      handler: (ctx) => {
-        must(ctx, 'identities', ctx.params.id);
-        return listAmong(reg, ctx, 'edgeRouters', ctx.app.policy.identityRouters(ctx.params.id));
-      } },
-    { api: 'management', operationId: 'listServiceIdentities', auth: 'admin', permission: { family: 'identity', action: 'read' },
-      handler: (ctx) => {
-        must(ctx, 'services', ctx.params.id);
-        return listAmong(reg, ctx, 'identities', ctx.app.policy.serviceIdentities(ctx.params.id, policyType(ctx)));
-      } },
-    { api: 'management', operationId: 'listServiceEdgeRouters', auth: 'admin', permission: { family: 'router', action: 'read' },
-      handler: (ctx) => {
-        must(ctx, 'services', ctx.params.id);
-        return listAmong(reg, ctx, 'edgeRouters', ctx.app.policy.serviceRoutersOf(ctx.params.id));
-      } },
-    { api: 'management', operationId: 'listEdgeRouterIdentities', auth: 'admin', permission: { family: 'identity', action: 'read' },
-      handler: (ctx) => {
-        must(ctx, 'edgeRouters', ctx.params.id);
-        return listAmong(reg, ctx, 'identities', ctx.app.policy.routerIdentities(ctx.params.id));
-      } },
-    { api: 'management', operationId: 'listEdgeRouterServices', auth: 'admin', permission: { family: 'service', action: 'read' },
-      handler: (ctx) => {
-        must(ctx, 'edgeRouters', ctx.params.id);
-        return listAmong(reg, ctx, 'services', ctx.app.policy.routerServices(ctx.params.id));
-      } },
-
-    // Role attributes in use.
-    { api: 'management', operationId: 'listIdentityRoleAttributes', auth: 'admin', permission: { family: 'identity', action: 'read' },
-      handler: (ctx) => attributeList(ctx, ctx.app.policy.index.attributes('identities')) },
-    { api: 'management', operationId: 'listServiceRoleAttributes', auth: 'admin', permission: { family: 'service', action: 'read' },
-      handler: (ctx) => attributeList(ctx, ctx.app.policy.index.attributes('services')) },
-    { api: 'management', operationId: 'listEdgeRouterRoleAttributes', auth: 'admin', permission: { family: 'router', action: 'read' },
-      handler: (ctx) => attributeList(ctx, ctx.app.policy.index.attributes('edgeRouters')) },
-    { api: 'management', operationId: 'listPostureCheckRoleAttributes', auth: 'admin', permission: { family: 'posture-check', action: 'read' },
-      handler: (ctx) => attributeList(ctx, ctx.app.policy.index.attributes('postureChecks')) },
+        must(ctx, r.of, ctx.params.id);
+        return listAmong(reg, ctx, r.lists, r.ids(ctx, ctx.params.id));
+      } })),
+    ...ROLE_ATTRIBUTES.map(([op, kind]): Entry => ({
+      api: 'management', operationId: op, auth: 'admin', permission: { family: reg.def(KIND_COLLECTION[kind]).family, action: 'read' },
+      handler: (ctx) => attributeList(ctx, ctx.app.policy.index.attributes(kind)) })),
 
     { api: 'management', operationId: 'getIdentityPolicyAdvice', auth: 'admin', permission: { family: 'service', action: 'read' },
       handler: (ctx) => {
@@ -245,52 +206,16 @@ export function policyViewEntries(reg: Registry): Entry[] {
       } },
     { api: 'management', operationId: 'associateIdentitysServiceConfigs', auth: 'admin', permission: { family: 'identity', action: 'update' }, reaches: { from: 'path' },
       handler: async (ctx) => {
-        const pairs = pairsOf(ctx, ctx.body, true);
-        await write(ctx.app.store, (tx) => {
-          const identity = tx.get('identities', ctx.params.id);
-          if (!identity) throw errors.notFound();
-          const current = [...((identity.serviceConfigs as ServiceConfigPair[] | undefined) ?? [])];
-          for (const p of pairs) {
-            if (!tx.exists('services', p.serviceId)) throw errors.notFound();
-            const cfg = tx.get('configs', p.configId);
-            if (!cfg) throw errors.notFound();
-            // One override per (service, config type): a new one replaces the previous of its type.
-            for (let i = current.length - 1; i >= 0; i--) {
-              const c = current[i];
-              if (c.serviceId !== p.serviceId) continue;
-              if (c.configId === p.configId || tx.get('configs', c.configId)?.configTypeId === cfg.configTypeId) current.splice(i, 1);
-            }
-            current.push({ serviceId: p.serviceId, configId: p.configId });
-          }
-          tx.put('identities', { ...identity, serviceConfigs: current, overrideConfigIds: [...new Set(current.map((c) => c.configId))], updatedAt: Date.now() });
-        });
+        await ctx.app.identities.associateServiceConfigs(ctx.params.id, serviceConfigPairs(ctx.body, true));
         return empty();
       } },
     { api: 'management', operationId: 'disassociateIdentitysServiceConfigs', auth: 'admin', permission: { family: 'identity', action: 'update' }, reaches: { from: 'path' },
       handler: async (ctx) => {
-        const pairs = pairsOf(ctx, ctx.body, false);
-        await write(ctx.app.store, (tx) => {
-          const identity = tx.get('identities', ctx.params.id);
-          if (!identity) throw errors.notFound();
-          const current = (identity.serviceConfigs as ServiceConfigPair[] | undefined) ?? [];
-          // No body: remove every override. A pair removes the override of its config's type for that service.
-          const next =
-            ctx.body === undefined || ctx.body === null
-              ? []
-              : current.filter((c) => {
-                  return !pairs.some((p) => {
-                    if (p.serviceId !== c.serviceId) return false;
-                    if (p.configId === c.configId) return true;
-                    const a = tx.get('configs', p.configId)?.configTypeId;
-                    return a !== undefined && a === tx.get('configs', c.configId)?.configTypeId;
-                  });
-                });
-          if (next.length === current.length) return;
-          tx.put('identities', { ...identity, serviceConfigs: next, overrideConfigIds: [...new Set(next.map((c) => c.configId))], updatedAt: Date.now() });
-        });
+        // No body: remove every override.
+        const pairs = ctx.body === undefined || ctx.body === null ? undefined : serviceConfigPairs(ctx.body, false);
+        await ctx.app.identities.disassociateServiceConfigs(ctx.params.id, pairs);
         return empty();
       } },
-
     { api: 'management', operationId: 'getIdentityPostureData', auth: 'admin', permission: { family: 'identity', action: 'read' },
       handler: (ctx) => {
         const identity = must(ctx, 'identities', ctx.params.id);
@@ -369,4 +294,3 @@ function renderPostureData(ctx: Ctx, identity: Rec) {
   };
 }
 
-export { renderRecord };

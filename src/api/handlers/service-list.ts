@@ -1,8 +1,8 @@
 /**
  * `GET /services` on the Client API for a non-admin caller with no filter, sort or roleFilter —
  * what SDKs poll. The generic list (listRecords → runList → renderRecord) decodes and renders every
- * service of the page on every request: ~1.2 ms for the worst-case identity at shape large, ~650 KB
- * of garbage per request, so a young-generation collection every ~20 requests (docs/policy.md).
+ * service of the page on every request, and the garbage of that made the poll's cost (the figures
+ * are in docs/policy.md).
  *
  * Here each service's own fields (the same renderRecord output, rendered once) are kept as JSON
  * until a change event touches the service; a page is the sorted accessible ids sliced like
