@@ -131,6 +131,8 @@ export class BulkWriter {
       const e = await committed.then(() => undefined, (err: unknown) => err);
       throw new ImportError(failed.index, failed.error, e);
     }
+    // Awaited in turn below; a commit that fails meanwhile is not an unhandled rejection.
+    committed.catch(() => undefined);
     this.inFlight.push(committed);
     while (this.inFlight.length >= this.depth) await this.inFlight.shift();
     return out;
@@ -171,6 +173,7 @@ export async function importIdentities(file: string | undefined, opts: ImportOpt
     const writer = new BulkWriter(open);
     let bodies: unknown[] = [];
     let lines: number[] = [];
+    let reported = performance.now();
     /** Writes the group; on a bad record, what came before it in the group, then stops there. */
     const flush = async () => {
       const [b, l] = [bodies, lines];
@@ -178,6 +181,10 @@ export async function importIdentities(file: string | undefined, opts: ImportOpt
       try {
         await writer.create(def, b);
         imported += b.length;
+        if (performance.now() - reported > 5000) {
+          reported = performance.now();
+          process.stderr.write(`mesh import: ${imported} identities so far (line ${l[l.length - 1]})\n`);
+        }
       } catch (e) {
         if (!(e instanceof ImportError)) throw e;
         if (e.index > 0) await writer.create(def, b.slice(0, e.index));
