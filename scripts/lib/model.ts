@@ -14,8 +14,8 @@
  * (enrollment tokens) are always random.
  *
  * Faithful: the direct writer validates every body with the Management API's own body validator and
- * creates each record through the resource layer (src/resources: `applyBody`, `prepare`,
- * `afterWrite`), exactly the steps `createRecord` takes for a POST — same fields, defaults, indexes,
+ * creates each record with the resource layer's create (`createInTx`, src/resources/write.ts, what
+ * a POST runs) through the bulk import's writer (src/cli/import.ts): same fields, defaults, indexes,
  * and an ott enrollment (with its signed JWT) per identity and an erott one per edge router.
  *
  * Selectivity (what makes the model realistic for the policy engine):
@@ -27,24 +27,14 @@
  *    every identity attribute the policies use and is listed by `@id` in every policy that selects
  *    identities by id only, so EVERY service policy and edge router policy selects it.
  */
-import path from 'node:path';
 import https from 'node:https';
-import { pino } from 'pino';
-import { loadConfig, splitHostPort } from '../../src/config.js';
-import { Store, UniqueViolation, type Rec, type Tx } from '../../src/store/store.js';
-import { createRegistry } from '../../src/resources/index.js';
-import { type Registry } from '../../src/resources/registry.js';
-import { applyBody } from '../../src/resources/write.js';
-import type { ResourceDef, WriteCtx } from '../../src/resources/types.js';
-import { loadOrCreatePki } from '../../src/pki/bootstrap.js';
-import { Sealer } from '../../src/store/sealed.js';
-import { CURRENT_FORMAT, readDataFormat, writeDataFormat } from '../../src/store/data-format.js';
+import { UniqueViolation } from '../../src/store/store.js';
 import { WorkerPool } from '../../src/pool.js';
 import { BodyValidator } from '../../src/api/validate.js';
 import { ApiError } from '../../src/core/errors.js';
 import { bootstrap } from '../../src/app.js';
 import { builtinConfigTypeId } from '../../src/resources/builtin-config-types.js';
-import type { App, Ctx } from '../../src/core/context.js';
+import { BulkWriter, ImportError, openOffline } from '../../src/cli/import.js';
 
 // ---- shapes ----------------------------------------------------------------------------------
 
@@ -380,7 +370,7 @@ export interface StoreWriteOptions extends WriteOptions {
    * with the port the controller will listen on, which the enrollment JWTs name as issuer.
    */
   env?: Record<string, string | undefined>;
-  /** Records per store transaction (default 250). */
+  /** Records per store write (default 1000). */
   batch?: number;
 }
 
@@ -393,77 +383,43 @@ export interface StoreWriteOptions extends WriteOptions {
 export async function writeModelToStore(dataDir: string, shape: Shape, opts: StoreWriteOptions): Promise<ModelSummary> {
   const t0 = performance.now();
   const plan = planModel(shape, opts.seed);
-  const settings = loadConfig({ ...(opts.env ?? process.env), MESH_DATA_DIR: dataDir } as NodeJS.ProcessEnv);
-  const listen = splitHostPort(settings.address);
-  const advertisedHost = settings.advertisedAddress
-    ? splitHostPort(settings.advertisedAddress).host
-    : listen.host === '0.0.0.0' || listen.host === '::' ? 'localhost' : listen.host;
-  const advertisedAddress = settings.advertisedAddress ?? `${advertisedHost.includes(':') ? `[${advertisedHost}]` : advertisedHost}:${listen.port}`;
-  // The mutual-TLS listener as src/app.ts places it (MESH_CERT_ADDRESS, else the API port + 1): the
-  // enrollment JWTs name it (`iss`, `ctrls`), since that is where an SDK enrolls and logs in.
-  const certPort = settings.certAddress ? splitHostPort(settings.certAddress).port : listen.port === 0 ? 0 : listen.port + 1;
-  const certAdvertisedAddress = settings.certAdvertisedAddress ?? `${advertisedHost.includes(':') ? `[${advertisedHost}]` : advertisedHost}:${certPort}`;
-
-  const reg = createRegistry();
-  const log = pino({ level: 'silent' });
-  const pki = await loadOrCreatePki(path.join(dataDir, 'pki'), { advertisedHost });
-  const fresh = readDataFormat(dataDir) === undefined;
-  const store = new Store(path.join(dataDir, 'db'), reg.collectionSpecs());
-  // Secrets are sealed as the controller seals them, and the directory is of the current format
-  // (written as this version writes it: no migration is due at the controller's first start).
-  store.sealer = Sealer.forPkiDir(path.join(dataDir, 'pki'));
-  if (fresh) writeDataFormat(dataDir, CURRENT_FORMAT);
-  const pool = new WorkerPool({ threads: 1, maxQueue: 16, signingCa: { certPem: pki.signingCertPem, key: pki.signingKey } });
+  // The bulk import's writer (src/cli/import.ts): the same creates, grouped, several commits in flight.
+  const open = await openOffline(dataDir, opts.env ?? process.env);
+  const { app, store, reg } = open;
+  const pool = new WorkerPool({ threads: 1, maxQueue: 16, signingCa: { certPem: app.pki.signingCertPem, key: app.pki.signingKey } });
   try {
-    // What record creation and the first-start bootstrap read of the application: configuration,
-    // store, PKI (enrollment JWTs), pool (admin password hash), logger and the advertised URL.
-    const app = { config: { ...settings, advertisedAddress, certAdvertisedAddress }, store, pool, log, pki, baseUrl: `https://${advertisedAddress}`, certBaseUrl: `https://${certAdvertisedAddress}`, startedAt: Date.now() } as unknown as App;
-    const ctx = { app } as Ctx;
+    // The first-start bootstrap hashes the admin password in the pool.
+    Object.assign(app, { pool });
     await bootstrap(app);
     const validator = new BodyValidator('management');
+    const writer = new BulkWriter(open);
     const nextId = idSource(opts.seed);
     const ids: Ids & Record<FamilyKey, string[]> = { configs: [], services: [], edgeRouters: [], identities: [], servicePolicies: [], edgeRouterPolicies: [], serviceEdgeRouterPolicies: [] };
     const all = total(plan);
     let done = 0;
-    const batch = Math.max(1, opts.batch ?? 250);
+    const batch = Math.max(1, opts.batch ?? 1000);
     for (const fam of FAMILIES) {
       const def = reg.def(fam.collection);
       const items: unknown[] = plan[fam.key];
       for (let start = 0; start < items.length; start += batch) {
         const chunk = items.slice(start, start + batch);
         const bodies = chunk.map((item) => validator.validate(fam.bodyDef, body(fam.key, item, ids), false, true));
-        const chunkIds = chunk.map(() => nextId());
         try {
-          await store.write((tx) => {
-            for (let k = 0; k < bodies.length; k++) createInTx(reg, def, ctx, tx, chunkIds[k], bodies[k]);
-          });
+          ids[fam.key].push(...(await writer.create(def, bodies, chunk.map(() => nextId()))));
         } catch (e) {
-          throw describe(e, fam.key, start);
+          throw describe(e instanceof ImportError ? e.error : e, fam.key, start + (e instanceof ImportError ? e.index : 0));
         }
-        ids[fam.key].push(...chunkIds);
         done += chunk.length;
         opts.onProgress?.(done, all);
       }
+      // Policies name the entities before them by id: those must be durable first.
+      await writer.drain();
     }
     return summarize(plan, 'store', ids, t0);
   } finally {
     await pool.close();
     await store.close();
   }
-}
-
-/** `createRecord` (src/resources/write.ts) with a given id, inside a caller's transaction. */
-function createInTx(reg: Registry, def: ResourceDef, ctx: Ctx, tx: Tx, id: string, body: unknown): Rec {
-  // Seeded ids repeat with the seed: a second model in the same store must not replace the first.
-  if (tx.exists(def.collection, id)) throw new UniqueViolation(def.collection, 'id', id);
-  const now = Date.now();
-  const rec: Rec = { id, createdAt: now, updatedAt: now };
-  const wctx: WriteCtx = { tx, mode: 'create', body, ctx };
-  applyBody(reg, def, wctx, rec);
-  def.prepare?.(rec, wctx);
-  tx.put(def.collection, rec);
-  def.afterWrite?.(rec, wctx);
-  return rec;
 }
 
 function describe(e: unknown, family: string, at: number): Error {

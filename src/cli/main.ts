@@ -24,6 +24,7 @@ const HELP: Record<string, string> = {
   backup: 'mesh backup --data-dir DIR [--out FILE]\n  Writes a backup of a data directory (datastore copy, PKI, manifest with checksums); safe while the controller runs.',
   restore: 'mesh restore --data-dir DIR FILE [--replace]\nmesh restore --check FILE\n  Checks a backup (manifest, every checksum) and restores it into DIR with its controller stopped; --replace moves an existing datastore aside.',
   status: 'mesh status --data-dir DIR [--json]\n  Data format, controller id, CAs, datastore size, snapshots, audit files, whether a controller runs there.',
+  import: 'mesh import --data-dir DIR FILE [--from-line N] [--batch N]\n  Creates identities in a stopped controller\'s data directory from a JSON-lines file, one POST /identities body per line (docs/cli.md). Stops at the first bad line, naming it; --from-line N goes on from there.',
   admin: 'mesh admin reset-password --data-dir DIR --username U --password P\n  Sets a password in the datastore directly (the controller stopped): the way back in when the admin password is lost.',
   whoami: 'mesh whoami\n  Shows the identity of the saved session.',
 };
@@ -45,6 +46,7 @@ Offline, on a data directory:
   restore --data-dir DIR FILE           restore a backup (checked first)
   status --data-dir DIR                 what is in a data directory
   admin reset-password --data-dir DIR --username U --password P
+  import --data-dir DIR FILE            create identities from a JSON-lines file
 
 \`mesh COMMAND --help\` for one command. State: $XDG_CONFIG_HOME/mesh (or ~/.config/mesh).
 `;
@@ -120,6 +122,14 @@ async function run(argv: string[]): Promise<void> {
       if (values.help) return help();
       if (positionals.length) throw usage(`mesh status: unexpected ${positionals.join(' ')}\n\n${HELP.status}`);
       return (await offline()).status({ dataDir: values['data-dir'] as string | undefined, json: values.json as boolean | undefined });
+    }
+    case 'import': {
+      const { values, positionals } = parse(rest, { 'data-dir': { type: 'string' }, 'from-line': { type: 'string' }, batch: { type: 'string' } }, command);
+      if (values.help) return help();
+      if (positionals.length !== 1) throw usage(`mesh import: one JSON-lines file\n\n${HELP.import}`);
+      const num = (v: unknown) => (v === undefined ? undefined : Number(v));
+      await (await import('./import.js')).importIdentities(positionals[0], { dataDir: values['data-dir'] as string | undefined, fromLine: num(values['from-line']), batch: num(values.batch) });
+      return;
     }
     case 'admin': {
       const [sub, ...args] = rest;

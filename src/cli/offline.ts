@@ -1,8 +1,9 @@
 /**
  * Commands on a data directory, without a running controller: `mesh backup`, `mesh restore`,
- * `mesh status`, `mesh admin reset-password`. Commands that write take the data directory's lock
- * (the one a controller holds while it runs), so they refuse while a controller runs there — it
- * keeps records in memory and would not see the change — and no controller starts mid-way.
+ * `mesh status`, `mesh admin reset-password`, `mesh import` (import.ts). Commands that write take
+ * the data directory's lock (the one a controller holds while it runs), so they refuse while a
+ * controller runs there — it keeps records in memory and would not see the change — and no
+ * controller starts mid-way.
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -20,7 +21,7 @@ import { AUDIT_INDEX, auditFileName, redact, type AuditEvent } from '../events/a
 import { SearchStore } from '../events/search-store.js';
 import { CliError, usage } from './state.js';
 
-function dataDirOf(dir: string | undefined): string {
+export function dataDirOf(dir: string | undefined): string {
   if (!dir) throw usage('--data-dir DIR is required (the controller\'s MESH_DATA_DIR)');
   return path.resolve(dir);
 }
@@ -37,7 +38,7 @@ export function runningController(dataDir: string): number | boolean {
   }
 }
 
-function lockFor(dataDir: string, what: string): DataDirLock {
+export function lockFor(dataDir: string, what: string): DataDirLock {
   fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   try {
     return lockDataDir(dataDir);
@@ -47,7 +48,7 @@ function lockFor(dataDir: string, what: string): DataDirLock {
   }
 }
 
-function requireStore(dataDir: string) {
+export function requireStore(dataDir: string) {
   if (!fs.existsSync(path.join(dataDir, 'db', 'data.mdb'))) throw new CliError(`${dataDir} holds no datastore (no db/data.mdb)`);
 }
 
@@ -72,7 +73,7 @@ function osUser(): string {
  * lock, so no controller has the search store open. The actor is the operating-system user; the
  * webhook is not called (it belongs to a running controller).
  */
-async function auditOffline(dataDir: string, e: { operation: string; family: string; entityId: string | null; command: string; changes: Record<string, unknown> }): Promise<void> {
+export async function auditOffline(dataDir: string, e: { operation: string; family: string; entityId: string | null; command: string; changes: Record<string, unknown> }): Promise<void> {
   const event: AuditEvent = {
     '@timestamp': new Date().toISOString(),
     action: 'update',

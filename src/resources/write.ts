@@ -103,16 +103,22 @@ export async function write<T>(store: Store, fn: (tx: Tx) => T): Promise<T> {
 
 export async function createRecord(reg: Registry, def: ResourceDef, ctx: Ctx, body: any, extra?: (rec: Rec, tx: Tx) => void): Promise<Rec> {
   const now = Date.now();
-  return write(ctx.app.store, (tx) => {
-    const rec: Rec = { id: newId(), createdAt: now, updatedAt: now };
-    const wctx: WriteCtx = { tx, mode: 'create', body, ctx };
-    applyBody(reg, def, wctx, rec);
-    def.prepare?.(rec, wctx);
-    extra?.(rec, tx);
-    tx.put(def.collection, rec);
-    def.afterWrite?.(rec, wctx);
-    return rec;
-  });
+  return write(ctx.app.store, (tx) => createInTx(reg, def, ctx, tx, newId(), now, body, extra));
+}
+
+/**
+ * The steps of a create inside a caller's write: what a POST does, and what a bulk import
+ * (src/cli/import.ts) does for each of the many records one of its writes carries.
+ */
+export function createInTx(reg: Registry, def: ResourceDef, ctx: Ctx, tx: Tx, id: string, now: number, body: any, extra?: (rec: Rec, tx: Tx) => void): Rec {
+  const rec: Rec = { id, createdAt: now, updatedAt: now };
+  const wctx: WriteCtx = { tx, mode: 'create', body, ctx };
+  applyBody(reg, def, wctx, rec);
+  def.prepare?.(rec, wctx);
+  extra?.(rec, tx);
+  tx.put(def.collection, rec);
+  def.afterWrite?.(rec, wctx);
+  return rec;
 }
 
 export async function updateRecord(reg: Registry, def: ResourceDef, ctx: Ctx, id: string, body: any, mode: Mode): Promise<Rec> {

@@ -106,6 +106,12 @@ export interface Coll {
   memory: Map<string, MemoryIndex>;
   /** Writes issued but not yet committed: id → record, or null for a delete. */
   pending: Map<string, Rec | null>;
+  /**
+   * Per unique field, value → id of the latest write still committing that gives a record that
+   * value: a unique check asks it, the committed index and its own writes instead of going over
+   * every pending write (a bulk import keeps thousands in flight).
+   */
+  pendingUnique: Map<string, Map<IndexKey, string>>;
   /** Committed names by id (nameOf); an entry goes when its record's write commits. */
   names: Map<string, string | null>;
 }
@@ -261,6 +267,7 @@ export class Store extends EventEmitter {
       indexes: new Map(),
       memory: new Map(),
       pending: new Map(),
+      pendingUnique: new Map(spec.unique?.map((f) => [f, new Map()])),
       names: new Map(),
     };
     for (const f of spec.unique ?? []) coll.unique.set(f, this.env.openDB({ name: `u:${spec.name}:${f}` }));
@@ -464,7 +471,10 @@ export class Store extends EventEmitter {
   /** Commit finished ops into this environment (the group commit); resolves once durable. */
   commitLocal(ops: Op[]): Promise<void> {
     if (ops.length === 0) return Promise.resolve();
-    for (const op of ops) op.coll.pending.set(op.id, op.after ?? null);
+    for (const op of ops) {
+      op.coll.pending.set(op.id, op.after ?? null);
+      for (const [field, held] of op.coll.pendingUnique) for (const k of indexKeys(op.after?.[field])) held.set(k, op.id);
+    }
     return new Promise<void>((resolve, reject) => {
       this.queue.push({ ops, resolve, reject });
       this.scheduleFlush();
@@ -511,6 +521,10 @@ export class Store extends EventEmitter {
         for (const op of ops) {
           // Only clear what this write put there; a later write of the same id keeps its entry.
           if (op.coll.pending.get(op.id) === (op.after ?? null)) op.coll.pending.delete(op.id);
+          // Kept while a later write still committing gives the record the same value.
+          const later = op.coll.pending.get(op.id);
+          for (const [field, held] of op.coll.pendingUnique)
+            for (const k of indexKeys(op.after?.[field])) if (held.get(k) === op.id && !indexKeys(later?.[field]).includes(k)) held.delete(k);
         }
       }
     };
@@ -704,6 +718,8 @@ function tooDeep(value: unknown, limit: number): boolean {
 
 export class Tx {
   private readonly ops = new Map<string, Op>();
+  /** `collection \0 field \0 key` → id of this tx's latest write giving a record that unique value. */
+  private readonly ownUnique = new Map<string, string>();
 
   constructor(
     private readonly store: Store,
@@ -787,6 +803,24 @@ export class Tx {
     return undefined;
   }
 
+  /**
+   * findUnique in O(1) (no read tracking: single node): the only records that can hold `value` are
+   * its committed holder and the latest pending and own writes giving it; each is read as this tx
+   * sees it now, since a later write may have changed it.
+   */
+  private uniqueHolder(c: Coll, field: string, value: unknown): Rec | undefined {
+    const keys = indexKeys(value);
+    if (keys.length !== 1) return undefined;
+    const collection = c.spec.name;
+    const candidates = [c.unique.get(field)!.get(keys[0]), c.pendingUnique.get(field)!.get(keys[0]), this.ownUnique.get(`${collection}\u0000${field}\u0000${keys[0]}`)];
+    for (const id of candidates) {
+      if (id === undefined) continue;
+      const rec = this.get(collection, id);
+      if (rec && rec[field] === value) return rec;
+    }
+    return undefined;
+  }
+
   /** Insert or replace a record; unique fields are checked against everything else. */
   put(collection: string, rec: Rec): void {
     // The encoder recurses: refuse here what would overflow its stack inside the commit.
@@ -795,9 +829,10 @@ export class Tx {
     for (const field of c.unique.keys()) {
       const v = rec[field];
       if (v === undefined || v === null) continue;
-      const holder = this.findUnique(collection, field, v);
+      const holder = this.track ? this.findUnique(collection, field, v) : this.uniqueHolder(c, field, v);
       if (holder && holder.id !== rec.id) throw new UniqueViolation(collection, field, v);
     }
+    for (const field of c.unique.keys()) for (const key of indexKeys(rec[field])) this.ownUnique.set(`${collection}\u0000${field}\u0000${key}`, rec.id);
     const k = this.key(collection, rec.id);
     const existing = this.ops.get(k);
     if (existing) existing.after = rec;
