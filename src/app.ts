@@ -46,6 +46,9 @@ import { newId } from './resources/write.js';
 import { BUILTIN_CONFIG_TYPES, builtinConfigTypeRecord } from './resources/builtin-config-types.js';
 import { MIGRATIONS } from './migrations.js';
 import { dummyPasswordHash, hashPassword } from './auth/passwords.js';
+import { totpIssuer } from './auth/mfa.js';
+import { Logins } from './managers/logins.js';
+import { Mfa } from './managers/mfa.js';
 import type { App } from './core/context.js';
 import { lockDataDir, ownerOnlyFromNowOn, tightenModes } from './store/data-dir.js';
 import { removePartialSnapshots } from './store/snapshot.js';
@@ -160,12 +163,18 @@ async function startOn(settings: Static<typeof ConfigSchema>, log: Logger, liste
   log.info({ ms: Math.round(policy.buildMs) }, 'role index built');
 
   const config = { ...settings, advertisedAddress: settings.advertisedAddress ?? '', certAdvertisedAddress: settings.certAdvertisedAddress ?? '' } as Config;
+  const auth = new AuthServices(store, config);
+  // Both read `app` only when called, once it is built.
+  const logins = new Logins({ store, pool, extJwt: auth.extJwt, sessions, dummyHash: () => dummyPasswordHash(app) });
+  const mfa = new Mfa({ store, throttle: auth.mfaThrottle, pki, issuer: () => app.baseUrl, totpIssuer: () => totpIssuer(app.config.advertisedAddress) });
   const app: App = {
     config,
     store,
     pool,
     sessions,
-    auth: new AuthServices(store, config),
+    auth,
+    logins,
+    mfa,
     log,
     pki,
     validators: { client: new BodyValidator('client'), management: new BodyValidator('management'), fabric: new BodyValidator('fabric') },
