@@ -49,6 +49,7 @@ import { dummyPasswordHash, hashPassword } from './auth/passwords.js';
 import { totpIssuer } from './auth/mfa.js';
 import { Logins } from './managers/logins.js';
 import { Mfa } from './managers/mfa.js';
+import { ServiceSessions } from './managers/sessions.js';
 import type { App } from './core/context.js';
 import { lockDataDir, ownerOnlyFromNowOn, tightenModes } from './store/data-dir.js';
 import { removePartialSnapshots } from './store/snapshot.js';
@@ -167,6 +168,7 @@ async function startOn(settings: Static<typeof ConfigSchema>, log: Logger, liste
   // Both read `app` only when called, once it is built.
   const logins = new Logins({ store, pool, extJwt: auth.extJwt, sessions, dummyHash: () => dummyPasswordHash(app) });
   const mfa = new Mfa({ store, throttle: auth.mfaThrottle, pki, issuer: () => app.baseUrl, totpIssuer: () => totpIssuer(app.config.advertisedAddress) });
+  const serviceSessions = new ServiceSessions({ store, policy, keys, sessions, issuer: () => app.baseUrl });
   const app: App = {
     config,
     store,
@@ -175,6 +177,7 @@ async function startOn(settings: Static<typeof ConfigSchema>, log: Logger, liste
     auth,
     logins,
     mfa,
+    serviceSessions,
     log,
     pki,
     validators: { client: new BodyValidator('client'), management: new BodyValidator('management'), fabric: new BodyValidator('fabric') },

@@ -6,7 +6,7 @@
  */
 import type { Ctx, Entry, Handler } from '../../core/context.js';
 import type { Reply } from '../../core/operation.js';
-import { ApiError, errors } from '../../core/errors.js';
+import { errors } from '../../core/errors.js';
 import { ok, okWithRaw, empty, envelope } from '../../core/envelope.js';
 import { listRecords, listSource } from '../../resources/list.js';
 import { type Registry } from '../../resources/registry.js';
@@ -14,10 +14,8 @@ import { renderRecord } from '../../resources/render.js';
 import { standardHandlers } from '../../resources/standard.js';
 import { write } from '../../resources/write.js';
 import { parseListParams, runList } from '../../core/query.js';
-import { SESSION_TOKEN, signSessionToken, type PendingToken, type SessionTokenFacts } from '../../auth/tokens.js';
+import { SESSION_TOKEN } from '../../auth/tokens.js';
 import type { Rec } from '../../store/store.js';
-import type { PolicyType } from '../../policy/access.js';
-import { timeOrderedId } from '../../store/ids.js';
 import { commonEdgeRouter, routerLive, routersOnlineFirst } from '../../policy/router-view.js';
 import type { PostureReport } from '../../policy/posture.js';
 import { callerServiceList } from './service-list.js';
@@ -33,12 +31,6 @@ function visibleService(ctx: Ctx, id: string): Rec {
   if (!svc) throw errors.notFound();
   mayAccess(ctx, id);
   return svc;
-}
-
-/** visibleService without decoding the record (session creates need only the id). */
-function assertVisible(ctx: Ctx, id: string): void {
-  if (!ctx.app.store.has('services', id)) throw errors.notFound();
-  mayAccess(ctx, id);
 }
 
 function mayAccess(ctx: Ctx, id: string): void {
@@ -59,93 +51,10 @@ function hideDoomed(ctx: Ctx): { where?: (r: Rec) => boolean } {
   return doomed.size ? { where: (r: Rec) => !doomed.has(r.id) } : {};
 }
 
-/** Concurrent creates of the same (API session, service, type) share one write and one token. */
-const inFlight = new Map<string, Promise<{ rec: Rec; token: string }>>();
-
+/** Service sessions are the session manager's (src/managers/sessions.ts): rules, idempotency, write. */
 async function createSession(reg: Registry, ctx: Ctx): Promise<Reply> {
-  const body = (ctx.body ?? {}) as { serviceId?: unknown; type?: unknown; tags?: unknown };
-  const engine = ctx.app.policy;
-  const identity = ctx.identity!;
-  const apiSession = ctx.session!;
-  if (typeof body.serviceId !== 'string' || body.serviceId === '') throw errors.field('serviceId', 'serviceId is required', body.serviceId ?? null);
-  const type: PolicyType = body.type === undefined || body.type === null || body.type === '' ? 'Dial' : (body.type as PolicyType);
-  if (type !== 'Dial' && type !== 'Bind') throw errors.field('type', 'must be one of Dial, Bind', body.type);
-  // 1. The service must be visible to the caller.
-  const serviceId = body.serviceId;
-  assertVisible(ctx, serviceId);
-  // 2. The caller must hold the requested permission.
-  if (!engine.hasAccess(identity.id, serviceId, type)) throw errors.field('ServiceId', 'service not found', serviceId);
-  // 3. At least one granting policy must have all its posture checks passing.
-  const decision = engine.postureDecision(identity.id, apiSession.id, serviceId, type);
-  if (!decision.passing) {
-    // The record is read only here, to name the service.
-    const serviceName = ctx.app.store.nameOf('services', serviceId) ?? '';
-    const failure = { apiSessionId: apiSession.id, serviceId, serviceName, sessionType: type, when: Date.now(), policyFailures: decision.failures };
-    engine.failures.record(identity.id, failure);
-    const detail = { ...failure, when: new Date(failure.when).toISOString() };
-    // The failure is both the cause's `data` and, as upstream renders it, its top-level fields.
-    throw new ApiError('INVALID_POSTURE', undefined, {
-      ...detail,
-      code: 'INVALID_POSTURE',
-      message: `posture checks failed for service ${serviceName}`,
-      data: detail,
-    } as { code: string; message: string; data: unknown });
-  }
-  // 4. The identity's and the service's edge router policies must share a router.
-  if (!engine.hasCommonRouter(identity.id, serviceId)) throw new ApiError('NO_EDGE_ROUTERS_AVAILABLE');
-  // Idempotent per (API session, service, type).
-  const key = `${apiSession.id}\u0000${serviceId}\u0000${type}`;
-  let pending = inFlight.get(key);
-  if (!pending) {
-    const existing = engine.sessions.find(apiSession.id, serviceId, type);
-    const found = existing ? ctx.app.store.get('sessions', existing) : undefined;
-    if (found) {
-      // The same session again, with a fresh token: any unexpired token naming a live session is
-      // valid, and keeping each issued token (~1 KB) would triple a session's memory.
-      const token = await sessionToken(ctx, found).need();
-      return okWithRaw(renderRecord(reg, reg.def('sessions'), found, { store: ctx.app.store, ctx }), 'token', token, 201);
-    }
-    const now = Date.now();
-    // Time-ordered, like every entity id: the write appends to the ends of the session B-trees
-    // instead of dirtying a random page of each (a commit of 32 sessions 2.5× faster).
-    const id = timeOrderedId();
-    // The record holds nothing of the token (its jti is the session id, its signature proves the
-    // rest), so the token is asked for now and signed, at the latest when the write lands, in one
-    // batch with every token asked for meanwhile (SigningKeys.signSession).
-    const signing = sessionToken(ctx, { id, identityId: identity.id, apiSessionId: apiSession.id, serviceId, type });
-    const rec: Rec = {
-      id,
-      createdAt: now,
-      updatedAt: now,
-      tags: body.tags && typeof body.tags === 'object' ? body.tags : {},
-      type,
-      apiSessionId: apiSession.id,
-      serviceId: serviceId,
-      identityId: identity.id,
-      servicePolicyIds: decision.policies.map((p) => p.id),
-    };
-    const writing = write(ctx.app.store, (tx) => {
-      // The API session or the service may have gone meanwhile.
-      if (!tx.exists('apiSessions', apiSession.id)) throw errors.unauthorized();
-      if (!tx.exists('services', serviceId)) throw errors.notFound();
-      tx.put('sessions', rec);
-      return rec;
-    });
-    pending = writing.then(async (rec) => ({ rec, token: await signing.need() }));
-    inFlight.set(key, pending);
-    pending.finally(() => inFlight.delete(key)).catch(() => {});
-  }
-  const { rec, token } = await pending;
+  const { rec, token } = await ctx.app.serviceSessions.create({ identity: ctx.identity!, apiSessionId: ctx.session!.id }, ctx.body ?? {});
   return okWithRaw(renderRecord(reg, reg.def('sessions'), rec, { store: ctx.app.store, ctx }), 'token', token, 201);
-}
-
-/**
- * A session token lives as long as an API session does without a request (the inactivity
- * timeout): like upstream's service access tokens, which expire with the access token that asked
- * for them.
- */
-function sessionToken(ctx: Ctx, s: SessionTokenFacts | Rec): PendingToken {
-  return signSessionToken(ctx.app.keys, ctx.app.baseUrl, s as SessionTokenFacts, ctx.app.sessions.timeoutSeconds);
 }
 
 /** ISO strings of recent `lastChangeAt` values: clients poll the same few values over and over, and toISOString costs ~1 µs. */
