@@ -67,7 +67,8 @@ export interface LoginAttempt {
 
 export interface LoginsDeps {
   store: Store;
-  pool: WorkerPool;
+  /** Only `run('verifyPassword', …)`: the argon2id check, off the event loop. */
+  pool: Pick<WorkerPool, 'run'>;
   extJwt: ExtJwtVerifier;
   sessions: ApiSessions;
   /** A hash of this controller's cost of a password nobody knows (auth/passwords.ts `dummyPasswordHash`). */
