@@ -50,6 +50,7 @@ import { totpIssuer } from './auth/mfa.js';
 import { Logins } from './managers/logins.js';
 import { Mfa } from './managers/mfa.js';
 import { ServiceSessions } from './managers/sessions.js';
+import { OidcSessions } from './managers/oidc-sessions.js';
 import type { App } from './core/context.js';
 import { lockDataDir, ownerOnlyFromNowOn, tightenModes } from './store/data-dir.js';
 import { removePartialSnapshots } from './store/snapshot.js';
@@ -178,6 +179,7 @@ async function startOn(settings: Static<typeof ConfigSchema>, log: Logger, liste
     logins,
     mfa,
     serviceSessions,
+    oidcSessions: new OidcSessions({ store }),
     log,
     pki,
     validators: { client: new BodyValidator('client'), management: new BodyValidator('management'), fabric: new BodyValidator('fabric') },

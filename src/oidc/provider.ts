@@ -18,6 +18,10 @@
  *
  * Pending authorization requests and codes live in memory for a few minutes, as upstream keeps
  * them: a login in flight does not survive a restart and must be on the controller it started on.
+ *
+ * Nothing here writes the store: the login is `Logins.login` (as `POST /authenticate`), the TOTP
+ * steps are `Mfa`'s, and the refresh family and session certificates kept on the API session are
+ * `OidcSessions`' (src/managers/). What this holds is protocol state that is never stored.
  */
 import crypto from 'node:crypto';
 import type { App } from '../core/context.js';
@@ -26,10 +30,8 @@ import { ApiError, errors } from '../core/errors.js';
 import { subjectText } from '../api/handlers/enroll-certs.js';
 import { fingerprintOf } from '../pki/certs.js';
 import { signCsrs, VALIDITY, withChain } from '../pki/sign-csr.js';
-import { newId } from '../resources/write.js';
 import type { MfaRecord } from '../auth/mfa.js';
-import type { Rec } from '../store/store.js';
-import { ACCESS_TOKEN, ApiSessions, REFRESH_TOKEN, type ApiSession } from '../auth/api-sessions.js';
+import { ACCESS_TOKEN, REFRESH_TOKEN, type ApiSession } from '../auth/api-sessions.js';
 import { effectiveSettings } from '../control/settings.js';
 
 export const CLIENT_IDS = new Set(['openziti', 'native']);
@@ -505,16 +507,7 @@ export class OidcProvider {
       if (e instanceof ApiError) throw new OAuthError('invalid_request', `invalid CSR: ${e.errorCause && 'reason' in e.errorCause ? e.errorCause.reason : e.message}`);
       throw e;
     }
-    const now = Date.now();
-    const rec: Rec = {
-      id: newId(), createdAt: now, updatedAt: now, tags: {}, apiSessionId: s.id, identityId: s.identityId,
-      certificate: cert.pem, fingerprint: cert.fingerprint, subject: subjectText(new crypto.X509Certificate(cert.pem)), validFrom: cert.notBefore, validTo: cert.notAfter,
-    };
-    const stored = await this.app.store.write((tx) => {
-      if (!tx.exists('apiSessions', s.id)) return false;
-      tx.put('apiSessionCertificates', rec);
-      return true;
-    });
+    const stored = await this.app.oidcSessions.addCertificate(s, { ...cert, subject: subjectText(new crypto.X509Certificate(cert.pem)) });
     if (!stored) throw new OAuthError('invalid_grant', 'the login of this token has ended');
     binding.fingerprints = [...(binding.authCertFingerprint ? [binding.authCertFingerprint] : []), cert.fingerprint];
     return withChain(this.app, cert.pem);
@@ -545,14 +538,7 @@ export class OidcProvider {
     if (s.oidc.clientId !== clientId) throw new OAuthError('invalid_grant', 'the refresh token was issued to another client');
     if (s.oidc.refreshJti !== claims.jti) {
       // Reuse of a rotated refresh token: whoever holds the family may be an attacker; end it.
-      // Decided inside a write that reads the record: in a cluster, a replica that has not yet
-      // applied a rotation made on another controller (this very token's) runs it again once it has.
-      const reused = await this.app.store.write((tx) => {
-        const cur = tx.get('apiSessions', asid) as ApiSession | undefined;
-        if (!cur?.oidc || cur.oidc.refreshJti === claims.jti) return false;
-        ApiSessions.deleteInTx(tx, [asid]);
-        return true;
-      });
+      const reused = await this.app.oidcSessions.endIfReused(asid, claims.jti);
       if (reused) throw new OAuthError('invalid_grant', 'the refresh token was already used; its tokens are revoked');
       s = this.app.sessions.get(asid);
       if (!s?.oidc) throw new OAuthError('invalid_grant', 'the refresh token has been revoked');
@@ -650,16 +636,9 @@ export class OidcProvider {
     const keys = this.app.keys;
     const now = Math.floor(Date.now() / 1000);
     const refreshJti = randomId();
-    const rotated = await this.app.store.write((tx) => {
-      const cur = tx.get('apiSessions', s.id) as ApiSession | undefined;
-      if (!cur) return false;
-      if (o.previousRefresh !== undefined && cur.oidc?.refreshJti !== o.previousRefresh) return false;
-      // Issuing tokens is activity, kept in the record: in a cluster, where the requests' own
-      // activity stays on each controller, every controller learns of it at once (the record is
-      // replicated), and no access token outlives the last recorded issue by more than its lifetime.
-      const t = Date.now();
-      tx.put('apiSessions', { ...cur, oidc: o.accessOnly ? cur.oidc : { clientId: o.clientId, refreshJti, scopes: o.scopes }, lastActivityAt: Math.max(cur.lastActivityAt, t), updatedAt: t });
-      return true;
+    const rotated = await this.app.oidcSessions.recordIssue(s.id, {
+      previousRefresh: o.previousRefresh,
+      oidc: o.accessOnly ? undefined : { clientId: o.clientId, refreshJti, scopes: o.scopes },
     });
     if (!rotated) throw new OAuthError('invalid_grant', 'the refresh token was already used or revoked');
     const bound = o.binding && o.binding.fingerprints.length > 0 ? { z_cfs: o.binding.fingerprints, ...(o.binding.authCertFingerprint ? { z_acf: o.binding.authCertFingerprint } : {}) } : {};
