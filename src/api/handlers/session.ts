@@ -9,7 +9,7 @@ import type { Registry } from '../../resources/registry.js';
 import type { ApiSession } from '../../auth/api-sessions.js';
 
 /** The outstanding secondary factors of a session, as upstream's `authQueries`. */
-export function authQueries(ctx: Ctx, s: ApiSession, extJwtSatisfied: boolean): Record<string, unknown>[] {
+function authQueries(ctx: Ctx, s: ApiSession, extJwtSatisfied: boolean): Record<string, unknown>[] {
   const out: Record<string, unknown>[] = [];
   if (s.isMfaRequired && !s.isMfaComplete) {
     const identity = ctx.app.store.get('identities', s.identityId);
@@ -29,7 +29,7 @@ export function authQueries(ctx: Ctx, s: ApiSession, extJwtSatisfied: boolean): 
 /** Does this request carry the secondary ext-JWT its session requires (or need none)? */
 const extJwtSatisfied = (ctx: Ctx, s: ApiSession) => ctx.app.logins.extJwtSatisfied(ctx.req.headers['authorization'], s);
 
-export function renderCurrentApiSession(reg: Registry, ctx: Ctx, s: ApiSession, satisfied = true) {
+function renderCurrentApiSession(reg: Registry, ctx: Ctx, s: ApiSession, satisfied = true) {
   const def = reg.def('apiSessions');
   const out = renderRecord(reg, def, s, { store: ctx.app.store, ctx });
   out.lastActivityAt = new Date(s.lastActivityAt).toISOString();
