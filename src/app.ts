@@ -52,6 +52,10 @@ import { ServiceSessions } from './managers/service-sessions.js';
 import { PostureResponses } from './managers/posture-responses.js';
 import { Fabric } from './managers/fabric.js';
 import { dummyPasswordHash, hashPassword } from './auth/passwords.js';
+import { totpIssuer } from './auth/mfa.js';
+import { Logins } from './managers/logins.js';
+import { Mfa } from './managers/mfa.js';
+import { OidcSessions } from './managers/oidc-sessions.js';
 import type { App } from './core/context.js';
 import { lockDataDir, ownerOnlyFromNowOn, tightenModes } from './store/data-dir.js';
 import { removePartialSnapshots } from './store/snapshot.js';
@@ -173,6 +177,10 @@ async function startOn(settings: Static<typeof ConfigSchema>, log: Logger, liste
   const serviceSessions = new ServiceSessions({ store, policy, keys, sessions, issuer: () => app.baseUrl });
   const postureResponses = new PostureResponses({ store, policy });
   const fabric = new Fabric({ store, reg });
+  const auth = new AuthServices(store, config);
+  // Both read `app` only when called, once it is built.
+  const logins = new Logins({ store, pool, extJwt: auth.extJwt, sessions, dummyHash: () => dummyPasswordHash(app) });
+  const mfa = new Mfa({ store, throttle: auth.mfaThrottle, pki, issuer: () => app.baseUrl, totpIssuer: () => totpIssuer(app.config.advertisedAddress) });
   const app: App = {
     config,
     store,
@@ -184,7 +192,10 @@ async function startOn(settings: Static<typeof ConfigSchema>, log: Logger, liste
     fabric,
     pool,
     sessions,
-    auth: new AuthServices(store, config),
+    auth,
+    logins,
+    mfa,
+    oidcSessions: new OidcSessions({ store }),
     log,
     pki,
     validators: { client: new BodyValidator('client'), management: new BodyValidator('management'), fabric: new BodyValidator('fabric') },

@@ -18,20 +18,20 @@
  *
  * Pending authorization requests and codes live in memory for a few minutes, as upstream keeps
  * them: a login in flight does not survive a restart and must be on the controller it started on.
+ *
+ * Nothing here writes the store: the login is `Logins.login` (as `POST /authenticate`), the TOTP
+ * steps are `Mfa`'s, and the refresh family and session certificates kept on the API session are
+ * `OidcSessions`' (src/managers/). What this holds is protocol state that is never stored.
  */
 import crypto from 'node:crypto';
-import type { App, Ctx, Op } from '../core/context.js';
+import type { App } from '../core/context.js';
 import type { Reply, Req } from '../core/operation.js';
 import { ApiError, errors } from '../core/errors.js';
-import { primaryLogin, resolveConfigTypes } from '../api/handlers/session.js';
 import { subjectText } from '../api/handlers/enroll-certs.js';
 import { fingerprintOf } from '../pki/certs.js';
 import { signCsrs, VALIDITY, withChain } from '../pki/sign-csr.js';
-import { newId } from '../resources/write.js';
-import { secondaryFactors } from '../auth/login-policy.js';
-import { checkCodeInTx, dropMfaInTx, isValidTotp, mfaErrors, mfaRecoveryCodes, mfaSecret, newMfaRecord, passMfaInTx, provisioningUrl, totpIssuer, type MfaRecord } from '../auth/mfa.js';
-import type { Rec } from '../store/store.js';
-import { ACCESS_TOKEN, ApiSessions, REFRESH_TOKEN, type ApiSession } from '../auth/api-sessions.js';
+import type { MfaRecord } from '../auth/mfa.js';
+import { ACCESS_TOKEN, REFRESH_TOKEN, type ApiSession } from '../auth/api-sessions.js';
 import { effectiveSettings } from '../control/settings.js';
 
 export const CLIENT_IDS = new Set(['openziti', 'native']);
@@ -286,43 +286,31 @@ export class OidcProvider {
    * With TOTP still to pass the answer lists the auth queries (header `totp-required: true`);
    * otherwise it is the 302 to the callback that hands out the code.
    */
-  login(method: string, req: Req, requestId: string): Promise<Reply> {
+  login(method: string, req: Req): Promise<Reply> {
     // The same queue as `POST /authenticate`: logins are the expensive, attackable requests.
-    return this.app.auth.limits.auth.run(() => this.loginStep(method, req, requestId));
+    return this.app.auth.limits.auth.run(() => this.loginStep(method, req));
   }
 
-  private async loginStep(method: string, req: Req, requestId: string): Promise<Reply> {
+  private async loginStep(method: string, req: Req): Promise<Reply> {
     const body = parseFields(req);
     const r = this.pending(body.id ?? body.authRequestID ?? req.query.get('authRequestID') ?? req.query.get('id'));
     const ct = body.configTypes;
     if (ct !== undefined && typeof ct !== 'string' && !(Array.isArray(ct) && ct.every((c) => typeof c === 'string')))
       throw errors.field('configTypes', 'must be a list of config type names or ids', ct);
     if (body.csrPem !== undefined && typeof body.csrPem !== 'string') throw errors.field('csrPem', 'must be a PEM encoded certificate signing request', body.csrPem);
-    const ctx: Ctx = { app: this.app, req, op: undefined as unknown as Op, params: {}, body, requestId };
-    const { identity, result } = await primaryLogin(ctx, method);
-    // What the client says of itself, kept on the identity as `/authenticate` keeps it.
-    const envInfo = loginInfo(body, 'env');
-    const sdkInfo = loginInfo(body, 'sdk');
-    if (envInfo || sdkInfo)
-      await this.app.store.write((tx) => {
-        const cur = tx.get('identities', identity.id);
-        if (cur) tx.put('identities', { ...cur, envInfo: envInfo ?? cur.envInfo, sdkInfo: sdkInfo ?? cur.sdkInfo });
-      });
-    const secondary = secondaryFactors(this.app.store, identity);
-    // The auth policy's secondary external-JWT factor is proven here, at login, by a token of that
-    // signer among the request's Bearer tokens (as upstream does); the login's tokens then stand
-    // for it. Without one the login stays pending with an EXT-JWT auth query and gets no code.
-    const extJwtPassed = secondary.extJwtSignerId !== undefined && (await this.app.auth.extJwt.satisfiesSecondary(req.headers['authorization'], secondary.extJwtSignerId, identity.id));
-    const { session } = await this.app.sessions.create({
-      identityId: identity.id,
-      authenticatorId: result.authenticatorId,
+    // The same login as `POST /authenticate`. The auth policy's secondary external-JWT factor is
+    // proven here, at login, by a token of that signer among the request's Bearer tokens (as
+    // upstream does); the login's tokens then stand for it. Without one the login stays pending
+    // with an EXT-JWT auth query and gets no code.
+    const { session } = await this.app.logins.login({
       method,
-      primarySignerId: result.externalJwtSignerId,
-      ipAddress: req.remoteAddress,
-      configTypes: resolveConfigTypes(ctx, typeof ct === 'string' ? [ct] : ct),
-      isMfaRequired: secondary.isMfaRequired,
-      extJwtSignerId: extJwtPassed ? undefined : secondary.extJwtSignerId,
-      extra: result.sessionFields,
+      fields: body,
+      req,
+      configTypes: typeof ct === 'string' ? [ct] : ct,
+      // What the client says of itself, kept on the identity as `/authenticate` keeps it.
+      envInfo: loginInfo(body, 'env'),
+      sdkInfo: loginInfo(body, 'sdk'),
+      extJwtAtLogin: true,
     });
     // A second login for the same request replaces the first one's API session.
     if (r.apiSessionId) await this.app.sessions.delete(r.apiSessionId);
@@ -375,15 +363,7 @@ export class OidcProvider {
     // As `/authenticate/mfa` (and upstream's step): a TOTP code or an unused recovery code (then
     // used up), under the identity's brake; a wrong one is 400 MFA_INVALID_TOKEN, which SDKs read
     // as "the code did not verify".
-    const now = Date.now();
-    await this.app.auth.mfaThrottle.guard(s.identityId, () =>
-      this.app.store.write((tx) => {
-        const cur = tx.get('identities', s.identityId);
-        if (!cur || !(cur.mfa as MfaRecord | undefined)?.isVerified) throw notEnabled();
-        checkCodeInTx(this.app.store.sealer, tx, cur, str(body.code) ?? '', { allowRecovery: true });
-        passMfaInTx(tx, s.id, now);
-      }),
-    );
+    await this.app.mfa.pass(s.identityId, s.id, str(body.code) ?? '', notEnabled);
     return this.next(r, this.app.sessions.get(s.id) ?? s);
   }
 
@@ -395,20 +375,17 @@ export class OidcProvider {
     const r = this.pending(body.id ?? body.authRequestID ?? req.query.get('authRequestID') ?? req.query.get('id'));
     const s = r.apiSessionId ? this.app.sessions.get(r.apiSessionId) : undefined;
     if (!s) throw new ApiError('INVALID_AUTH');
-    const ctx: Ctx = { app: this.app, req, op: undefined as unknown as Op, params: {}, body, requestId: '' };
-    return { r, s, ctx };
+    return { r, s };
   }
 
   /** What an unverified enrollment shows (as `GET /current-identity/mfa` does): the secret's URL and the recovery codes. */
-  private enrollmentDetail(ctx: Ctx, identity: Rec, mfa: MfaRecord) {
-    const sealer = this.app.store.sealer;
+  private enrollmentDetail(identityName: string, mfa: MfaRecord) {
     return {
       id: mfa.id,
       createdAt: new Date(mfa.createdAt).toISOString(),
       updatedAt: new Date(mfa.updatedAt).toISOString(),
       isVerified: false,
-      provisioningUrl: provisioningUrl(totpIssuer(this.app.config.advertisedAddress), String(identity.name), mfaSecret(sealer, mfa)),
-      recoveryCodes: mfaRecoveryCodes(sealer, mfa),
+      ...this.app.mfa.provisioning(identityName, mfa),
     };
   }
 
@@ -419,24 +396,18 @@ export class OidcProvider {
    */
   async startTotpEnrollment(req: Req): Promise<Reply> {
     const body = parseFields(req);
-    const { s, ctx } = this.primaryPassed(req, body);
-    const mfa = newMfaRecord(this.app.store.sealer);
-    const identity = await this.app.store.write((tx) => {
-      const cur = tx.get('identities', s.identityId);
-      if (!cur) throw new ApiError('INVALID_AUTH');
-      if (cur.mfa) throw mfaErrors.exists();
-      tx.put('identities', { ...cur, mfa });
-      return cur;
-    });
-    return { status: 201, body: this.enrollmentDetail(ctx, identity, mfa), headers: { 'cache-control': 'no-store' } };
+    const { s } = this.primaryPassed(req, body);
+    const name = String(this.app.store.get('identities', s.identityId)?.name);
+    const mfa = await this.app.mfa.enroll(s.identityId);
+    return { status: 201, body: this.enrollmentDetail(name, mfa), headers: { 'cache-control': 'no-store' } };
   }
 
   /** The unverified enrollment of a request's identity (for a login page shown again). */
   pendingEnrollment(req: Req): ReturnType<OidcProvider['enrollmentDetail']> | undefined {
-    const { s, ctx } = this.primaryPassed(req, parseFields(req));
+    const { s } = this.primaryPassed(req, parseFields(req));
     const identity = this.app.store.get('identities', s.identityId);
     const mfa = identity?.mfa as MfaRecord | undefined;
-    return identity && mfa && !mfa.isVerified ? this.enrollmentDetail(ctx, identity, mfa) : undefined;
+    return identity && mfa && !mfa.isVerified ? this.enrollmentDetail(String(identity.name), mfa) : undefined;
   }
 
   /**
@@ -445,18 +416,8 @@ export class OidcProvider {
    */
   async deleteTotpEnrollment(req: Req): Promise<Reply> {
     const body = parseFields(req);
-    const { s, ctx } = this.primaryPassed(req, body);
-    await this.app.auth.mfaThrottle.guard(s.identityId, () =>
-      this.app.store.write((tx) => {
-        const cur = tx.get('identities', s.identityId);
-        const mfa = cur?.mfa as MfaRecord | undefined;
-        if (!cur || !mfa) throw new ApiError('NOT_FOUND');
-        if (mfa.isVerified) checkCodeInTx(this.app.store.sealer, tx, cur, str(body.code) ?? '', { allowRecovery: true });
-        const { mfa: _m, ...rest } = tx.get('identities', s.identityId)!;
-        tx.put('identities', rest as Rec);
-        dropMfaInTx(this.app.store, tx, cur);
-      }),
-    );
+    const { s } = this.primaryPassed(req, body);
+    await this.app.mfa.remove(s.identityId, str(body.code) ?? '');
     return { status: 200, body: {} };
   }
 
@@ -468,18 +429,7 @@ export class OidcProvider {
   async verifyTotpEnrollment(req: Req): Promise<Reply> {
     const body = parseFields(req);
     const { r, s } = this.primaryPassed(req, body);
-    const now = Date.now();
-    await this.app.auth.mfaThrottle.guard(s.identityId, () =>
-      this.app.store.write((tx) => {
-        const cur = tx.get('identities', s.identityId);
-        const mfa = cur?.mfa as MfaRecord | undefined;
-        if (!cur || !mfa || mfa.isVerified) throw new ApiError('NOT_FOUND');
-        // Verified with a TOTP code only: it proves the authenticator app holds the secret.
-        if (!isValidTotp(mfaSecret(this.app.store.sealer, mfa), str(body.code))) throw mfaErrors.invalidToken();
-        tx.put('identities', { ...cur, mfa: { ...mfa, isVerified: true, updatedAt: now } });
-        passMfaInTx(tx, s.id, now);
-      }),
-    );
+    await this.app.mfa.verify(s.identityId, s.id, str(body.code));
     return this.next(r, this.app.sessions.get(s.id) ?? s);
   }
 
@@ -557,16 +507,7 @@ export class OidcProvider {
       if (e instanceof ApiError) throw new OAuthError('invalid_request', `invalid CSR: ${e.errorCause && 'reason' in e.errorCause ? e.errorCause.reason : e.message}`);
       throw e;
     }
-    const now = Date.now();
-    const rec: Rec = {
-      id: newId(), createdAt: now, updatedAt: now, tags: {}, apiSessionId: s.id, identityId: s.identityId,
-      certificate: cert.pem, fingerprint: cert.fingerprint, subject: subjectText(new crypto.X509Certificate(cert.pem)), validFrom: cert.notBefore, validTo: cert.notAfter,
-    };
-    const stored = await this.app.store.write((tx) => {
-      if (!tx.exists('apiSessions', s.id)) return false;
-      tx.put('apiSessionCertificates', rec);
-      return true;
-    });
+    const stored = await this.app.oidcSessions.addCertificate(s, { ...cert, subject: subjectText(new crypto.X509Certificate(cert.pem)) });
     if (!stored) throw new OAuthError('invalid_grant', 'the login of this token has ended');
     binding.fingerprints = [...(binding.authCertFingerprint ? [binding.authCertFingerprint] : []), cert.fingerprint];
     return withChain(this.app, cert.pem);
@@ -597,14 +538,7 @@ export class OidcProvider {
     if (s.oidc.clientId !== clientId) throw new OAuthError('invalid_grant', 'the refresh token was issued to another client');
     if (s.oidc.refreshJti !== claims.jti) {
       // Reuse of a rotated refresh token: whoever holds the family may be an attacker; end it.
-      // Decided inside a write that reads the record: in a cluster, a replica that has not yet
-      // applied a rotation made on another controller (this very token's) runs it again once it has.
-      const reused = await this.app.store.write((tx) => {
-        const cur = tx.get('apiSessions', asid) as ApiSession | undefined;
-        if (!cur?.oidc || cur.oidc.refreshJti === claims.jti) return false;
-        ApiSessions.deleteInTx(tx, [asid]);
-        return true;
-      });
+      const reused = await this.app.oidcSessions.endIfReused(asid, claims.jti);
       if (reused) throw new OAuthError('invalid_grant', 'the refresh token was already used; its tokens are revoked');
       s = this.app.sessions.get(asid);
       if (!s?.oidc) throw new OAuthError('invalid_grant', 'the refresh token has been revoked');
@@ -702,16 +636,9 @@ export class OidcProvider {
     const keys = this.app.keys;
     const now = Math.floor(Date.now() / 1000);
     const refreshJti = randomId();
-    const rotated = await this.app.store.write((tx) => {
-      const cur = tx.get('apiSessions', s.id) as ApiSession | undefined;
-      if (!cur) return false;
-      if (o.previousRefresh !== undefined && cur.oidc?.refreshJti !== o.previousRefresh) return false;
-      // Issuing tokens is activity, kept in the record: in a cluster, where the requests' own
-      // activity stays on each controller, every controller learns of it at once (the record is
-      // replicated), and no access token outlives the last recorded issue by more than its lifetime.
-      const t = Date.now();
-      tx.put('apiSessions', { ...cur, oidc: o.accessOnly ? cur.oidc : { clientId: o.clientId, refreshJti, scopes: o.scopes }, lastActivityAt: Math.max(cur.lastActivityAt, t), updatedAt: t });
-      return true;
+    const rotated = await this.app.oidcSessions.recordIssue(s.id, {
+      previousRefresh: o.previousRefresh,
+      oidc: o.accessOnly ? undefined : { clientId: o.clientId, refreshJti, scopes: o.scopes },
     });
     if (!rotated) throw new OAuthError('invalid_grant', 'the refresh token was already used or revoked');
     const bound = o.binding && o.binding.fingerprints.length > 0 ? { z_cfs: o.binding.fingerprints, ...(o.binding.authCertFingerprint ? { z_acf: o.binding.authCertFingerprint } : {}) } : {};

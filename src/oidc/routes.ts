@@ -129,7 +129,7 @@ function oidcRoute(oidc: OidcProvider): RawRoute {
     method: '*',
     path: '/oidc',
     prefix: true,
-    async handle(req, requestId) {
+    async handle(req) {
       const m = req.method;
       const trimmed = req.path.replace(/\/$/, '');
       const p = Object.hasOwn(ALIASES, trimmed) ? ALIASES[trimmed] : trimmed;
@@ -178,9 +178,9 @@ function oidcRoute(oidc: OidcProvider): RawRoute {
               : { status: 200, body: 'please POST to this URL', contentType: 'text/plain', headers: { 'auth-request-id': id } };
           }
           if (m === 'post') {
-            if (!browser || method !== 'password') return await oidc.login(method, req, requestId);
+            if (!browser || method !== 'password') return await oidc.login(method, req);
             const id = postedId(req);
-            return await browserStep(async () => browserNext(await oidc.login(method, req, requestId), id), (reason) => loginPage(id, reason));
+            return await browserStep(async () => browserNext(await oidc.login(method, req), id), (reason) => loginPage(id, reason));
           }
         }
       } catch (e) {

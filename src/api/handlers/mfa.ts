@@ -1,34 +1,25 @@
 /**
  * Multi-factor authentication: the caller's TOTP enrollment (enroll, detail, QR code, verify,
  * recovery codes, delete), `authenticate/mfa`, TOTP tokens for posture responses, and an
- * administrator removing an identity's MFA.
+ * administrator removing an identity's MFA. The rules and writes are the MFA manager's
+ * (src/managers/mfa.ts); these translate HTTP.
  */
-import crypto from 'node:crypto';
 import type { Ctx, Entry } from '../../core/context.js';
 import { errors } from '../../core/errors.js';
 import { created, empty, ok } from '../../core/envelope.js';
-import { write } from '../../resources/write.js';
-import type { Rec, Tx } from '../../store/store.js';
-import { signJwt } from '../../pki/jwt.js';
-import {
-  checkCodeInTx, dropMfaInTx, isValidTotp, passMfaInTx, totpIssuer, mfaErrors, mfaRecoveryCodes, mfaSecret, newMfaRecord, newSealedRecoveryCodes, provisioningUrl, qrPng, type MfaRecord,
-} from '../../auth/mfa.js';
-
-/** Lifetime of a TOTP token (proof of a TOTP check at a point in time, for posture responses). */
-const TOTP_TOKEN_SECONDS = 5 * 60;
-
-/** The caller's identity as committed now (inside a write: as the write sees it). */
-function currentIdentity(ctx: Ctx, tx?: Tx): Rec {
-  const rec = (tx ?? ctx.app.store).get('identities', ctx.identity!.id);
-  if (!rec) throw errors.unauthorized();
-  return rec;
-}
+import type { MfaRecord } from '../../auth/mfa.js';
 
 /** The code of a request: JSON body `{code}` or header `mfa-validation-code`. */
 function codeOf(ctx: Ctx, from: 'body' | 'header' | 'either'): string {
   const body = from !== 'header' && typeof ctx.body?.code === 'string' ? ctx.body.code : undefined;
   const header = from !== 'body' ? ctx.req.headers['mfa-validation-code'] : undefined;
   return (body ?? header ?? '').trim();
+}
+
+/** The caller's MFA record as committed now. */
+function callerMfa(ctx: Ctx): MfaRecord | undefined {
+  if (!ctx.app.store.has('identities', ctx.identity!.id)) throw errors.unauthorized();
+  return ctx.app.mfa.of(ctx.identity!.id);
 }
 
 function mfaLinks() {
@@ -44,140 +35,70 @@ function mfaBase(mfa: MfaRecord) {
   return { id: mfa.id, createdAt: new Date(mfa.createdAt).toISOString(), updatedAt: new Date(mfa.updatedAt).toISOString(), tags: {}, _links: mfaLinks() };
 }
 
-/** A code check of the caller under its brute-force brake (MfaThrottle.guard). */
-const guarded = <T>(ctx: Ctx, fn: () => T | Promise<T>) => ctx.app.auth.mfaThrottle.guard(ctx.identity!.id, fn);
-
 export function mfaEntries(): Entry[] {
   return [
     { api: 'both', operationId: 'enrollMfa', auth: 'partial', limit: 'heavy',
       handler: async (ctx) => {
-        const mfa = newMfaRecord(ctx.app.store.sealer);
-        await write(ctx.app.store, (tx) => {
-          const cur = currentIdentity(ctx, tx);
-          if (cur.mfa) throw mfaErrors.exists();
-          tx.put('identities', { ...cur, mfa });
-        });
+        const mfa = await ctx.app.mfa.enroll(ctx.identity!.id);
         return created(mfa.id, './current-identity/mfa');
       } },
 
     { api: 'both', operationId: 'detailMfa', auth: 'partial',
       handler: (ctx) => {
-        const mfa = currentIdentity(ctx).mfa as MfaRecord | undefined;
+        const mfa = callerMfa(ctx);
         if (!mfa) throw errors.notFound();
         if (mfa.isVerified) return ok({ ...mfaBase(mfa), isVerified: true, recoveryCodes: null });
-        return ok({
-          ...mfaBase(mfa),
-          isVerified: false,
-          provisioningUrl: provisioningUrl(totpIssuer(ctx.app.config.advertisedAddress), ctx.identity!.name, mfaSecret(ctx.app.store.sealer, mfa)),
-          recoveryCodes: mfaRecoveryCodes(ctx.app.store.sealer, mfa),
-        });
+        return ok({ ...mfaBase(mfa), isVerified: false, ...ctx.app.mfa.provisioning(ctx.identity!.name, mfa) });
       } },
 
     { api: 'both', operationId: 'detailMfaQrCode', auth: 'partial', limit: 'heavy',
       handler: async (ctx) => {
-        const mfa = currentIdentity(ctx).mfa as MfaRecord | undefined;
+        const mfa = callerMfa(ctx);
         // Only while enrollment is pending: once verified the secret is never shown again.
         if (!mfa || mfa.isVerified) throw errors.notFound();
-        const png = await qrPng(provisioningUrl(totpIssuer(ctx.app.config.advertisedAddress), ctx.identity!.name, mfaSecret(ctx.app.store.sealer, mfa)));
+        const png = await ctx.app.mfa.qrCode(ctx.identity!.name, mfa);
         return { status: 200, body: png, contentType: 'image/png', headers: { 'cache-control': 'no-store' } };
       } },
 
     { api: 'both', operationId: 'verifyMfa', auth: 'partial', limit: 'auth',
-      handler: (ctx) => guarded(ctx, async () => {
-        const code = codeOf(ctx, 'body');
-        const now = Date.now();
-        await write(ctx.app.store, (tx) => {
-          const cur = currentIdentity(ctx, tx);
-          const mfa = cur.mfa as MfaRecord | undefined;
-          if (!mfa || mfa.isVerified) throw errors.notFound();
-          // Enrollment is verified with a TOTP code only: it proves the authenticator app works.
-          if (!isValidTotp(mfaSecret(ctx.app.store.sealer, mfa), code)) throw mfaErrors.invalidToken();
-          tx.put('identities', { ...cur, mfa: { ...mfa, isVerified: true, updatedAt: now } });
-          passMfaInTx(tx, ctx.session!.id, now);
-        });
+      handler: async (ctx) => {
+        await ctx.app.mfa.verify(ctx.identity!.id, ctx.session!.id, codeOf(ctx, 'body'));
         return empty();
-      }) },
+      } },
 
     { api: 'both', operationId: 'authenticateMfa', auth: 'partial', limit: 'auth',
-      handler: (ctx) => guarded(ctx, async () => {
-        const code = codeOf(ctx, 'body');
-        const now = Date.now();
-        await write(ctx.app.store, (tx) => {
-          const cur = currentIdentity(ctx, tx);
-          if (!(cur.mfa as MfaRecord | undefined)?.isVerified) throw mfaErrors.notEnrolled();
-          if (code === '') throw mfaErrors.invalidToken();
-          checkCodeInTx(ctx.app.store.sealer, tx, cur, code, { allowRecovery: true });
-          passMfaInTx(tx, ctx.session!.id, now);
-        });
+      handler: async (ctx) => {
+        await ctx.app.mfa.pass(ctx.identity!.id, ctx.session!.id, codeOf(ctx, 'body'));
         return empty();
-      }) },
+      } },
 
     { api: 'both', operationId: 'detailMfaRecoveryCodes', auth: 'session', limit: 'auth',
-      handler: (ctx) => guarded(ctx, () => {
-        const mfa = currentIdentity(ctx).mfa as MfaRecord | undefined;
-        if (!mfa?.isVerified) throw errors.notFound();
-        // Showing the codes needs a TOTP code: a recovery code must not reveal the others.
-        if (!isValidTotp(mfaSecret(ctx.app.store.sealer, mfa), codeOf(ctx, 'either'))) throw mfaErrors.invalidToken();
-        return ok({ ...mfaBase(mfa), recoveryCodes: mfaRecoveryCodes(ctx.app.store.sealer, mfa) });
-      }) },
+      handler: async (ctx) => {
+        const mfa = await ctx.app.mfa.showRecoveryCodes(ctx.identity!.id, codeOf(ctx, 'either'));
+        return ok({ ...mfaBase(mfa), recoveryCodes: ctx.app.mfa.recoveryCodes(mfa) });
+      } },
 
     { api: 'both', operationId: 'createMfaRecoveryCodes', auth: 'session', limit: 'auth',
-      handler: (ctx) => guarded(ctx, async () => {
-        const code = codeOf(ctx, 'body');
-        await write(ctx.app.store, (tx) => {
-          const cur = currentIdentity(ctx, tx);
-          if (!(cur.mfa as MfaRecord | undefined)?.isVerified) throw errors.notFound();
-          checkCodeInTx(ctx.app.store.sealer, tx, cur, code, { allowRecovery: true });
-          const latest = currentIdentity(ctx, tx);
-          tx.put('identities', { ...latest, mfa: { ...latest.mfa, recoveryCodes: newSealedRecoveryCodes(ctx.app.store.sealer), updatedAt: Date.now() } });
-        });
+      handler: async (ctx) => {
+        await ctx.app.mfa.newRecoveryCodes(ctx.identity!.id, codeOf(ctx, 'body'));
         return empty();
-      }) },
+      } },
 
     { api: 'both', operationId: 'deleteMfa', auth: 'session', limit: 'auth',
-      handler: (ctx) => guarded(ctx, async () => {
-        const code = codeOf(ctx, 'header');
-        await write(ctx.app.store, (tx) => {
-          const cur = currentIdentity(ctx, tx);
-          const mfa = cur.mfa as MfaRecord | undefined;
-          if (!mfa) throw errors.notFound();
-          // A never-verified enrollment can be dropped without a code (there may be no app yet).
-          if (mfa.isVerified) checkCodeInTx(ctx.app.store.sealer, tx, cur, code, { allowRecovery: true });
-          const { mfa: _m, ...rest } = currentIdentity(ctx, tx);
-          tx.put('identities', rest as Rec);
-          dropMfaInTx(ctx.app.store, tx, cur);
-        });
+      handler: async (ctx) => {
+        await ctx.app.mfa.remove(ctx.identity!.id, codeOf(ctx, 'header'));
         return empty();
-      }) },
+      } },
 
     { api: 'both', operationId: 'createTotpToken', auth: 'session', limit: 'auth',
-      handler: (ctx) => guarded(ctx, async () => {
-        // Upstream mints TOTP tokens only for sessions backed by an OIDC access token; a legacy
-        // zt-session token is refused before anything else is looked at.
-        if (!ctx.session!.oidc) throw mfaErrors.invalidBackingTokenType();
-        const mfa = currentIdentity(ctx).mfa as MfaRecord | undefined;
-        if (!mfa?.isVerified) throw mfaErrors.notEnrolled();
-        if (!isValidTotp(mfaSecret(ctx.app.store.sealer, mfa), codeOf(ctx, 'body'))) throw mfaErrors.invalidToken();
-        const iat = Math.floor(Date.now() / 1000);
-        const pki = ctx.app.pki;
-        // A controller-signed proof that this identity passed TOTP at `iat` in this API session.
-        const token = signJwt(pki.serverKey, pki.serverCertSha1Hex, {
-          iss: ctx.app.baseUrl, sub: ctx.identity!.id, aud: ['mesh'], iat, exp: iat + TOTP_TOKEN_SECONDS,
-          jti: crypto.randomUUID(), z_t: 'totp', z_asid: ctx.session!.id,
-        });
-        return ok({ token, issuedAt: new Date(iat * 1000).toISOString() });
-      }) },
+      handler: async (ctx) => {
+        const { token, issuedAt } = await ctx.app.mfa.totpToken(ctx.session!, codeOf(ctx, 'body'));
+        return ok({ token, issuedAt: new Date(issuedAt).toISOString() });
+      } },
 
     { api: 'management', operationId: 'removeIdentityMfa', auth: 'admin', permission: { family: 'identity', action: 'update' }, reaches: { from: 'path' },
       handler: async (ctx) => {
-        await write(ctx.app.store, (tx) => {
-          const cur = tx.get('identities', ctx.params.id);
-          if (!cur) throw errors.notFound();
-          if (!cur.mfa) return;
-          const { mfa: _m, ...rest } = cur;
-          tx.put('identities', { ...rest, updatedAt: Math.max(Date.now(), cur.updatedAt + 1) } as Rec);
-          dropMfaInTx(ctx.app.store, tx, cur);
-        });
+        await ctx.app.mfa.removeByAdmin(ctx.params.id);
         return empty();
       } },
   ];
