@@ -46,7 +46,7 @@ import { newId } from './resources/write.js';
 import { BUILTIN_CONFIG_TYPES, builtinConfigTypeRecord } from './resources/builtin-config-types.js';
 import { MIGRATIONS } from './migrations.js';
 import { dummyPasswordHash, hashPassword } from './auth/passwords.js';
-import type { App } from './core/context.js';
+import type { App } from './api/context.js';
 import { lockDataDir, ownerOnlyFromNowOn, tightenModes } from './store/data-dir.js';
 import { removePartialSnapshots } from './store/snapshot.js';
 import type { Static } from 'typebox';

@@ -44,7 +44,7 @@ import { BodyValidator } from '../../src/api/validate.js';
 import { ApiError } from '../../src/core/errors.js';
 import { bootstrap } from '../../src/app.js';
 import { builtinConfigTypeId } from '../../src/resources/builtin-config-types.js';
-import type { App, Ctx } from '../../src/core/context.js';
+import type { App, Ctx } from '../../src/api/context.js';
 
 // ---- shapes ----------------------------------------------------------------------------------
 

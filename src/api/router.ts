@@ -8,7 +8,8 @@ import { ClusterUnavailable, WriteContention } from '../cluster/errors.js';
 import { ApiError, defaultRetryAfter, errors } from '../core/errors.js';
 import { renderError } from '../core/envelope.js';
 import { shortId } from '../store/ids.js';
-import type { App, Ctx, Op } from '../core/context.js';
+import type { App, Ctx, Op } from './context.js';
+import type { ServedOperation } from '../core/context.js';
 import type { ApiName, RawRoute, Reach, Reply, Req } from '../core/operation.js';
 import type { Rec } from '../store/store.js';
 import { dominates, isPermitted } from '../auth/permissions.js';
@@ -191,13 +192,15 @@ export class Router {
     if (req.method === 'options') return { status: 200, body: '', headers: corsPreflight() };
     if (raw) return raw.handle(req, t.requestId);
     const prepared = this.prepare(req, t.requestId, t.matched);
+    // The operation matched is the one the context carries (which shows handlers no handler).
+    const op = t.matched.op!;
     if (isPromise(prepared))
       return prepared.then((ctx) => {
         t.ctx = ctx;
-        return ctx.op.handler(ctx);
+        return op.handler(ctx);
       });
     t.ctx = prepared;
-    return prepared.op.handler(prepared);
+    return op.handler(prepared);
   }
 
   /** Response headers and the request hook, once the reply is known. */
@@ -208,7 +211,7 @@ export class Router {
     // Lists arrive already serialised (a string or pieces typed application/json), other JSON as an object.
     const isJson = reply.contentType === undefined ? reply.body !== null && typeof reply.body === 'object' && !Buffer.isBuffer(reply.body) : reply.contentType === 'application/json';
     if (ctx && isJson) {
-      const json = this.jsonMedia.get(ctx.op);
+      const json = this.jsonMedia.get(matched.op!);
       if (json) reply.contentType = json;
     }
     const headers: Record<string, string> = reply.headers
@@ -347,7 +350,7 @@ export class Router {
 }
 
 /** Permission before any lookup: the answer never depends on whether the entity exists. */
-function permit(op: Op, identity: Rec) {
+function permit(op: ServedOperation, identity: Rec) {
   if (op.auth === 'admin' && !isPermitted(identity, op.permission)) throw errors.unauthorized();
 }
 

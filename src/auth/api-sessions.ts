@@ -22,6 +22,7 @@ import { timeOrderedId } from '../store/ids.js';
 import { tokenDigest, type SigningKeys, type TokenClaims } from './tokens.js';
 import { allowsPrimary, type PrimaryMethod } from './login-policy.js';
 import { fingerprintOf } from '../pki/certs.js';
+import type { CoreApp, Ctx } from '../core/context.js';
 
 export const API_SESSION_TOKEN = 'api-session';
 /** `z_t` of OIDC access and refresh tokens, as upstream names them. */
@@ -32,15 +33,9 @@ export const REFRESH_TOKEN = 'r';
 /** A token in the format stored before tokens were signed (a random UUID kept in clear). */
 const PLAIN_TOKEN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
-declare module '../core/context.js' {
-  interface Services {
-    /** The API sessions of every caller. */
-    sessions: ApiSessions;
-  }
-  interface Ctx {
-    /** The caller's API session, when the request presented one. */
-    session?: ApiSession;
-  }
+/** A handler's context once the router has resolved the caller's API session (when one was presented). */
+export interface SessionCtx<A extends CoreApp = CoreApp> extends Ctx<A> {
+  session?: ApiSession;
 }
 
 export interface ApiSession extends Rec {

@@ -20,7 +20,7 @@
  * them: a login in flight does not survive a restart and must be on the controller it started on.
  */
 import crypto from 'node:crypto';
-import type { App, Ctx, Op } from '../core/context.js';
+import type { App, Ctx, Op } from '../api/context.js';
 import type { Reply, Req } from '../core/operation.js';
 import { ApiError, errors } from '../core/errors.js';
 import { primaryLogin, resolveConfigTypes } from '../api/handlers/session.js';

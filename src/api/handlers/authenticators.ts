@@ -2,7 +2,7 @@
  * Authenticator writes (passwords hashed in the worker pool, certificates parsed) and the caller's
  * own authenticators; their list, detail and delete are the family's standard operations.
  */
-import type { Ctx, Entry } from '../../core/context.js';
+import type { Ctx, Entry } from '../context.js';
 import type { Reply } from '../../core/operation.js';
 import { ApiError, errors } from '../../core/errors.js';
 import { created, empty, ok } from '../../core/envelope.js';

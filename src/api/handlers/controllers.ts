@@ -7,7 +7,7 @@
  */
 import type { Member } from '../../cluster/members.js';
 import crypto from 'node:crypto';
-import type { Ctx, Entry, Handler } from '../../core/context.js';
+import type { Ctx, Entry, Handler } from '../context.js';
 import type { Reply } from '../../core/operation.js';
 import { errors } from '../../core/errors.js';
 import { created, empty, list, ok } from '../../core/envelope.js';

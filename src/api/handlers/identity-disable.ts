@@ -1,5 +1,5 @@
 /** Identity disable and enable by an administrator (the lockout that also disables: src/auth/disable.ts). */
-import type { Entry } from '../../core/context.js';
+import type { Entry } from '../context.js';
 import { errors } from '../../core/errors.js';
 import { empty } from '../../core/envelope.js';
 import { write } from '../../resources/write.js';

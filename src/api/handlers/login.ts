@@ -5,7 +5,7 @@
  *
  * Example: `LOGIN_METHODS.password(ctx)` → `{ identity, authenticatorId }` or throws INVALID_AUTH.
  */
-import type { Ctx } from '../../core/context.js';
+import type { Ctx } from '../context.js';
 import type { Rec } from '../../store/store.js';
 import { errors } from '../../core/errors.js';
 import { bearerTokens } from '../../auth/ext-jwt.js';

@@ -4,7 +4,7 @@
  * administrator removing an identity's MFA.
  */
 import crypto from 'node:crypto';
-import type { Ctx, Entry } from '../../core/context.js';
+import type { Ctx, Entry } from '../context.js';
 import { errors } from '../../core/errors.js';
 import { created, empty, ok } from '../../core/envelope.js';
 import { write } from '../../resources/write.js';

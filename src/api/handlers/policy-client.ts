@@ -4,7 +4,7 @@
  * routers, service sessions (create with the reference's check order, list/detail/delete), the
  * service-update timestamp and posture responses.
  */
-import type { Ctx, Entry, Handler } from '../../core/context.js';
+import type { Ctx, Entry, Handler } from '../context.js';
 import type { Reply } from '../../core/operation.js';
 import { ApiError, errors } from '../../core/errors.js';
 import { ok, okWithRaw, empty, envelope } from '../../core/envelope.js';

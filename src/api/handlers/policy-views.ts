@@ -5,7 +5,7 @@
  * the resource summary. Every list pages and filters like any other list (runList over the
  * candidate ids the index yields).
  */
-import type { Ctx, Entry, Handler } from '../../core/context.js';
+import type { Ctx, Entry, Handler } from '../context.js';
 import type { Reply } from '../../core/operation.js';
 import { errors } from '../../core/errors.js';
 import { ok, empty, list as listEnvelope } from '../../core/envelope.js';

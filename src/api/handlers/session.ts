@@ -7,7 +7,7 @@
  * and an expired certificate), wrong passwords count towards the lockout, and the policy plus the
  * identity's verified MFA decide the secondary factors (`authQueries`) of the new API session.
  */
-import type { Ctx, Entry } from '../../core/context.js';
+import type { Ctx, Entry } from '../context.js';
 import type { Reply } from '../../core/operation.js';
 import { errors } from '../../core/errors.js';
 import { ok, empty } from '../../core/envelope.js';
