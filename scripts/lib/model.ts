@@ -408,10 +408,9 @@ export async function writeModelToStore(dataDir: string, shape: Shape, opts: Sto
   const log = pino({ level: 'silent' });
   const pki = await loadOrCreatePki(path.join(dataDir, 'pki'), { advertisedHost });
   const fresh = readDataFormat(dataDir) === undefined;
-  const store = new Store(path.join(dataDir, 'db'), reg.collectionSpecs());
   // Secrets are sealed as the controller seals them, and the directory is of the current format
   // (written as this version writes it: no migration is due at the controller's first start).
-  store.sealer = Sealer.forPkiDir(path.join(dataDir, 'pki'));
+  const store = new Store(path.join(dataDir, 'db'), reg.collectionSpecs(), { sealer: Sealer.forPkiDir(path.join(dataDir, 'pki')) });
   if (fresh) writeDataFormat(dataDir, CURRENT_FORMAT);
   const pool = new WorkerPool({ threads: 1, maxQueue: 16, signingCa: { certPem: pki.signingCertPem, key: pki.signingKey } });
   try {

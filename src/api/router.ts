@@ -69,20 +69,31 @@ export interface RequestRecord {
   identityId?: string;
 }
 
-export class Router {
+/** What the router serves besides the operation table, and whom it tells of requests. */
+export interface RouterOptions {
+  /** Routes outside the upstream APIs (see RawRoute), tried in this order. */
+  raw?: RawRoute[];
   /** Called once per request after its reply is ready; replaces the built-in debug log when set. */
   onRequest?: (r: RequestRecord) => void;
   /** Called for every answered Upstream-API request other than a read (the audit trail keeps the successful ones). */
   onChange?: (ctx: Ctx, reply: Reply) => void;
+}
+
+export class Router {
+  private readonly onRequest?: (r: RequestRecord) => void;
+  private readonly onChange?: (ctx: Ctx, reply: Reply) => void;
   private readonly routes: Record<ApiName, Map<number, Route[]>> = { client: new Map(), management: new Map(), fabric: new Map() };
   /** method → path → operation, for paths without parameters: Map lookups instead of the segment walk. */
   private readonly literal: Record<ApiName, Map<string, Map<string, Op>>> = { client: new Map(), management: new Map(), fabric: new Map() };
   /** Operations whose spec `produces` a JSON media type with parameters (see handle). */
   private readonly jsonMedia = new Map<Op, string>();
-  private readonly raw: RawRoute[] = [];
+  private readonly raw: RawRoute[];
   private readonly serverHeader: string;
 
-  constructor(private readonly app: App, ops: Op[]) {
+  constructor(private readonly app: App, ops: Op[], opts: RouterOptions = {}) {
+    this.raw = opts.raw ?? [];
+    this.onRequest = opts.onRequest;
+    this.onChange = opts.onChange;
     for (const op of ops) {
       const segments = op.path.split('/').filter(Boolean);
       const byLen = this.routes[op.api];
@@ -101,11 +112,6 @@ export class Router {
       for (const list of byLen.values()) list.sort((a, b) => specificity(b) - specificity(a));
     }
     this.serverHeader = `mesh-controller/${app.version}`;
-  }
-
-  /** Serve a route outside the upstream APIs (see RawRoute). */
-  addRawRoute(route: RawRoute): void {
-    this.raw.push(route);
   }
 
   private rawRoute(req: Req): RawRoute | undefined {
