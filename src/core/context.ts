@@ -11,7 +11,7 @@
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import type { Store, Rec } from '../store/store.js';
-import type { Operation, OperationEntry, Reply, Req } from './operation.js';
+import type { Operation, Req } from './operation.js';
 
 export interface CoreApp {
   config: Config;
@@ -49,6 +49,3 @@ export interface Ctx<A extends CoreApp = CoreApp> {
   /** The session's identity record. */
   identity?: Rec;
 }
-
-export type Entry<A extends CoreApp = CoreApp> = OperationEntry<Ctx<A>>;
-export type Handler<A extends CoreApp = CoreApp> = (ctx: Ctx<A>) => Reply | Promise<Reply>;
