@@ -37,8 +37,7 @@ const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-bench-tokens-'));
 const store = new Store(path.join(dir, 'db'), createRegistry().collectionSpecs());
 const keys = new SigningKeys(store, dir, { controllerId: 'bench', rotationMs: 3_600_000 });
 await keys.start();
-const sessions = new ApiSessions(store, { timeoutMinutes: 30, flushMs: 600_000 });
-sessions.keys = keys;
+const sessions = new ApiSessions(store, keys, { timeoutMinutes: 30, flushMs: 600_000 });
 
 const perOp = (n: number, fn: (i: number) => void) => {
   const t0 = process.hrtime.bigint();

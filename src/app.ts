@@ -1,6 +1,9 @@
 /**
- * Composition root: config → store → PKI → bootstrap records → sessions → worker pool → router →
- * HTTPS listener. `startController` is what `main.ts` runs and what benchmarks embed.
+ * Composition root: every service is built here, in dependency order, with its collaborators
+ * passed in: ports → data directory → store → migrations → PKI (or the cluster's) → worker pool →
+ * signing keys → API sessions → policy engine → the application (`App`, api/context.ts) →
+ * bootstrap records → OIDC, events, control channel, metrics, health → router → listeners →
+ * cluster membership. `startController` is what `main.ts` runs and what benchmarks embed.
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -38,7 +41,7 @@ import { CONTROL_PATH, MAX_FRAME_BYTES } from './control/protocol.js';
 import { Metrics } from './observability/metrics.js';
 import { Health } from './observability/health.js';
 import { requestLogger } from './observability/request-log.js';
-import { addOperationalRoutes } from './observability/routes.js';
+import { operationalRoutes } from './observability/routes.js';
 import { bindPresence } from './resources/routers.js';
 import { createRegistry } from './resources/index.js';
 import { defaultAuthPolicy, DEFAULT_AUTH_POLICY_ID } from './resources/credentials.js';
@@ -56,7 +59,8 @@ import { totpIssuer } from './auth/mfa.js';
 import { Logins } from './managers/logins.js';
 import { Mfa } from './managers/mfa.js';
 import { OidcSessions } from './managers/oidc-sessions.js';
-import type { App } from './core/context.js';
+import type { App } from './api/context.js';
+import type { ClusterView } from './cluster/members.js';
 import { lockDataDir, ownerOnlyFromNowOn, tightenModes } from './store/data-dir.js';
 import { removePartialSnapshots } from './store/snapshot.js';
 import type { Static } from 'typebox';
@@ -132,10 +136,11 @@ async function startOn(settings: Static<typeof ConfigSchema>, log: Logger, liste
   const join = settings.clusterEtcd ? await import('./cluster/join.js') : undefined;
   const clusterLog = log.child({ component: 'cluster' });
   const dbDir = path.join(dataDir, 'db');
-  const store = new Store(dbDir, reg.collectionSpecs(), join ? join.prepareReplicaDir(dataDir, dbDir, clusterLog) : {});
+  const replica = join ? join.prepareReplicaDir(dataDir, dbDir, clusterLog) : {};
+  // Cluster mode: replaced by the cluster's shared sealing key once etcd is reached (cluster/join.ts).
+  const store = new Store(dbDir, reg.collectionSpecs(), { ...replica, sealer: Sealer.forPkiDir(path.join(dataDir, 'pki')) });
   reg.renders.attach(store);
   try {
-    store.sealer = Sealer.forPkiDir(path.join(dataDir, 'pki'));
     await migrate({ dataDir, store, log }, format, MIGRATIONS);
     if (!settings.clusterEtcd) checkSealingKey(store, path.join(dataDir, 'pki', SEALED_KEY_FILE));
   } catch (e) {
@@ -149,8 +154,10 @@ async function startOn(settings: Static<typeof ConfigSchema>, log: Logger, liste
   if (join) ({ pki, cluster } = await join.joinCluster(store, settings, controllerId, path.join(dataDir, 'pki'), loadPki, clusterLog));
   else pki = await loadPki();
   const pool = new WorkerPool({ threads: settings.workers, maxQueue: settings.workerQueue, signingCa: { certPem: pki.signingCertPem, key: pki.signingKey } });
-  const sessions = new ApiSessions(store, { timeoutMinutes: settings.sessionTimeoutMinutes, flushMs: settings.activityFlushMs });
-  const keys = new SigningKeys(store, dataDir, {
+  // The keys come before the API sessions, which sign and verify with them. The keys ask whether
+  // API sessions still need a retired key only from their rotation timer, which first fires once
+  // `sessions` exists.
+  const keys: SigningKeys = new SigningKeys(store, dataDir, {
     controllerId,
     rotationMs: settings.signingKeyRotationHours * 3_600_000,
     stillNeeded: (key) => sessions.anyCreatedBefore(key.retiredAt ?? Infinity),
@@ -159,7 +166,12 @@ async function startOn(settings: Static<typeof ConfigSchema>, log: Logger, liste
     onOffloadError: (err) => log.warn({ err }, 'session tokens signed on the event loop: the signing thread failed'),
   });
   await keys.start();
-  sessions.keys = keys;
+  const sessions: ApiSessions = new ApiSessions(store, keys, {
+    timeoutMinutes: settings.sessionTimeoutMinutes,
+    flushMs: settings.activityFlushMs,
+    // The API's base URL, known once the listener is bound.
+    issuer: () => app.baseUrl,
+  });
   // Cluster mode: API sessions stay on this controller; tokens and revocations cross (docs/cluster.md).
   const sharedSessions = join && cluster ? await join.shareSessions(store, cluster, sessions, clusterLog) : undefined;
   const ended = await sessions.endPlainTokenSessions();
@@ -170,6 +182,9 @@ async function startOn(settings: Static<typeof ConfigSchema>, log: Logger, liste
   log.info({ ms: Math.round(policy.buildMs) }, 'role index built');
 
   const config = { ...settings, advertisedAddress: settings.advertisedAddress ?? '', certAdvertisedAddress: settings.certAdvertisedAddress ?? '' } as Config;
+  // Cluster mode: the membership this controller announces once its listeners are bound (below).
+  let shared: { members: import('./cluster/members.js').Members; close(): Promise<void> } | undefined;
+  const clusterView: ClusterView = { members: () => shared!.members.list() };
   // The managers hold the domain rules and writes the handlers call (src/managers/).
   const authenticators = new Authenticators({ store, reg, config, pool, pki });
   const identities = new Identities({ store });
@@ -210,6 +225,10 @@ async function startOn(settings: Static<typeof ConfigSchema>, log: Logger, liste
     instanceId: crypto.randomUUID(),
     baseUrl: '',
     certBaseUrl: '',
+    // Absent until announced: until then this controller answers as if alone.
+    get cluster() {
+      return shared && clusterView;
+    },
   };
 
   // A generated password is shown once the listeners serve, never before a start that then fails.
@@ -217,9 +236,6 @@ async function startOn(settings: Static<typeof ConfigSchema>, log: Logger, liste
   // Made now, so the first login for an unknown username is not the one that pays for it.
   await dummyPasswordHash(app);
 
-  sessions.issuer = () => app.baseUrl;
-  const router = new Router(app, buildOperations(reg));
-  router.addRawRoute(jwksRoute(keys));
   const oidc = new OidcProvider(app, {
     redirectUris: settings.oidcRedirectUris,
     postLogoutUris: settings.oidcPostLogoutUris,
@@ -227,11 +243,8 @@ async function startOn(settings: Static<typeof ConfigSchema>, log: Logger, liste
     refreshTokenSeconds: settings.oidcRefreshTokenSeconds,
     consolePath: settings.consoleDir ? CONSOLE_PATH : undefined,
   });
-  for (const r of [...oidcRoutes(oidc), ...(settings.consoleDir ? consoleRoutes(settings.consoleDir) : [])]) router.addRawRoute(r);
   // Alerts, usage ingest and the embedded search store at /search (docs/events.md).
   const events = startEvents(app);
-  router.addRawRoute(events.route);
-  for (const r of docsRoutes()) router.addRawRoute(r);
   let tls: TlsServer | undefined;
   const channel = new ControlChannel({
     store, presence, traces: app.traces, log: log.child({ component: 'control' }),
@@ -245,12 +258,21 @@ async function startOn(settings: Static<typeof ConfigSchema>, log: Logger, liste
   const metrics = new Metrics(app, channel, events.audit);
   const health = new Health(app);
   const logRequest = requestLogger(log, settings.requestLog);
-  router.onChange = (ctx, reply) => events.audit.record(ctx, reply);
-  router.onRequest = (r) => {
-    metrics.observe(r);
-    logRequest(r);
-  };
-  addOperationalRoutes(router, { metrics, health, metricsToken: settings.metricsToken });
+  const router = new Router(app, buildOperations(reg), {
+    raw: [
+      jwksRoute(keys),
+      ...oidcRoutes(oidc),
+      ...(settings.consoleDir ? consoleRoutes(settings.consoleDir) : []),
+      events.route,
+      ...docsRoutes(),
+      ...operationalRoutes({ metrics, health, metricsToken: settings.metricsToken }),
+    ],
+    onChange: (ctx, reply) => events.audit.record(ctx, reply),
+    onRequest: (r) => {
+      metrics.observe(r);
+      logRequest(r);
+    },
+  });
   /** What runs behind the listeners, stopped in this order once they are closed. */
   const stopServices = async () => {
     app.traces.close();
@@ -309,7 +331,6 @@ async function startOn(settings: Static<typeof ConfigSchema>, log: Logger, liste
   app.certBaseUrl = `https://${config.certAdvertisedAddress}`;
   const api = server;
   const certServer = tls;
-  let shared: { members: import('./cluster/members.js').Members; close(): Promise<void> } | undefined;
   if (join && cluster) {
     const at = Date.now();
     const self = {
@@ -324,10 +345,9 @@ async function startOn(settings: Static<typeof ConfigSchema>, log: Logger, liste
       joinedAt: at,
       versionInfo: { version: app.version, revision: app.revision, buildDate: app.buildDate, os: process.platform, arch: process.arch },
     };
-    const live = (shared = await join.announce(cluster, self, presence, clusterLog)).members;
-    app.cluster = { members: () => live.list() };
+    shared = await join.announce(cluster, self, presence, clusterLog);
     // Routers hear of a controller joining or leaving, not only at welcome.
-    live.changed.push(() => channel.controllersChanged());
+    shared.members.changed.push(() => channel.controllersChanged());
   }
 
   let closing: Promise<void> | undefined;

@@ -12,13 +12,6 @@ import type { SessionBatchTask } from './auth/tokens.js';
 import type { SearchInput, SearchOutput } from './events/search-docs.js';
 import type { SignCsrItem, SignCsrResult, SigningCaPem } from './pki/csr-task.js';
 
-declare module './core/context.js' {
-  interface Services {
-    /** The worker threads that hash, sign and verify. */
-    pool: WorkerPool;
-  }
-}
-
 /**
  * The pool's tasks, by name: what each takes and gives. The worker entry (workers/tasks.ts)
  * implements them with the functions of src/ named here; nothing in src/ imports workers/.

@@ -113,10 +113,9 @@ t.test('a login burst beyond the auth queue gets 429 RATE_LIMITED', async (t) =>
 t.test('idle API sessions are swept with their sessions; identity end is one write', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-sweep-'));
   const store = new Store(dir, createRegistry().collectionSpecs());
-  const sessions = new ApiSessions(store, { timeoutMinutes: 1, flushMs: 600_000 });
   const keys = new SigningKeys(store, dir, { controllerId: 'c1', rotationMs: 3_600_000 });
   await keys.start();
-  sessions.keys = keys;
+  const sessions = new ApiSessions(store, keys, { timeoutMinutes: 1, flushMs: 600_000 });
   t.teardown(async () => {
     keys.close();
     await sessions.close();

@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import { buildOperations, joinOperations, operationEntries, OperationTableError } from '../src/api/operations.js';
 import { upstreamOperations } from '../src/api/spec/index.js';
 import { createRegistry } from '../src/resources/index.js';
-import type { Entry } from '../src/core/context.js';
+import type { Entry } from '../src/api/context.js';
 import { operationIdsPath, operationIdsSource } from '../scripts/generate-operation-ids.js';
 
 const specs = { client: upstreamOperations('client'), management: upstreamOperations('management'), fabric: upstreamOperations('fabric') };

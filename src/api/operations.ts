@@ -5,7 +5,7 @@
  * method, the path and the body's schema; starting fails unless every spec operation has exactly
  * one entry and every entry names a spec operation.
  */
-import type { Entry, Handler, Op } from '../core/context.js';
+import type { Entry, Handler, Op } from './context.js';
 import type { ApiName, HttpMethod } from '../core/operation.js';
 import { upstreamDocument, upstreamOperations, type UpstreamOp } from './spec/index.js';
 import { type Registry } from '../resources/registry.js';

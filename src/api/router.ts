@@ -8,7 +8,8 @@ import { ClusterUnavailable, WriteContention } from '../cluster/errors.js';
 import { ApiError, defaultRetryAfter, errors } from '../core/errors.js';
 import { renderError } from '../core/envelope.js';
 import { shortId } from '../store/ids.js';
-import type { App, Ctx, Op } from '../core/context.js';
+import type { App, Ctx, Op } from './context.js';
+import type { ServedOperation } from '../core/context.js';
 import type { ApiName, RawRoute, Reach, Reply, Req } from '../core/operation.js';
 import type { Rec } from '../store/store.js';
 import { dominates, isPermitted } from '../auth/permissions.js';
@@ -68,20 +69,31 @@ export interface RequestRecord {
   identityId?: string;
 }
 
-export class Router {
+/** What the router serves besides the operation table, and whom it tells of requests. */
+export interface RouterOptions {
+  /** Routes outside the upstream APIs (see RawRoute), tried in this order. */
+  raw?: RawRoute[];
   /** Called once per request after its reply is ready; replaces the built-in debug log when set. */
   onRequest?: (r: RequestRecord) => void;
   /** Called for every answered Upstream-API request other than a read (the audit trail keeps the successful ones). */
   onChange?: (ctx: Ctx, reply: Reply) => void;
+}
+
+export class Router {
+  private readonly onRequest?: (r: RequestRecord) => void;
+  private readonly onChange?: (ctx: Ctx, reply: Reply) => void;
   private readonly routes: Record<ApiName, Map<number, Route[]>> = { client: new Map(), management: new Map(), fabric: new Map() };
   /** method → path → operation, for paths without parameters: Map lookups instead of the segment walk. */
   private readonly literal: Record<ApiName, Map<string, Map<string, Op>>> = { client: new Map(), management: new Map(), fabric: new Map() };
   /** Operations whose spec `produces` a JSON media type with parameters (see handle). */
   private readonly jsonMedia = new Map<Op, string>();
-  private readonly raw: RawRoute[] = [];
+  private readonly raw: RawRoute[];
   private readonly serverHeader: string;
 
-  constructor(private readonly app: App, ops: Op[]) {
+  constructor(private readonly app: App, ops: Op[], opts: RouterOptions = {}) {
+    this.raw = opts.raw ?? [];
+    this.onRequest = opts.onRequest;
+    this.onChange = opts.onChange;
     for (const op of ops) {
       const segments = op.path.split('/').filter(Boolean);
       const byLen = this.routes[op.api];
@@ -100,11 +112,6 @@ export class Router {
       for (const list of byLen.values()) list.sort((a, b) => specificity(b) - specificity(a));
     }
     this.serverHeader = `mesh-controller/${app.version}`;
-  }
-
-  /** Serve a route outside the upstream APIs (see RawRoute). */
-  addRawRoute(route: RawRoute): void {
-    this.raw.push(route);
   }
 
   private rawRoute(req: Req): RawRoute | undefined {
@@ -191,13 +198,15 @@ export class Router {
     if (req.method === 'options') return { status: 200, body: '', headers: corsPreflight() };
     if (raw) return raw.handle(req, t.requestId);
     const prepared = this.prepare(req, t.requestId, t.matched);
+    // The operation matched is the one the context carries (which shows handlers no handler).
+    const op = t.matched.op!;
     if (isPromise(prepared))
       return prepared.then((ctx) => {
         t.ctx = ctx;
-        return ctx.op.handler(ctx);
+        return op.handler(ctx);
       });
     t.ctx = prepared;
-    return prepared.op.handler(prepared);
+    return op.handler(prepared);
   }
 
   /** Response headers and the request hook, once the reply is known. */
@@ -208,7 +217,7 @@ export class Router {
     // Lists arrive already serialised (a string or pieces typed application/json), other JSON as an object.
     const isJson = reply.contentType === undefined ? reply.body !== null && typeof reply.body === 'object' && !Buffer.isBuffer(reply.body) : reply.contentType === 'application/json';
     if (ctx && isJson) {
-      const json = this.jsonMedia.get(ctx.op);
+      const json = this.jsonMedia.get(matched.op!);
       if (json) reply.contentType = json;
     }
     const headers: Record<string, string> = reply.headers
@@ -347,7 +356,7 @@ export class Router {
 }
 
 /** Permission before any lookup: the answer never depends on whether the entity exists. */
-function permit(op: Op, identity: Rec) {
+function permit(op: ServedOperation, identity: Rec) {
   if (op.auth === 'admin' && !isPermitted(identity, op.permission)) throw errors.unauthorized();
 }
 

@@ -40,13 +40,6 @@ import {
 
 export { NAME_MAX_LENGTH, STRING_MAX_LENGTH };
 
-declare module '../core/context.js' {
-  interface Services {
-    /** Request body validation against each API's spec. */
-    validators: Record<ApiName, BodyValidator>;
-  }
-}
-
 // ajv and ajv-formats are CommonJS with a `default` export property.
 const Ajv = AjvModule.default;
 const addFormats = addFormatsModule.default;

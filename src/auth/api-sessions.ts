@@ -22,6 +22,7 @@ import { timeOrderedId } from '../store/ids.js';
 import { tokenDigest, type SigningKeys, type TokenClaims } from './tokens.js';
 import { allowsPrimary, type PrimaryMethod } from './login-policy.js';
 import { fingerprintOf } from '../pki/certs.js';
+import type { CoreApp, Ctx } from '../core/context.js';
 
 export const API_SESSION_TOKEN = 'api-session';
 /** `z_t` of OIDC access and refresh tokens, as upstream names them. */
@@ -32,15 +33,9 @@ export const REFRESH_TOKEN = 'r';
 /** A token in the format stored before tokens were signed (a random UUID kept in clear). */
 const PLAIN_TOKEN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
-declare module '../core/context.js' {
-  interface Services {
-    /** The API sessions of every caller. */
-    sessions: ApiSessions;
-  }
-  interface Ctx {
-    /** The caller's API session, when the request presented one. */
-    session?: ApiSession;
-  }
+/** A handler's context once the router has resolved the caller's API session (when one was presented). */
+export interface SessionCtx<A extends CoreApp = CoreApp> extends Ctx<A> {
+  session?: ApiSession;
 }
 
 export interface ApiSession extends Rec {
@@ -115,7 +110,6 @@ export class ApiSessions {
   private sweepTimer?: NodeJS.Timeout;
   readonly timeoutMs: number;
 
-  keys?: SigningKeys;
   /**
    * Cluster mode (src/cluster/sessions.ts): API sessions stay on the controller that made them;
    * their tokens carry what another controller needs to take them on (`claims`), and an unknown
@@ -140,9 +134,15 @@ export class ApiSessions {
   used?: Set<string>;
   private lastBeatAt = 0;
   /** The `iss` of new tokens (the API's base URL, known once the listener is bound). */
-  issuer = () => '';
+  private readonly issuer: () => string;
 
-  constructor(private readonly store: Store, opts: { timeoutMinutes: number; flushMs: number }) {
+  /** `keys` sign and verify the tokens. */
+  constructor(
+    private readonly store: Store,
+    private readonly keys: SigningKeys,
+    opts: { timeoutMinutes: number; flushMs: number; issuer?: () => string },
+  ) {
+    this.issuer = opts.issuer ?? (() => '');
     this.timeoutMs = opts.timeoutMinutes * 60_000;
     for (const rec of store.scan('apiSessions')) this.remember(rec as ApiSession);
     store.on('change', (events: ChangeEvent[]) => {
@@ -269,7 +269,7 @@ export class ApiSessions {
     } else {
       hit = this.verifyAccess(token, now);
       if (hit === undefined) {
-        const claims = this.keys?.verify(token, API_SESSION_TOKEN);
+        const claims = this.keys.verify(token, API_SESSION_TOKEN);
         if (!claims) return undefined;
         const rec = this.byId.get(claims.jti) ?? this.shared?.learn(claims, token);
         if (!rec || rec.identityId !== claims.sub || rec.token !== tokenDigest(token)) return undefined;
@@ -296,7 +296,7 @@ export class ApiSessions {
     // Only a token that says it is an access token pays for a signature check here (a legacy
     // API-session token is verified once, below, not twice).
     if (claimedType(token) !== ACCESS_TOKEN) return undefined;
-    const claims = this.keys?.verify(token, ACCESS_TOKEN, now);
+    const claims = this.keys.verify(token, ACCESS_TOKEN, now);
     if (!claims || typeof claims.exp !== 'number' || typeof claims.z_asid !== 'string') return undefined;
     const rec = this.byId.get(claims.z_asid);
     if (!rec || rec.identityId !== claims.sub || !rec.oidc) return undefined;
@@ -350,11 +350,9 @@ export class ApiSessions {
     extra?: Record<string, unknown>;
   }): Promise<{ session: ApiSession; token: string }> {
     const { extra, ...own } = fields;
-    const keys = this.keys;
-    if (!keys) throw new Error('API sessions need signing keys');
     const now = Date.now();
     const id = timeOrderedId();
-    const token = keys.sign({ iss: this.issuer(), sub: fields.identityId, jti: id, iat: Math.floor(now / 1000), z_t: API_SESSION_TOKEN, ...this.shared?.claims({ id, createdAt: now, ...own }) });
+    const token = this.keys.sign({ iss: this.issuer(), sub: fields.identityId, jti: id, iat: Math.floor(now / 1000), z_t: API_SESSION_TOKEN, ...this.shared?.claims({ id, createdAt: now, ...own }) });
     const rec: ApiSession = {
       id,
       createdAt: now,

@@ -1,10 +1,25 @@
 /** Password rules of an identity's auth policy, applied wherever a password is set. */
 import crypto from 'node:crypto';
 import { errors } from '../core/errors.js';
-import type { App } from '../core/context.js';
+import type { CoreApp } from '../core/context.js';
+import type { HashPasswordInput } from './argon2.js';
 import type { Rec } from '../store/store.js';
 
-export function checkPassword(app: Pick<App, 'store'>, identity: Rec, password: unknown, field = 'password'): string {
+/**
+ * The worker pool's password tasks (src/pool.ts, a layer above: the composition passes the pool
+ * in as this): argon2id hashing and verifying off the event loop.
+ */
+export interface PasswordHashing {
+  run(task: 'hashPassword', input: HashPasswordInput): Promise<string>;
+  run(task: 'verifyPassword', input: { hash: string; password: string }): Promise<boolean>;
+}
+
+/** What password handling needs of the application. */
+export interface PasswordApp extends CoreApp {
+  pool: PasswordHashing;
+}
+
+export function checkPassword(app: Pick<CoreApp, 'store'>, identity: Rec, password: unknown, field = 'password'): string {
   if (typeof password !== 'string' || password.length === 0) throw errors.field(field, 'is required', password);
   const policy = app.store.get('authPolicies', identity.authPolicyId ?? 'default');
   const rules = policy?.primary?.updb ?? {};
@@ -26,19 +41,19 @@ export function checkUsername(username: unknown, field = 'username'): string {
   return username;
 }
 
-export function hashPassword(app: Pick<App, 'config' | 'pool'>, password: string): Promise<string> {
+export function hashPassword(app: Pick<PasswordApp, 'config' | 'pool'>, password: string): Promise<string> {
   const c = app.config;
   return app.pool.run('hashPassword', { password, memoryCost: c.argon2MemoryKiB, timeCost: c.argon2Iterations, parallelism: c.argon2Parallelism });
 }
 
-const dummyHashes = new WeakMap<App, Promise<string>>();
+const dummyHashes = new WeakMap<PasswordApp, Promise<string>>();
 
 /**
  * A hash made with this controller's configured cost, of a password nobody knows: what a login
  * for an unknown username verifies against, so it costs what a wrong password for a known one
  * does (a fixed hash of another cost would tell the two apart by time). Made once per controller.
  */
-export function dummyPasswordHash(app: App): Promise<string> {
+export function dummyPasswordHash(app: PasswordApp): Promise<string> {
   let h = dummyHashes.get(app);
   if (!h) dummyHashes.set(app, (h = hashPassword(app, crypto.randomBytes(24).toString('base64url'))));
   return h;

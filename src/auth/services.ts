@@ -10,13 +10,6 @@ import { Limiter } from './limiter.js';
 import { MfaThrottle } from './mfa-throttle.js';
 import type { RateLimit } from '../core/operation.js';
 
-declare module '../core/context.js' {
-  interface Services {
-    /** External JWT verification and the rate-limiting queues. */
-    auth: AuthServices;
-  }
-}
-
 
 export class AuthServices {
   readonly extJwt: ExtJwtVerifier;

@@ -23,13 +23,6 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { ChangeEvent, Rec, Store } from '../store/store.js';
 
-declare module '../core/context.js' {
-  interface Services {
-    /** Token signing keys of every controller (API sessions, sessions); the JWKS. */
-    keys: SigningKeys;
-  }
-}
-
 export const SIGNING_KEYS = 'signingKeys';
 
 export interface SigningKeyRec extends Rec {

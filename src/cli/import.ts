@@ -23,7 +23,7 @@ import path from 'node:path';
 import readline from 'node:readline';
 import { pino } from 'pino';
 import { loadConfig, splitHostPort } from '../config.js';
-import type { App, Ctx } from '../core/context.js';
+import type { App, Ctx } from '../api/context.js';
 import { ApiError } from '../core/errors.js';
 import { BodyValidator } from '../api/validate.js';
 import { loadOrCreatePki } from '../pki/bootstrap.js';

@@ -8,11 +8,9 @@
 import type { Etcd3, Lease } from 'etcd3';
 import type { Logger } from 'pino';
 
-declare module '../core/context.js' {
-  interface Services {
-    /** Cluster mode: the live controllers, this one first. */
-    cluster?: { members(): Member[] };
-  }
+/** Cluster mode: the live controllers, this one first (what handlers read as `app.cluster`). */
+export interface ClusterView {
+  members(): Member[];
 }
 
 /** What a controller publishes about itself. */

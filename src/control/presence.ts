@@ -12,13 +12,6 @@
  */
 import { EventEmitter } from 'node:events';
 
-declare module '../core/context.js' {
-  interface Services {
-    /** Routers connected over the control channel (isOnline). */
-    presence: Presence;
-  }
-}
-
 /** Upstream's sync states (api-reference "Edge router"). We use HELLO → IN_PROGRESS → DONE, and DISCONNECTED. */
 export const SYNC_STATUSES = [
   'SYNC_NEW', 'SYNC_QUEUED', 'SYNC_HELLO', 'SYNC_HELLO_WAIT', 'SYNC_RESYNC_WAIT', 'SYNC_IN_PROGRESS', 'SYNC_DONE',

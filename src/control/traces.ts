@@ -10,13 +10,6 @@ import { EventEmitter } from 'node:events';
 import type { ChangeEvent, Rec, Store } from '../store/store.js';
 import type { TraceSpec } from './protocol.js';
 
-declare module '../core/context.js' {
-  interface Services {
-    /** Identity trace specs in force (`PUT /identities/{id}/trace`), pushed to connected routers. */
-    traces: Traces;
-  }
-}
-
 /** As stored on the identity record. */
 export interface StoredTrace {
   enabled: boolean;

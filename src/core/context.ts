@@ -1,26 +1,19 @@
 /**
  * What every handler receives: the application and the request being served.
  *
- * The application's services that live above this layer (worker pool, PKI, API sessions, body
- * validators, rate limits, router presence, policy engine, traces, signing keys, cluster) are
- * declared by the module that provides each, as a member of `Services` (and the caller's API
- * session, by the session registry, as a member of `Ctx`):
- *
- *   declare module '../core/context.js' {
- *     interface Services { policy: PolicyEngine }
- *   }
- *
- * so this layer names none of them and every import points down; src/app.ts builds the whole.
+ * Core owns only what lies below it (config, store, logger, this controller's facts: `CoreApp`).
+ * The handler context is generic in the application it carries: each layer whose code needs
+ * services declares, in its own folder, the application type it needs from the layers below it
+ * (`ResourceApp` in resources/context.ts, `EventsApp` in events/context.ts), and the API layer's
+ * `App` (api/context.ts) extends them with the rest. A handler written for a lower layer's
+ * context is therefore assignable to the API's table. src/app.ts builds the one `App`.
  */
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import type { Store, Rec } from '../store/store.js';
-import type { Operation, OperationEntry, Reply, Req } from './operation.js';
+import type { Operation, Req } from './operation.js';
 
-/** The services of the layers above, one member per providing module (see above). */
-export interface Services {}
-
-export interface App extends Services {
+export interface CoreApp {
   config: Config;
   store: Store;
   log: Logger;
@@ -40,10 +33,13 @@ export interface App extends Services {
   certBaseUrl: string;
 }
 
-export interface Ctx {
-  app: App;
+/** The operation being served, as a handler sees it (its handler is the router's business). */
+export type ServedOperation = Omit<Operation, 'handler'>;
+
+export interface Ctx<A extends CoreApp = CoreApp> {
+  app: A;
   req: Req;
-  op: Operation<Ctx>;
+  op: ServedOperation;
   params: Record<string, string>;
   /** Parsed and validated JSON body (undefined when none). */
   body: any;
@@ -53,7 +49,3 @@ export interface Ctx {
   /** The session's identity record. */
   identity?: Rec;
 }
-
-export type Op = Operation<Ctx>;
-export type Entry = OperationEntry<Ctx>;
-export type Handler = (ctx: Ctx) => Reply | Promise<Reply>;

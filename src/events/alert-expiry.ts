@@ -8,7 +8,7 @@
  * mapped. A record is read only for a newly alerted enrollment (its owner's name).
  */
 import crypto from 'node:crypto';
-import type { App } from '../core/context.js';
+import type { EventsApp as App } from './context.js';
 import { listed, type Alert, type Condition, type Findings, type Pacer } from './alert-scan.js';
 import { nameOf } from './alert-structural.js';
 

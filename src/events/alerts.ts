@@ -17,7 +17,7 @@
  * once it clears it may be raised again. Which conditions are raised survives restarts (kept in
  * the search store's `state` database).
  */
-import type { App } from '../core/context.js';
+import type { EventsApp as App } from './context.js';
 import type { ChangeEvent } from '../store/store.js';
 import type { SearchStore } from './search-store.js';
 import { Pacer, type Alert, type Findings } from './alert-scan.js';

@@ -23,7 +23,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import type { Ctx } from '../core/context.js';
+import type { SessionCtx as Ctx } from '../auth/api-sessions.js';
 import type { Reply } from '../core/operation.js';
 import type { SearchStore } from './search-store.js';
 

@@ -4,7 +4,7 @@
  * the exporter that ships every document to an external Elasticsearch/OpenSearch.
  */
 import path from 'node:path';
-import type { App } from '../core/context.js';
+import type { EventsApp as App } from './context.js';
 import type { RawRoute } from '../core/operation.js';
 import { SearchStore, type IndexedDoc } from './search-store.js';
 import { searchRoute } from './search-http.js';

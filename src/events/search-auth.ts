@@ -9,7 +9,7 @@
  * (never the password itself) and only while the authenticator still holds the same hash.
  */
 import crypto from 'node:crypto';
-import type { App } from '../core/context.js';
+import type { EventsApp as App } from './context.js';
 import type { Req } from '../core/operation.js';
 import type { Rec } from '../store/store.js';
 import { isPermitted } from '../auth/permissions.js';

@@ -12,7 +12,7 @@
  * Answers and errors use Elasticsearch's shapes (`{error:{root_cause,type,reason},status}`), since
  * the callers are search clients, not Edge API clients.
  */
-import type { App } from '../core/context.js';
+import type { EventsApp as App } from './context.js';
 import type { Reply, Req } from '../core/operation.js';
 import { ApiError } from '../core/errors.js';
 import { parseBulk } from './bulk.js';

@@ -5,7 +5,7 @@
  * operations (src/resources/credentials.ts).
  */
 import type { Config } from '../config.js';
-import type { Ctx } from '../core/context.js';
+import type { Ctx } from '../resources/context.js';
 import { ApiError, errors } from '../core/errors.js';
 import type { Rec, Store } from '../store/store.js';
 import { mustGet, type Registry } from '../resources/registry.js';
@@ -115,11 +115,5 @@ export class Authenticators {
       if (!cur) throw errors.notFound();
       tx.put('authenticators', { ...cur, ...next, updatedAt: Date.now() });
     });
-  }
-}
-
-declare module '../core/context.js' {
-  interface Services {
-    authenticators: Authenticators;
   }
 }

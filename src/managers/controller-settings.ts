@@ -78,9 +78,3 @@ export class ControllerSettings {
     });
   }
 }
-
-declare module '../core/context.js' {
-  interface Services {
-    controllerSettings: ControllerSettings;
-  }
-}

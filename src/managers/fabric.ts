@@ -5,7 +5,7 @@
  * transit router with the id the body names, known by its certificate's fingerprint; a PUT resets
  * the fabric fields only and leaves the edge fields as they are.
  */
-import type { Ctx } from '../core/context.js';
+import type { Ctx } from '../resources/context.js';
 import { errors } from '../core/errors.js';
 import type { Rec, Store } from '../store/store.js';
 import type { Registry } from '../resources/registry.js';
@@ -107,11 +107,5 @@ export class Fabric {
       if (!rec) throw errors.notFound();
       this.deps.reg.deleteInTx(tx, def, rec, ctx);
     });
-  }
-}
-
-declare module '../core/context.js' {
-  interface Services {
-    fabric: Fabric;
   }
 }

@@ -168,9 +168,3 @@ export class Identities {
     });
   }
 }
-
-declare module '../core/context.js' {
-  interface Services {
-    identities: Identities;
-  }
-}

@@ -25,11 +25,6 @@ import { write } from '../resources/write.js';
 import { fingerprintOf } from '../pki/certs.js';
 import { chainsTo, externalIdOf, isExpired, x509 } from '../pki/chain.js';
 
-declare module '../core/context.js' {
-  interface Services {
-    logins: Logins;
-  }
-}
 
 /** What a login method reads of the request: the TLS client certificate and the Authorization header. */
 export type LoginRequest = Pick<Req, 'headers' | 'remoteAddress' | 'peerLeaf' | 'peerCertificates'>;

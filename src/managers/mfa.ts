@@ -21,11 +21,6 @@ import {
 } from '../auth/mfa.js';
 import { write } from '../resources/write.js';
 
-declare module '../core/context.js' {
-  interface Services {
-    mfa: Mfa;
-  }
-}
 
 /** Lifetime of a TOTP token (proof of a TOTP check at a point in time, for posture responses). */
 const TOTP_TOKEN_SECONDS = 5 * 60;

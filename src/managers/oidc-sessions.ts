@@ -13,11 +13,6 @@ import type { Rec, Store } from '../store/store.js';
 import { ApiSessions, type ApiSession } from '../auth/api-sessions.js';
 import { newId } from '../resources/write.js';
 
-declare module '../core/context.js' {
-  interface Services {
-    oidcSessions: OidcSessions;
-  }
-}
 
 /** A session certificate as signed (pki/sign-csr.ts), with its subject as the API renders it. */
 export interface SessionCertificate {

@@ -69,9 +69,3 @@ export class PostureResponses {
     return out;
   }
 }
-
-declare module '../core/context.js' {
-  interface Services {
-    postureResponses: PostureResponses;
-  }
-}

@@ -133,9 +133,3 @@ export class ServiceSessions {
     return signSessionToken(this.deps.keys, this.deps.issuer(), s as SessionTokenFacts, this.deps.sessions.timeoutSeconds);
   }
 }
-
-declare module '../core/context.js' {
-  interface Services {
-    serviceSessions: ServiceSessions;
-  }
-}

@@ -14,7 +14,7 @@
  * Unauthenticated, like upstream's health-check API: they reveal nothing but healthy or not.
  */
 import crypto from 'node:crypto';
-import type { App } from '../core/context.js';
+import type { App } from '../api/context.js';
 
 export interface Check {
   id: string;

@@ -12,7 +12,7 @@
  */
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { RequestStats } from './request-stats.js';
-import type { App } from '../core/context.js';
+import type { App } from '../api/context.js';
 import type { RequestRecord } from '../api/router.js';
 import type { ControlChannel } from '../control/channel.js';
 import type { Audit } from '../events/audit.js';

@@ -4,7 +4,6 @@
  * (health.ts). GET and HEAD only.
  */
 import crypto from 'node:crypto';
-import type { Router } from '../api/router.js';
 import type { RawRoute, Reply, Req } from '../core/operation.js';
 import { errors } from '../core/errors.js';
 import type { Metrics } from './metrics.js';
@@ -29,10 +28,9 @@ function sameSecret(given: string, expected: string): boolean {
   return crypto.timingSafeEqual(a, b);
 }
 
-export function addOperationalRoutes(router: Router, deps: { metrics: Metrics; health: Health; metricsToken?: string }): void {
+export function operationalRoutes(deps: { metrics: Metrics; health: Health; metricsToken?: string }): RawRoute[] {
   const { metrics, health, metricsToken } = deps;
-
-  router.addRawRoute(
+  return [
     readOnly('/metrics', async (req) => {
       if (metricsToken) {
         const m = /^Bearer\s+(.+)$/i.exec(req.headers.authorization ?? '');
@@ -41,18 +39,11 @@ export function addOperationalRoutes(router: Router, deps: { metrics: Metrics; h
       const { body, contentType } = await metrics.render();
       return { status: 200, body, contentType, headers: NO_STORE };
     }),
-  );
-
-  router.addRawRoute(readOnly('/health/live', () => ({ status: 200, body: { status: 'live' }, headers: NO_STORE })));
-
-  router.addRawRoute(
+    readOnly('/health/live', () => ({ status: 200, body: { status: 'live' }, headers: NO_STORE })),
     readOnly('/health/ready', () => {
       const { healthy, checks } = health.ready();
       return { status: healthy ? 200 : 503, body: { status: healthy ? 'ready' : 'not-ready', checks }, headers: NO_STORE };
     }),
-  );
-
-  router.addRawRoute(
     readOnly('/health-checks', () => {
       const { healthy, checks } = health.ready();
       const at = new Date().toISOString();
@@ -68,5 +59,5 @@ export function addOperationalRoutes(router: Router, deps: { metrics: Metrics; h
       };
       return { status: healthy ? 200 : 503, body, headers: NO_STORE };
     }),
-  );
+  ];
 }

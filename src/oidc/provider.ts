@@ -24,7 +24,7 @@
  * `OidcSessions`' (src/managers/). What this holds is protocol state that is never stored.
  */
 import crypto from 'node:crypto';
-import type { App } from '../core/context.js';
+import type { App } from '../api/context.js';
 import type { Reply, Req } from '../core/operation.js';
 import { ApiError, errors } from '../core/errors.js';
 import { subjectText } from '../api/handlers/enroll-certs.js';

@@ -41,13 +41,6 @@ import path from 'node:path';
 import type { Issued, SubjectAltName } from './bootstrap-certs.js';
 import { encodeCertsOnlyPkcs7, wrapBase64 } from './pkcs7.js';
 
-declare module '../core/context.js' {
-  interface Services {
-    /** The controller's CAs, server certificate and signing key. */
-    pki: Pki;
-  }
-}
-
 export interface Pki {
   rootCertPem: string;
   intermediateCertPem: string;

@@ -6,10 +6,19 @@
  *
  *   const [client, server] = await signCsrs(app, [{ csr, profile: 'client' }, { csr: s, profile: 'server' }]);
  */
-import type { App } from '../core/context.js';
 import { ApiError, type ErrorCode } from '../core/errors.js';
 import type { CertProfile } from './cert-issuer.js';
 import type { SignCsrItem, SignCsrResult } from './csr-task.js';
+import type { Pki } from './bootstrap.js';
+
+/**
+ * What signing needs of the application: the PKI and a worker pool that runs `signCsrs`. The
+ * pool (src/pool.ts) lies above this layer: the composition passes it in as this.
+ */
+export interface CsrSigningApp {
+  pki: Pki;
+  pool: { run(task: 'signCsrs', input: { items: SignCsrItem[] }): Promise<SignCsrResult[]> };
+}
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
@@ -39,7 +48,7 @@ export interface Signed {
   commonName: string;
 }
 
-export async function signCsrs(app: App, reqs: SignRequest[], code: ErrorCode = 'COULD_NOT_PROCESS_CSR'): Promise<Signed[]> {
+export async function signCsrs(app: CsrSigningApp, reqs: SignRequest[], code: ErrorCode = 'COULD_NOT_PROCESS_CSR'): Promise<Signed[]> {
   for (const r of reqs) {
     if (typeof r.csr !== 'string' || r.csr.trim() === '')
       throw new ApiError(code, undefined, { field: r.field ?? 'csr', reason: 'a PEM encoded certificate signing request is required', value: '' });
@@ -72,7 +81,7 @@ class CsrBatch {
   private waiting: Waiting[] = [];
   private scheduled = false;
 
-  constructor(private readonly app: App) {}
+  constructor(private readonly app: CsrSigningApp) {}
 
   sign(items: SignCsrItem[]): Promise<SignCsrResult[]> {
     return new Promise((resolve, reject) => {
@@ -116,9 +125,9 @@ class CsrBatch {
   }
 }
 
-const batches = new WeakMap<App, CsrBatch>();
+const batches = new WeakMap<CsrSigningApp, CsrBatch>();
 
-function batchFor(app: App): CsrBatch {
+function batchFor(app: CsrSigningApp): CsrBatch {
   let b = batches.get(app);
   if (!b) {
     b = new CsrBatch(app);
@@ -128,6 +137,6 @@ function batchFor(app: App): CsrBatch {
 }
 
 /** The chain returned with issued client certificates: leaf + signing CA. */
-export function withChain(app: App, leafPem: string): string {
+export function withChain(app: { pki: Pki }, leafPem: string): string {
   return leafPem + app.pki.signingCertPem;
 }

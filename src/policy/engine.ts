@@ -19,13 +19,6 @@ import { ServiceUpdateTimes } from './service-update-times.js';
 import { SessionRegistry } from './session-registry.js';
 import { FailedRequests } from './failed-requests.js';
 
-declare module '../core/context.js' {
-  interface Services {
-    /** The role index and everything derived from it. */
-    policy: PolicyEngine;
-  }
-}
-
 const ENTITY_KINDS: Record<string, Kind> = {
   identities: 'identities',
   services: 'services',

@@ -6,7 +6,7 @@
  * `ctrls`): a device that enrolls then logs in with its certificate lands where certificates work.
  */
 import crypto from 'node:crypto';
-import type { App } from '../core/context.js';
+import type { ResourceApp as App } from './context.js';
 import type { Rec, Store, Tx } from '../store/store.js';
 import { digestOf } from '../store/sealed.js';
 import { REDACTED } from './render.js';

@@ -11,7 +11,7 @@
  *   enrollments with exactly one owner, usable authenticators;
  * - system records: the default auth policy, the built-in config types, a default admin.
  */
-import type { Ctx } from '../core/context.js';
+import type { Ctx } from './context.js';
 import type { Finding, GlobalCheck, RecordCheck } from '../store/integrity.js';
 import type { Rec, Store, Tx } from '../store/store.js';
 import { defaultAuthPolicy, DEFAULT_AUTH_POLICY_ID } from './credentials.js';

@@ -3,7 +3,7 @@ import { errors } from '../core/errors.js';
 import { ListWriter } from '../core/envelope.js';
 import { parseListParams, listSteps, type ListSource } from '../core/query.js';
 import { sliced } from '../core/slices.js';
-import type { Ctx } from '../core/context.js';
+import type { Ctx } from './context.js';
 import type { Reply } from '../core/operation.js';
 import type { Limiter } from '../auth/limiter.js';
 import type { Rec } from '../store/store.js';

@@ -5,7 +5,7 @@
  */
 import { errors } from '../core/errors.js';
 import type { SymbolTable } from '../core/filter/index.js';
-import type { Ctx } from '../core/context.js';
+import type { Ctx } from './context.js';
 import type { CollectionSpec, Rec, Store, Tx } from '../store/store.js';
 import type { FieldDef, ResourceDef, WriteCtx } from './types.js';
 import { RenderCache } from './render-cache.js';

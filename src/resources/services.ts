@@ -2,7 +2,7 @@
 import { errors } from '../core/errors.js';
 import type { Rec } from '../store/store.js';
 import { entityRef } from './render.js';
-import type { Ctx } from '../core/context.js';
+import type { Ctx } from './context.js';
 import { resolveConfigTypes, serviceExtras, type Caller } from '../policy/service-view.js';
 import { checkConfigData, checkSchema } from './json-schema.js';
 import { crud, type ResourceDef } from './types.js';

@@ -1,7 +1,7 @@
 /** The standard operations of a family (list, create, detail, update, patch, delete) and their table entries. */
 import { errors } from '../core/errors.js';
 import { created, empty, ok } from '../core/envelope.js';
-import type { Entry, Handler } from '../core/context.js';
+import type { Entry, Handler } from './context.js';
 import type { PermissionAction, Reach } from '../core/operation.js';
 import type { ResourceDef, StandardOp } from './types.js';
 import { mustGet, type Registry } from './registry.js';

@@ -14,7 +14,7 @@
  */
 import type { SymbolTable, SymbolType } from '../core/filter/index.js';
 import type { Rec, Tx, Store } from '../store/store.js';
-import type { Ctx } from '../core/context.js';
+import type { Ctx } from './context.js';
 import type { Permission, Reach } from '../core/operation.js';
 import type { ManagementOperationId } from '../core/operation-ids.js';
 

@@ -3,7 +3,7 @@
  * and read-only fields, uniqueness, references checked on write, role lists and role attributes.
  */
 import { errors } from '../core/errors.js';
-import type { Ctx } from '../core/context.js';
+import type { Ctx } from './context.js';
 import { timeOrderedId } from '../store/ids.js';
 import { UniqueViolation, type Rec, type Store, type Tx } from '../store/store.js';
 import type { FieldDef, Mode, ResourceDef, WriteCtx } from './types.js';

@@ -221,10 +221,15 @@ export class Store extends EventEmitter {
   private sealerOrUnset?: Sealer;
   private readonly noSync: boolean;
 
-  /** `noSync`: a cluster replica (src/cluster/replica-dir.ts), durable in etcd, not here. */
-  constructor(readonly dir: string, specs: CollectionSpec[], opts: { noSync?: boolean } = {}) {
+  /**
+   * `noSync`: a cluster replica (src/cluster/replica-dir.ts), durable in etcd, not here.
+   * `sealer`: what seals the secrets kept in records (sealed.ts); a store without one stores and
+   * reads none (the offline tools that need none).
+   */
+  constructor(readonly dir: string, specs: CollectionSpec[], opts: { noSync?: boolean; sealer?: Sealer } = {}) {
     super();
     this.noSync = opts.noSync === true;
+    this.sealerOrUnset = opts.sealer;
     this.setMaxListeners(50);
     fs.mkdirSync(dir, { recursive: true });
     // overlappingSync off: a write resolves only once it is synced to disk, so nothing the API has
@@ -234,12 +239,16 @@ export class Store extends EventEmitter {
     this.dropUndeclaredIndexes();
   }
 
-  /** Seals the secrets kept in records (sealed.ts); set by the controller at start. */
+  /** Seals the secrets kept in records (sealed.ts), as given at construction. */
   get sealer(): Sealer {
     if (!this.sealerOrUnset) throw new Error('no sealer set on the store: secrets cannot be stored or read');
     return this.sealerOrUnset;
   }
 
+  /**
+   * Cluster mode only (src/cluster/join.ts): the cluster's shared sealing key replaces this
+   * controller's own once etcd is reached, which needs this store to hold the replica first.
+   */
   set sealer(s: Sealer) {
     this.sealerOrUnset = s;
   }

@@ -2,7 +2,7 @@
  * Authenticator operations: the writes (src/managers/authenticators.ts) and the caller's own
  * authenticators; their list, detail and delete are the family's standard operations.
  */
-import type { Ctx, Entry } from '../../core/context.js';
+import type { Ctx, Entry } from '../context.js';
 import { errors } from '../../core/errors.js';
 import { created, empty, ok } from '../../core/envelope.js';
 import { listRecords } from '../../resources/list.js';

@@ -5,7 +5,7 @@
  * itself is not an operation: it is a WebSocket (src/control/, served by src/http/uws.ts).
  */
 import type { Member } from '../../cluster/members.js';
-import type { Ctx, Entry, Handler } from '../../core/context.js';
+import type { Ctx, Entry, Handler } from '../context.js';
 import { errors } from '../../core/errors.js';
 import { created, empty, list, ok } from '../../core/envelope.js';
 import { BASE_PATHS } from '../router.js';

@@ -12,7 +12,7 @@
  * `datastoreEntries`, built once per operation table.
  */
 import path from 'node:path';
-import type { Ctx, Entry } from '../../core/context.js';
+import type { Ctx, Entry } from '../context.js';
 import type { Reply } from '../../core/operation.js';
 import type { Registry } from '../../resources/registry.js';
 import { empty, envelope, ok } from '../../core/envelope.js';

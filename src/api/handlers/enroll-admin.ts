@@ -4,7 +4,7 @@
  * enrollment, flag a certificate authenticator for extension, re-enroll an edge router.
  */
 import crypto from 'node:crypto';
-import type { Ctx, Entry } from '../../core/context.js';
+import type { Ctx, Entry } from '../context.js';
 import type { Reply } from '../../core/operation.js';
 import { ApiError, errors } from '../../core/errors.js';
 import { created, empty } from '../../core/envelope.js';

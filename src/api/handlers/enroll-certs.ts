@@ -4,7 +4,7 @@
  * current API session, the network JWTs, the enrollment JWKS and the enrollment challenge.
  */
 import crypto from 'node:crypto';
-import type { Ctx, Entry } from '../../core/context.js';
+import type { Ctx, Entry } from '../context.js';
 import type { Reply } from '../../core/operation.js';
 import { ApiError, errors } from '../../core/errors.js';
 import { empty, ok } from '../../core/envelope.js';

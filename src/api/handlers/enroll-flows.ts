@@ -9,7 +9,7 @@
  * hashing) in the pool, then in ONE write re-checks that the enrollment still exists, deletes it
  * and creates the credential: two concurrent uses of a token cannot both succeed.
  */
-import type { Ctx, Entry, Handler } from '../../core/context.js';
+import type { Ctx, Entry, Handler } from '../context.js';
 import type { Reply } from '../../core/operation.js';
 import { ApiError, errors } from '../../core/errors.js';
 import { empty, ok } from '../../core/envelope.js';

@@ -14,7 +14,7 @@
  */
 import crypto from 'node:crypto';
 import * as jose from 'jose';
-import type { Ctx, Entry } from '../../core/context.js';
+import type { Ctx, Entry } from '../context.js';
 import type { Reply } from '../../core/operation.js';
 import { ApiError } from '../../core/errors.js';
 import { ok } from '../../core/envelope.js';

@@ -1,5 +1,5 @@
 /** The client API's unauthenticated list of external JWT signers (their management is a standard family). */
-import type { Entry } from '../../core/context.js';
+import type { Entry } from '../context.js';
 import { listRecords } from '../../resources/list.js';
 import type { Registry } from '../../resources/registry.js';
 

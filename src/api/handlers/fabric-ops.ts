@@ -15,7 +15,7 @@
  *   orders the writes, every controller takes them), so add, remove and transfer are refused with
  *   the reason (400 INVALID_FIELD), or 404 for a member id that is not live.
  */
-import type { Ctx, Entry, Handler } from '../../core/context.js';
+import type { Ctx, Entry, Handler } from '../context.js';
 import { ApiError, causeValue, errors } from '../../core/errors.js';
 import { empty, list, ok } from '../../core/envelope.js';
 import { parseListParams } from '../../core/query.js';

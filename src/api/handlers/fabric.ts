@@ -14,7 +14,7 @@
  * - Terminators: upstream's fabric `instanceId`/`instanceSecret` are the Management API's
  *   `identity`/`identitySecret`.
  */
-import type { Ctx, Entry, Handler } from '../../core/context.js';
+import type { Ctx, Entry, Handler } from '../context.js';
 import type { Permission, Reply } from '../../core/operation.js';
 import { errors } from '../../core/errors.js';
 import { created, empty, ok, list } from '../../core/envelope.js';

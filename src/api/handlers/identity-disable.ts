@@ -1,5 +1,5 @@
 /** Identity disable and enable by an administrator (the rules: src/managers/identities.ts). */
-import type { Entry } from '../../core/context.js';
+import type { Entry } from '../context.js';
 import { empty } from '../../core/envelope.js';
 
 export function identityDisableEntries(): Entry[] {

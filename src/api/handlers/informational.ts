@@ -1,6 +1,6 @@
 /** Unauthenticated documents: version, capabilities, specs, protocols, CA bundle, fixed type lists. (Controllers: handlers/controllers.ts.) */
 import { dump } from 'js-yaml';
-import type { Ctx, Entry, Op } from '../../core/context.js';
+import type { Ctx, Entry, Op } from '../context.js';
 import type { ApiName, Reply } from '../../core/operation.js';
 import { errors } from '../../core/errors.js';
 import { ok, list } from '../../core/envelope.js';

@@ -4,7 +4,7 @@
  * administrator removing an identity's MFA. The rules and writes are the MFA manager's
  * (src/managers/mfa.ts); these translate HTTP.
  */
-import type { Ctx, Entry } from '../../core/context.js';
+import type { Ctx, Entry } from '../context.js';
 import { errors } from '../../core/errors.js';
 import { created, empty, ok } from '../../core/envelope.js';
 import type { MfaRecord } from '../../auth/mfa.js';

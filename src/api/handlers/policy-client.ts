@@ -4,7 +4,7 @@
  * routers, service sessions (list/detail; create and delete: src/managers/service-sessions.ts), the
  * service-update timestamp and posture responses (src/managers/posture-responses.ts).
  */
-import type { Ctx, Entry, Handler } from '../../core/context.js';
+import type { Ctx, Entry, Handler } from '../context.js';
 import type { Reply } from '../../core/operation.js';
 import { errors } from '../../core/errors.js';
 import { ok, okWithRaw, empty, envelope } from '../../core/envelope.js';

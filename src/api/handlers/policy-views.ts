@@ -6,7 +6,7 @@
  * in one table (RELATED) and their entries generated; every list pages and filters like any other
  * list (runList over the candidate ids the index yields).
  */
-import type { Ctx, Entry } from '../../core/context.js';
+import type { Ctx, Entry } from '../context.js';
 import type { ManagementOperationId } from '../../core/operation-ids.js';
 import type { Reply } from '../../core/operation.js';
 import { errors } from '../../core/errors.js';

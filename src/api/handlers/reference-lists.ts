@@ -1,5 +1,5 @@
 /** Sub-lists that follow plain references: a config type's configs, a service's configs and terminators, … */
-import type { Ctx, Entry, Handler } from '../../core/context.js';
+import type { Ctx, Entry, Handler } from '../context.js';
 import { listRecords } from '../../resources/list.js';
 import { mustGet, type Registry } from '../../resources/registry.js';
 import type { Rec } from '../../store/store.js';

@@ -9,7 +9,7 @@
  * runList's candidate path, each entry that JSON plus the caller's `permissions`, `config` and
  * `postureQueries` (serviceExtras, as services.render adds them). Same bytes as the generic path.
  */
-import type { Ctx } from '../../core/context.js';
+import type { Ctx } from '../context.js';
 import type { Reply } from '../../core/operation.js';
 import { listOfJson } from '../../core/envelope.js';
 import { listSource } from '../../resources/list.js';

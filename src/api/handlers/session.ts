@@ -2,7 +2,7 @@
  * Login and the caller's own session and identity: `POST /authenticate` (every method, through
  * the login manager: src/managers/logins.ts), `GET/DELETE /current-api-session`, `GET /current-identity`.
  */
-import type { Ctx, Entry } from '../../core/context.js';
+import type { Ctx, Entry } from '../context.js';
 import { ok, empty } from '../../core/envelope.js';
 import { renderRecord } from '../../resources/render.js';
 import type { Registry } from '../../resources/registry.js';

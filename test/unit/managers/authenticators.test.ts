@@ -8,7 +8,7 @@ import t from 'tap';
 import type { Config } from '../../../src/config.js';
 import { Authenticators } from '../../../src/managers/authenticators.js';
 import type { WorkerPool as Pool } from '../../../src/pool.js';
-import type { Ctx } from '../../../src/core/context.js';
+import type { Ctx } from '../../../src/resources/context.js';
 import { openStore, put, refusal } from './fixture.js';
 
 // The pool's worker files are the built ones (dist/workers): the pool is loaded from the build.

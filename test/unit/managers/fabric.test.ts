@@ -10,7 +10,7 @@ import { Fabric } from '../../../src/managers/fabric.js';
 import { routerCollection } from '../../../src/resources/services.js';
 import { loadOrCreatePki } from '../../../src/pki/bootstrap.js';
 import { Sealer } from '../../../src/store/sealed.js';
-import type { Ctx } from '../../../src/core/context.js';
+import type { Ctx } from '../../../src/resources/context.js';
 import { openStore, put, refusal } from './fixture.js';
 
 const PRINT = 'AB:CD:'.repeat(6) + 'ab:cd:ef:01:23:45:67:89';

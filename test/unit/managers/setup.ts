@@ -15,13 +15,10 @@ import { hashPassword } from '../../../src/auth/argon2.js';
 
 export async function managerStore(t: Test) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-managers-'));
-  const store = new Store(path.join(dir, 'db'), createRegistry().collectionSpecs());
-  store.sealer = Sealer.forPkiDir(path.join(dir, 'pki'));
+  const store = new Store(path.join(dir, 'db'), createRegistry().collectionSpecs(), { sealer: Sealer.forPkiDir(path.join(dir, 'pki')) });
   const keys = new SigningKeys(store, dir, { controllerId: 'c1', rotationMs: 3_600_000 });
   await keys.start();
-  const sessions = new ApiSessions(store, { timeoutMinutes: 30, flushMs: 60_000 });
-  sessions.keys = keys;
-  sessions.issuer = () => 'https://ctrl.test';
+  const sessions = new ApiSessions(store, keys, { timeoutMinutes: 30, flushMs: 60_000, issuer: () => 'https://ctrl.test' });
   t.teardown(async () => {
     await sessions.close();
     keys.close();

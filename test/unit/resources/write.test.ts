@@ -14,7 +14,7 @@ import { Store } from '../../../src/store/store.js';
 import { createRegistry } from '../../../src/resources/index.js';
 import { checkAttributes, checkRoles, createRecord, updateRecord } from '../../../src/resources/write.js';
 import { ApiError } from '../../../src/core/errors.js';
-import type { Ctx } from '../../../src/core/context.js';
+import type { Ctx } from '../../../src/resources/context.js';
 
 const reg = createRegistry();
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-write-'));
