@@ -45,7 +45,9 @@ import { defaultAuthPolicy, DEFAULT_AUTH_POLICY_ID } from './resources/credentia
 import { newId } from './resources/write.js';
 import { BUILTIN_CONFIG_TYPES, builtinConfigTypeRecord } from './resources/builtin-config-types.js';
 import { MIGRATIONS } from './migrations.js';
-import { dummyPasswordHash, hashPassword } from './auth/passwords.js';
+import { checkPassword, dummyPasswordHash, hashPassword } from './auth/passwords.js';
+import { Issuing } from './managers/issuing.js';
+import { Enrollments } from './managers/enrollments.js';
 import type { App } from './core/context.js';
 import { lockDataDir, ownerOnlyFromNowOn, tightenModes } from './store/data-dir.js';
 import { removePartialSnapshots } from './store/snapshot.js';
@@ -160,6 +162,14 @@ async function startOn(settings: Static<typeof ConfigSchema>, log: Logger, liste
   log.info({ ms: Math.round(policy.buildMs) }, 'role index built');
 
   const config = { ...settings, advertisedAddress: settings.advertisedAddress ?? '', certAdvertisedAddress: settings.certAdvertisedAddress ?? '' } as Config;
+  const issuing = new Issuing({ store, pool, pki });
+  const enrollments = new Enrollments({
+    store, pki, issuing,
+    // Read when a JWT is signed: the listeners bind, and cluster members join, further down.
+    issuer: () => ({ url: app.certBaseUrl, controllers: app.cluster?.members().map((m) => m.certBaseUrl) ?? [app.certBaseUrl] }),
+    lifetimeMs: settings.enrollmentMinutes * 60_000,
+    passwords: { check: (identity, password) => checkPassword(app, identity, password), hash: (password) => hashPassword(app, password) },
+  });
   const app: App = {
     config,
     store,
@@ -172,6 +182,8 @@ async function startOn(settings: Static<typeof ConfigSchema>, log: Logger, liste
     presence,
     policy,
     traces: new Traces(store),
+    issuing,
+    enrollments,
     controllerId,
     keys,
     startedAt: Date.now(),

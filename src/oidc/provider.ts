@@ -24,9 +24,9 @@ import type { App, Ctx, Op } from '../core/context.js';
 import type { Reply, Req } from '../core/operation.js';
 import { ApiError, errors } from '../core/errors.js';
 import { primaryLogin, resolveConfigTypes } from '../api/handlers/session.js';
-import { subjectText } from '../api/handlers/enroll-certs.js';
+import { subjectText } from '../managers/issuing.js';
 import { fingerprintOf } from '../pki/certs.js';
-import { signCsrs, VALIDITY, withChain } from '../pki/sign-csr.js';
+import { VALIDITY } from '../pki/sign-csr.js';
 import { newId } from '../resources/write.js';
 import { secondaryFactors } from '../auth/login-policy.js';
 import { checkCodeInTx, dropMfaInTx, isValidTotp, mfaErrors, mfaRecoveryCodes, mfaSecret, newMfaRecord, passMfaInTx, provisioningUrl, totpIssuer, type MfaRecord } from '../auth/mfa.js';
@@ -552,7 +552,7 @@ export class OidcProvider {
   private async sessionCertificate(s: ApiSession, csr: string, binding: CertBinding): Promise<string> {
     let cert;
     try {
-      [cert] = await signCsrs(this.app, [{ csr, profile: 'client', validityMs: VALIDITY.apiSession, field: 'csrPem' }]);
+      [cert] = await this.app.issuing.sign([{ csr, profile: 'client', validityMs: VALIDITY.apiSession, field: 'csrPem' }]);
     } catch (e) {
       if (e instanceof ApiError) throw new OAuthError('invalid_request', `invalid CSR: ${e.errorCause && 'reason' in e.errorCause ? e.errorCause.reason : e.message}`);
       throw e;
@@ -569,7 +569,7 @@ export class OidcProvider {
     });
     if (!stored) throw new OAuthError('invalid_grant', 'the login of this token has ended');
     binding.fingerprints = [...(binding.authCertFingerprint ? [binding.authCertFingerprint] : []), cert.fingerprint];
-    return withChain(this.app, cert.pem);
+    return this.app.issuing.withChain(cert.pem);
   }
 
   /**

@@ -103,9 +103,11 @@ export async function write<T>(store: Store, fn: (tx: Tx) => T): Promise<T> {
 
 export async function createRecord(reg: Registry, def: ResourceDef, ctx: Ctx, body: any, extra?: (rec: Rec, tx: Tx) => void): Promise<Rec> {
   const now = Date.now();
+  const id = newId();
+  const prepared = def.beforeCreate?.(id, body, ctx);
   return write(ctx.app.store, (tx) => {
-    const rec: Rec = { id: newId(), createdAt: now, updatedAt: now };
-    const wctx: WriteCtx = { tx, mode: 'create', body, ctx };
+    const rec: Rec = { id, createdAt: now, updatedAt: now };
+    const wctx: WriteCtx = { tx, mode: 'create', body, ctx, prepared };
     applyBody(reg, def, wctx, rec);
     def.prepare?.(rec, wctx);
     extra?.(rec, tx);
