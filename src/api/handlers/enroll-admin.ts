@@ -1,7 +1,8 @@
 /**
- * Management side of enrollment: create and refresh
- * enrollments, verify a CA and serve its enrollment JWT, revert an authenticator to an
- * enrollment, flag a certificate authenticator for extension, re-enroll an edge router.
+ * Management side of enrollment: create and refresh enrollments, verify a CA and serve its
+ * enrollment JWT, revert an authenticator to an enrollment, flag a certificate authenticator for
+ * extension, re-enroll an edge router. The rules and writes are the enrollments and issuing
+ * managers' (src/managers/); these handlers read the request and render the reply.
  */
 import type { Entry } from '../../core/context.js';
 import { ApiError, errors } from '../../core/errors.js';

@@ -15,10 +15,7 @@ import { jwsAlg } from '../../pki/jwt.js';
 
 export function enrollCertEntries(reg: Registry): Entry[] {
   const certDef = reg.def('apiSessionCertificates');
-  const renderCert = (ctx: Ctx, rec: Rec) => {
-    const out = renderRecord(reg, certDef, rec, { store: ctx.app.store, ctx });
-    return out;
-  };
+  const renderCert = (ctx: Ctx, rec: Rec) => renderRecord(reg, certDef, rec, { store: ctx.app.store, ctx });
 
   return [
     { api: 'both', operationId: 'extendCurrentIdentityAuthenticator', auth: 'session', limit: 'heavy',
