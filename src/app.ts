@@ -48,6 +48,7 @@ import { MIGRATIONS } from './migrations.js';
 import { checkPassword, dummyPasswordHash, hashPassword } from './auth/passwords.js';
 import { Issuing } from './managers/issuing.js';
 import { Enrollments } from './managers/enrollments.js';
+import { issuerOf } from './resources/enrollments.js';
 import type { App } from './core/context.js';
 import { lockDataDir, ownerOnlyFromNowOn, tightenModes } from './store/data-dir.js';
 import { removePartialSnapshots } from './store/snapshot.js';
@@ -166,7 +167,7 @@ async function startOn(settings: Static<typeof ConfigSchema>, log: Logger, liste
   const enrollments = new Enrollments({
     store, pki, issuing,
     // Read when a JWT is signed: the listeners bind, and cluster members join, further down.
-    issuer: () => ({ url: app.certBaseUrl, controllers: app.cluster?.members().map((m) => m.certBaseUrl) ?? [app.certBaseUrl] }),
+    issuer: () => issuerOf(app),
     lifetimeMs: settings.enrollmentMinutes * 60_000,
     passwords: { check: (identity, password) => checkPassword(app, identity, password), hash: (password) => hashPassword(app, password) },
   });

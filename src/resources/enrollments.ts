@@ -43,14 +43,14 @@ export interface EnrollmentKeys {
   lifetimeMs: number;
 }
 
+/** Where an application's enrollment JWTs send a device (`EnrollmentKeys.issuer`). */
+export function issuerOf(app: App): { url: string; controllers: string[] } {
+  return { url: app.certBaseUrl, controllers: app.cluster?.members().map((m) => m.certBaseUrl) ?? [app.certBaseUrl] };
+}
+
 /** The keys of an application: for records created through the resource layer. */
 export function keysOf(app: App): EnrollmentKeys {
-  return {
-    pki: app.pki,
-    store: app.store,
-    issuer: () => ({ url: app.certBaseUrl, controllers: app.cluster?.members().map((m) => m.certBaseUrl) ?? [app.certBaseUrl] }),
-    lifetimeMs: app.config.enrollmentMinutes * 60_000,
-  };
+  return { pki: app.pki, store: app.store, issuer: () => issuerOf(app), lifetimeMs: app.config.enrollmentMinutes * 60_000 };
 }
 
 /** A JWT signed with the controller's server key (`kid`: its certificate's SHA-1). */
