@@ -134,7 +134,7 @@ export class Issuing {
   // ---- certificate authenticators ------------------------------------------------------------
 
   /** The caller's own certificate authenticator issued by this controller, checked in upstream's order. */
-  ownCertAuthenticator(id: string, identityId: string): Rec {
+  private ownCertAuthenticator(id: string, identityId: string): Rec {
     const auth = this.deps.store.get('authenticators', id);
     if (!auth) throw errors.notFound();
     if (auth.identityId !== identityId) throw errors.unauthorized();

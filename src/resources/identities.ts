@@ -5,7 +5,6 @@ import { isDisabledAt } from '../auth/login-policy.js';
 import type { Rec, Tx } from '../store/store.js';
 import { crud, type ResourceDef, type View } from './types.js';
 import { enrollmentSecrets, keysOf, newEnrollment, putNewEnrollment, type EnrollmentSpec } from './enrollments.js';
-import { REDACTED } from './render.js';
 
 export const IDENTITY_TYPES = ['Default', 'Router'] as const;
 
