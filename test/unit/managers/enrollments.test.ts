@@ -2,7 +2,8 @@
  * src/managers/enrollments.ts without HTTP, on a real store, PKI and worker pool: what an
  * enrollment holds at rest and what its JWT says, the management rules (one outstanding
  * enrollment per method, refresh kills the old token, re-enrolling an authenticator ends it and
- * its sessions), and that a token is used once, even by two uses at the same time.
+ * its sessions), that a token is used once, even by two uses at the same time, and that identity
+ * and router creates store the enrollment their `beforeCreate` made.
  */
 import crypto from 'node:crypto';
 import t from 'tap';
@@ -11,7 +12,9 @@ import { Issuing } from '../../../src/managers/issuing.js';
 import { enrollmentSecrets } from '../../../src/resources/enrollments.js';
 import { decodeJwt } from '../../../src/pki/jwt.js';
 import { checkPassword, hashPassword } from '../../../src/auth/passwords.js';
-import type { App } from '../../../src/core/context.js';
+import type { App, Ctx } from '../../../src/core/context.js';
+import { createRegistry } from '../../../src/resources/index.js';
+import { createRecord } from '../../../src/resources/write.js';
 import { newCsr } from '../../helpers/pki.js';
 import { codeOf, parts, seed, type Seed } from './pki-parts.js';
 
@@ -130,4 +133,24 @@ t.test('re-enrolling an edge router: certificate removed, a new erott enrollment
   const { jwt } = enrollmentSecrets(store, store.get('enrollments', eid)!, true);
   t.match(decodeJwt(jwt).claims, { em: 'erott', sub: 'er-1' });
   t.equal(await codeOf(enrollments.reEnrollEdgeRouter('no-router')), 'NOT_FOUND');
+});
+
+t.test('identity and router creates: the enrollment made before the write is the one stored, in the same write', async (t) => {
+  const reg = createRegistry();
+  await seed(store, [['authPolicies', { id: 'default', name: 'Default' }]]);
+  // What the resource hooks read of the application to make an enrollment (resources/enrollments.ts keysOf).
+  const ctx = { app: { store, pki, certBaseUrl: 'https://ctrl-a:1281', config: { enrollmentMinutes: 30 } } } as unknown as Ctx;
+  const made = await createRecord(reg, reg.def('identities'), ctx, { name: 'with-ott', type: 'Default', isAdmin: false, enrollment: { ott: true } });
+  const [eid] = store.idsByIndex('enrollments', 'identityId', made.id);
+  const e = store.get('enrollments', eid)!;
+  t.match(decodeJwt(enrollmentSecrets(store, e, true).jwt).claims, { em: 'ott', sub: made.id, iss: 'https://ctrl-a:1281' });
+  t.ok(e.createdAt >= made.createdAt && e.expiresAt - e.createdAt === 30 * 60_000, 'the default lifetime');
+  t.equal(await codeOf(createRecord(reg, reg.def('identities'), ctx, { name: 'two-kinds', type: 'Default', isAdmin: false, enrollment: { ott: true, updb: 'two-kinds' } })), 'COULD_NOT_VALIDATE');
+  t.notOk(store.findUnique('identities', 'name', 'two-kinds'), 'a refused create stores neither');
+  // A writer that chooses the id inside the write (fabric's createRouter) still gets an enrollment for that id.
+  const router = await createRecord(reg, reg.def('routers'), ctx, { name: 'fabric-router' }, (r) => {
+    r.id = 'fabric-router-id';
+  });
+  const [rid] = store.idsByIndex('enrollments', 'transitRouterId', router.id);
+  t.match(decodeJwt(enrollmentSecrets(store, store.get('enrollments', rid)!, true).jwt).claims, { em: 'trott', sub: 'fabric-router-id' });
 });
