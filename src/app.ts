@@ -54,13 +54,16 @@ import { ControllerSettings } from './managers/controller-settings.js';
 import { ServiceSessions } from './managers/service-sessions.js';
 import { PostureResponses } from './managers/posture-responses.js';
 import { Fabric } from './managers/fabric.js';
-import { dummyPasswordHash, hashPassword } from './auth/passwords.js';
+import { checkPassword, dummyPasswordHash, hashPassword } from './auth/passwords.js';
 import { totpIssuer } from './auth/mfa.js';
 import { Logins } from './managers/logins.js';
 import { Mfa } from './managers/mfa.js';
 import { OidcSessions } from './managers/oidc-sessions.js';
 import type { App } from './api/context.js';
 import type { ClusterView } from './cluster/members.js';
+import { Issuing } from './managers/issuing.js';
+import { Enrollments } from './managers/enrollments.js';
+import { issuerOf } from './resources/enrollments.js';
 import { lockDataDir, ownerOnlyFromNowOn, tightenModes } from './store/data-dir.js';
 import { removePartialSnapshots } from './store/snapshot.js';
 import type { Static } from 'typebox';
@@ -196,6 +199,14 @@ async function startOn(settings: Static<typeof ConfigSchema>, log: Logger, liste
   // Both read `app` only when called, once it is built.
   const logins = new Logins({ store, pool, extJwt: auth.extJwt, sessions, dummyHash: () => dummyPasswordHash(app) });
   const mfa = new Mfa({ store, throttle: auth.mfaThrottle, pki, issuer: () => app.baseUrl, totpIssuer: () => totpIssuer(app.config.advertisedAddress) });
+  const issuing = new Issuing({ store, pool, pki });
+  const enrollments = new Enrollments({
+    store, pki, issuing,
+    // Read when a JWT is signed: the listeners bind, and cluster members join, further down.
+    issuer: () => issuerOf(app),
+    lifetimeMs: settings.enrollmentMinutes * 60_000,
+    passwords: { check: (identity, password) => checkPassword(app, identity, password), hash: (password) => hashPassword(app, password) },
+  });
   const app: App = {
     config,
     store,
@@ -217,6 +228,8 @@ async function startOn(settings: Static<typeof ConfigSchema>, log: Logger, liste
     presence,
     policy,
     traces: new Traces(store),
+    issuing,
+    enrollments,
     controllerId,
     keys,
     startedAt: Date.now(),

@@ -23,6 +23,8 @@ import type { Mfa } from '../managers/mfa.js';
 import type { OidcSessions } from '../managers/oidc-sessions.js';
 import type { PostureResponses } from '../managers/posture-responses.js';
 import type { ServiceSessions } from '../managers/service-sessions.js';
+import type { Enrollments } from '../managers/enrollments.js';
+import type { Issuing } from '../managers/issuing.js';
 import type { BodyValidator } from './validate.js';
 
 export interface App extends ResourceApp, EventsApp {
@@ -46,6 +48,8 @@ export interface App extends ResourceApp, EventsApp {
   oidcSessions: OidcSessions;
   postureResponses: PostureResponses;
   serviceSessions: ServiceSessions;
+  issuing: Issuing;
+  enrollments: Enrollments;
 }
 
 export type Ctx = SessionCtx<App>;

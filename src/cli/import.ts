@@ -113,13 +113,22 @@ export class BulkWriter {
     const { reg, ctx, store } = this.o;
     const now = Date.now();
     const out: string[] = [];
+    const newIds = bodies.map((_, k) => ids?.[k] ?? newId());
+    // Made before the write, as a POST makes them (createRecord): each record's signed and sealed parts.
+    const prepared = bodies.map((body, k) => {
+      try {
+        return def.beforeCreate?.(newIds[k], body, ctx);
+      } catch (e) {
+        throw new ImportError(k, e);
+      }
+    });
     let failed: ImportError | undefined;
     const committed = write(store, (tx) => {
       for (let k = 0; k < bodies.length; k++) {
         try {
           // Given ids repeat with their seed: a second model in the same store must not replace the first.
           if (ids && tx.exists(def.collection, ids[k])) throw new UniqueViolation(def.collection, 'id', ids[k]);
-          out.push(createInTx(reg, def, ctx, tx, ids?.[k] ?? newId(), now, bodies[k]).id);
+          out.push(createInTx(reg, def, ctx, tx, newIds[k], now, bodies[k], undefined, prepared[k]).id);
         } catch (e) {
           failed = new ImportError(k, e);
           throw e;

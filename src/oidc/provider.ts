@@ -27,9 +27,9 @@ import crypto from 'node:crypto';
 import type { App } from '../api/context.js';
 import type { Reply, Req } from '../core/operation.js';
 import { ApiError, errors } from '../core/errors.js';
-import { subjectText } from '../api/handlers/enroll-certs.js';
+import { subjectText } from '../managers/issuing.js';
 import { fingerprintOf } from '../pki/certs.js';
-import { signCsrs, VALIDITY, withChain } from '../pki/sign-csr.js';
+import { VALIDITY } from '../pki/sign-csr.js';
 import type { MfaRecord } from '../auth/mfa.js';
 import { ACCESS_TOKEN, REFRESH_TOKEN, type ApiSession } from '../auth/api-sessions.js';
 import { effectiveSettings } from '../control/settings.js';
@@ -502,7 +502,7 @@ export class OidcProvider {
   private async sessionCertificate(s: ApiSession, csr: string, binding: CertBinding): Promise<string> {
     let cert;
     try {
-      [cert] = await signCsrs(this.app, [{ csr, profile: 'client', validityMs: VALIDITY.apiSession, field: 'csrPem' }]);
+      [cert] = await this.app.issuing.sign([{ csr, profile: 'client', validityMs: VALIDITY.apiSession, field: 'csrPem' }]);
     } catch (e) {
       if (e instanceof ApiError) throw new OAuthError('invalid_request', `invalid CSR: ${e.errorCause && 'reason' in e.errorCause ? e.errorCause.reason : e.message}`);
       throw e;
@@ -510,7 +510,7 @@ export class OidcProvider {
     const stored = await this.app.oidcSessions.addCertificate(s, { ...cert, subject: subjectText(new crypto.X509Certificate(cert.pem)) });
     if (!stored) throw new OAuthError('invalid_grant', 'the login of this token has ended');
     binding.fingerprints = [...(binding.authCertFingerprint ? [binding.authCertFingerprint] : []), cert.fingerprint];
-    return withChain(this.app, cert.pem);
+    return this.app.issuing.withChain(cert.pem);
   }
 
   /**

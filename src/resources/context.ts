@@ -1,7 +1,7 @@
 /**
  * What the resource families need of the application, from the layers below them, and the
  * handler context of their operations. Where a family needs a capability of a higher layer (the
- * worker pool signs CSRs, cluster membership names the controllers) it names only that
+ * worker pool hashes passwords, cluster membership names the controllers) it names only that
  * capability here, and the composition (src/app.ts) passes the real thing. The API layer's `App`
  * (src/api/context.ts) extends this, so these handlers join its table as they are.
  */
@@ -10,12 +10,10 @@ import type { SessionCtx } from '../auth/api-sessions.js';
 import type { AuthServices } from '../auth/services.js';
 import type { PasswordApp } from '../auth/passwords.js';
 import type { Presence } from '../control/presence.js';
-import type { CsrSigningApp } from '../pki/sign-csr.js';
 import type { Pki } from '../pki/bootstrap.js';
 import type { PolicyEngine } from '../policy/engine.js';
 
 export interface ResourceApp extends PasswordApp {
-  pool: PasswordApp['pool'] & CsrSigningApp['pool'];
   auth: AuthServices;
   pki: Pki;
   presence: Presence;

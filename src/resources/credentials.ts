@@ -1,7 +1,7 @@
 /**
  * The families that decide how identities prove who they are: auth policies, external JWT
  * signers, certificate authorities, authenticators and API-session certificates. The login flows
- * that read them are in src/auth; enrollment and CA verification in src/api/handlers/enroll-*.ts.
+ * that read them are in src/auth; enrollment and CA verification in src/managers/enrollments.ts and issuing.ts.
  */
 import crypto from 'node:crypto';
 import { ApiError, errors } from '../core/errors.js';

@@ -1,18 +1,20 @@
 /**
  * Enrollments: outstanding one-time credentials of identities and routers.
- * Created with identities (`enrollment` in the create body), edge/transit routers, `POST
- * /enrollments`, re-enrollment of authenticators and routers; consumed by the enroll endpoints
- * (src/api/handlers/enroll.ts). The JWT names the mutual-TLS listener as the controller (`iss`,
- * `ctrls`): a device that enrolls then logs in with its certificate lands where certificates work.
+ * Created with identities (`enrollment` in the create body) and edge/transit routers (their
+ * `beforeCreate`), and by the enrollments manager (src/managers/enrollments.ts: `POST
+ * /enrollments`, refresh, re-enrollment of authenticators and routers), which also consumes them
+ * in the enroll flows. The JWT names the mutual-TLS listener as the controller (`iss`, `ctrls`): a
+ * device that enrolls then logs in with its certificate lands where certificates work.
  */
 import crypto from 'node:crypto';
 import type { ResourceApp as App } from './context.js';
+import type { Pki } from '../pki/bootstrap.js';
 import type { Rec, Store, Tx } from '../store/store.js';
 import { digestOf } from '../store/sealed.js';
 import { REDACTED } from './render.js';
 import { signJwt } from '../pki/jwt.js';
 import { newId } from './write.js';
-import type { ResourceDef } from './types.js';
+import type { ResourceDef, WriteCtx } from './types.js';
 
 export type EnrollmentMethod = 'ott' | 'ottca' | 'updb' | 'erott' | 'trott';
 
@@ -26,24 +28,72 @@ export interface EnrollmentSpec {
   expiresAt?: number;
 }
 
-export function enrollmentJwt(app: App, e: { method: string; token: string; expiresAt: number }, subject: string): string {
-  return signJwt(app.pki.serverKey, app.pki.serverCertSha1Hex, {
-    em: e.method,
-    sub: subject,
-    jti: e.token,
-    iss: app.certBaseUrl,
-    aud: [''],
-    exp: Math.floor(e.expiresAt / 1000),
-    ctrls: app.cluster?.members().map((m) => m.certBaseUrl) ?? [app.certBaseUrl],
-  });
+/**
+ * What an enrollment's secrets are made with: the key that signs its JWT, where the JWT sends a
+ * device, the store whose sealer seals it, and the lifetime of one made without an expiry.
+ */
+export interface EnrollmentKeys {
+  pki: Pick<Pki, 'serverKey' | 'serverCertSha1Hex'>;
+  store: Store;
+  /**
+   * `url`: the mutual-TLS listener (`iss`); `controllers`: every controller's (`ctrls`). Read at
+   * signing time: the listeners bind, and cluster members join, after the services are built.
+   */
+  issuer(): { url: string; controllers: string[] };
+  lifetimeMs: number;
+}
+
+/** Where an application's enrollment JWTs send a device (`EnrollmentKeys.issuer`). */
+export function issuerOf(app: App): { url: string; controllers: string[] } {
+  return { url: app.certBaseUrl, controllers: app.cluster?.members().map((m) => m.certBaseUrl) ?? [app.certBaseUrl] };
+}
+
+/** The keys of an application: for records created through the resource layer. */
+export function keysOf(app: App): EnrollmentKeys {
+  return { pki: app.pki, store: app.store, issuer: () => issuerOf(app), lifetimeMs: app.config.enrollmentMinutes * 60_000 };
+}
+
+/** A JWT signed with the controller's server key (`kid`: its certificate's SHA-1). */
+export function signedJwt(keys: EnrollmentKeys, claims: Record<string, unknown>): string {
+  return signJwt(keys.pki.serverKey, keys.pki.serverCertSha1Hex, claims);
+}
+
+function enrollmentJwt(keys: EnrollmentKeys, e: { method: string; token: string; expiresAt: number }, subject: string): string {
+  const { url, controllers } = keys.issuer();
+  return signedJwt(keys, { em: e.method, sub: subject, jti: e.token, iss: url, aud: [''], exp: Math.floor(e.expiresAt / 1000), ctrls: controllers });
 }
 
 /**
- * At rest an enrollment holds its token's digest (what `enrollmentByToken` looks up) and its JWT
- * sealed; the token itself is the JWT's `jti`, so it is read back from the opened JWT.
+ * A new token, its JWT and expiry as stored: the token's digest (what `enrollmentByToken` looks
+ * up) and the JWT sealed; the token itself is the JWT's `jti`, so it is read back from the opened
+ * JWT. Signed and sealed here, before the write that stores it: a write callback only stores.
  */
-function atRest(app: App, token: string, jwt: string): { token: string; jwt: string } {
-  return { token: digestOf(token), jwt: app.store.sealer.seal(jwt) };
+export function enrollmentSecretsAtRest(keys: EnrollmentKeys, method: string, subject: string, expiresAt: number): { token: string; jwt: string; expiresAt: number } {
+  const token = crypto.randomUUID();
+  const jwt = enrollmentJwt(keys, { method, token, expiresAt }, subject);
+  return { token: digestOf(token), jwt: keys.store.sealer.seal(jwt), expiresAt };
+}
+
+const subjectOf = (e: EnrollmentSpec | Rec): string => (e.identityId ?? e.edgeRouterId ?? e.transitRouterId)!;
+
+/** A new enrollment record, ready to be put by a write (nothing in it is signed or sealed inside the write). */
+export function newEnrollment(keys: EnrollmentKeys, spec: EnrollmentSpec): Rec {
+  const now = Date.now();
+  const rec: Rec = { id: newId(), createdAt: now, updatedAt: now, tags: {}, ...spec, ...enrollmentSecretsAtRest(keys, spec.method, subjectOf(spec), spec.expiresAt ?? now + keys.lifetimeMs) };
+  for (const k of Object.keys(rec)) if (rec[k] === undefined) delete rec[k];
+  return rec;
+}
+
+/**
+ * Put the enrollment a create gives its new record: the one `beforeCreate` made before the write
+ * (`wctx.prepared`) when it is for this record. Writers that run the declaration's hooks inside
+ * their own write (the model generator) or choose the id inside it (fabric's createRouter) get one
+ * made here.
+ */
+export function putNewEnrollment(wctx: WriteCtx, spec: EnrollmentSpec): void {
+  const pre = wctx.prepared as Rec | undefined;
+  const fits = pre && pre.method === spec.method && subjectOf(pre) === subjectOf(spec) && pre.caId === spec.caId && pre.username === spec.username;
+  wctx.tx.put('enrollments', fits ? pre : newEnrollment(keysOf(wctx.ctx.app), spec));
 }
 
 /** The enrollment whose token is `token`, if any. */
@@ -64,15 +114,6 @@ export function enrollmentSecrets(store: Store, e: Rec, secrets: boolean): { tok
   return { token: typeof token === 'string' ? token : REDACTED, jwt };
 }
 
-/** Give an enrollment a new token, JWT and expiry inside a write (refresh: the old token dies). */
-export function refreshEnrollmentInTx(app: App, tx: Tx, e: Rec, expiresAt: number): Rec {
-  const token = crypto.randomUUID();
-  const subject = e.identityId ?? e.edgeRouterId ?? e.transitRouterId;
-  const rec: Rec = { ...e, expiresAt, updatedAt: Math.max(Date.now(), e.updatedAt + 1), ...atRest(app, token, enrollmentJwt(app, { method: e.method, token, expiresAt }, subject)) };
-  tx.put('enrollments', rec);
-  return rec;
-}
-
 /** Outstanding enrollment of `method` for an identity, if any (at most one per method). */
 export function identityEnrollment(tx: { idsByIndex(c: string, f: string, v: unknown): string[]; get(c: string, id: string): Rec | undefined }, identityId: string, method: string): Rec | undefined {
   for (const id of tx.idsByIndex('enrollments', 'identityId', identityId)) {
@@ -80,17 +121,6 @@ export function identityEnrollment(tx: { idsByIndex(c: string, f: string, v: unk
     if (e?.method === method) return e;
   }
   return undefined;
-}
-
-export function createEnrollmentInTx(app: App, tx: Tx, spec: EnrollmentSpec): Rec {
-  const now = Date.now();
-  const expiresAt = spec.expiresAt ?? now + app.config.enrollmentMinutes * 60_000;
-  const token = crypto.randomUUID();
-  const subject = spec.identityId ?? spec.edgeRouterId ?? spec.transitRouterId!;
-  const rec: Rec = { id: newId(), createdAt: now, updatedAt: now, tags: {}, ...spec, expiresAt, ...atRest(app, token, enrollmentJwt(app, { method: spec.method, token, expiresAt }, subject)) };
-  for (const k of Object.keys(rec)) if (rec[k] === undefined) delete rec[k];
-  tx.put('enrollments', rec);
-  return rec;
 }
 
 export const enrollments: ResourceDef = {

@@ -4,8 +4,7 @@ import { ALL_PERMISSIONS, dominates } from '../auth/permissions.js';
 import { isDisabledAt } from '../auth/login-policy.js';
 import type { Rec, Tx } from '../store/store.js';
 import { crud, type ResourceDef, type View } from './types.js';
-import { createEnrollmentInTx, enrollmentSecrets } from './enrollments.js';
-import { REDACTED } from './render.js';
+import { enrollmentSecrets, keysOf, newEnrollment, putNewEnrollment, type EnrollmentSpec } from './enrollments.js';
 
 export const IDENTITY_TYPES = ['Default', 'Router'] as const;
 
@@ -82,13 +81,15 @@ export const identities: ResourceDef = {
         throw errors.field('enrollment.updb', 'must be a non-empty username', e.updb);
     }
   },
+  // The enrollment asked for in the create body is signed and sealed before the write and put in
+  // the same write as the identity.
+  beforeCreate(id, body, ctx) {
+    const spec = enrollmentSpec(id, body);
+    return spec && newEnrollment(keysOf(ctx.app), spec);
+  },
   afterWrite(rec, wctx) {
-    const e = wctx.mode === 'create' ? (wctx.body?.enrollment as { ott?: boolean; ottca?: string; updb?: string } | undefined) : undefined;
-    if (!e) return;
-    const app = wctx.ctx.app;
-    if (e.ott) createEnrollmentInTx(app, wctx.tx, { method: 'ott', identityId: rec.id });
-    else if (e.ottca) createEnrollmentInTx(app, wctx.tx, { method: 'ottca', identityId: rec.id, caId: e.ottca });
-    else if (e.updb) createEnrollmentInTx(app, wctx.tx, { method: 'updb', identityId: rec.id, username: e.updb });
+    const spec = wctx.mode === 'create' ? enrollmentSpec(rec.id, wctx.body) : undefined;
+    if (spec) putNewEnrollment(wctx, spec);
   },
   protect(rec, mode) {
     if (mode !== 'delete') return;
@@ -106,6 +107,15 @@ export const identities: ResourceDef = {
     cacheable: (rec) => rec.disabledUntil === undefined || rec.disabledUntil === null,
   },
 };
+
+/** The enrollment a create body asks for (`enrollment: {ott: true}`, `{ottca: caId}` or `{updb: username}`). */
+function enrollmentSpec(identityId: string, body: any): EnrollmentSpec | undefined {
+  const e = body?.enrollment as { ott?: boolean; ottca?: string; updb?: string } | undefined;
+  if (e?.ott) return { method: 'ott', identityId };
+  if (e?.ottca) return { method: 'ottca', identityId, caId: e.ottca };
+  if (e?.updb) return { method: 'updb', identityId, username: e.updb };
+  return undefined;
+}
 
 /**
  * A hosting cost or precedence is keyed by service id: a key that names no service is refused.

@@ -5,7 +5,7 @@
  */
 import { errors } from '../core/errors.js';
 import type { Rec, Store, Tx } from '../store/store.js';
-import { createEnrollmentInTx, enrollmentSecrets } from './enrollments.js';
+import { enrollmentSecrets, keysOf, newEnrollment, putNewEnrollment } from './enrollments.js';
 import { newId } from './write.js';
 import { deleteRouterTerminators } from './services.js';
 import { crud, type FieldDef, type ResourceDef, type View, type WriteCtx } from './types.js';
@@ -135,8 +135,10 @@ export const edgeRouters: ResourceDef = {
     checkCost(rec);
     if (!rec.isTunnelerEnabled && wctx.before?.isTunnelerEnabled) removeTunnelerIdentity(wctx.tx, rec.id);
   },
+  // Its enrollment is signed and sealed before the write and put in the same write as the router.
+  beforeCreate: (id, _body, ctx) => newEnrollment(keysOf(ctx.app), { method: 'erott', edgeRouterId: id }),
   afterWrite(rec, wctx) {
-    if (wctx.mode === 'create') createEnrollmentInTx(wctx.ctx.app, wctx.tx, { method: 'erott', edgeRouterId: rec.id });
+    if (wctx.mode === 'create') putNewEnrollment(wctx, { method: 'erott', edgeRouterId: rec.id });
     syncTunnelerIdentity(rec, wctx);
   },
   beforeDelete(rec, { tx }) {
@@ -162,8 +164,9 @@ export const routers: ResourceDef = {
     if (mode === 'create') rec.isVerified = false;
     checkCost(rec);
   },
+  beforeCreate: (id, _body, ctx) => newEnrollment(keysOf(ctx.app), { method: 'trott', transitRouterId: id }),
   afterWrite(rec, wctx) {
-    if (wctx.mode === 'create') createEnrollmentInTx(wctx.ctx.app, wctx.tx, { method: 'trott', transitRouterId: rec.id });
+    if (wctx.mode === 'create') putNewEnrollment(wctx, { method: 'trott', transitRouterId: rec.id });
   },
   beforeDelete(rec, { tx }) {
     deleteRouterTerminators(tx, rec.id);

@@ -117,6 +117,11 @@ export interface ResourceDef {
    * side writes. `body` is the validated request body; `before` is the record before (put/patch).
    */
   prepare?(rec: Rec, ctx: WriteCtx): void;
+  /**
+   * Runs before a create's write, outside it, for work the write then only stores (an enrollment
+   * JWT signed and its secrets sealed); `id` is the new record's. Its result is `prepared`.
+   */
+  beforeCreate?(id: string, body: any, ctx: Ctx): unknown;
   /** Runs inside the write after the record was put (side records such as enrollments). */
   afterWrite?(rec: Rec, ctx: WriteCtx): void;
   /** Runs inside the delete write before generic reference handling: forbid (throw) or cascade. */
@@ -151,6 +156,8 @@ export interface WriteCtx {
   body: any;
   before?: Rec;
   ctx: Ctx;
+  /** What `beforeCreate` made for this create, if anything. */
+  prepared?: unknown;
 }
 
 /** What renderers may read: the committed store and the calling context. */

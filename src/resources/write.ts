@@ -103,16 +103,20 @@ export async function write<T>(store: Store, fn: (tx: Tx) => T): Promise<T> {
 
 export async function createRecord(reg: Registry, def: ResourceDef, ctx: Ctx, body: any, extra?: (rec: Rec, tx: Tx) => void): Promise<Rec> {
   const now = Date.now();
-  return write(ctx.app.store, (tx) => createInTx(reg, def, ctx, tx, newId(), now, body, extra));
+  const id = newId();
+  // Made before the write, not inside its callback: what a family signs or seals for a new record.
+  const prepared = def.beforeCreate?.(id, body, ctx);
+  return write(ctx.app.store, (tx) => createInTx(reg, def, ctx, tx, id, now, body, extra, prepared));
 }
 
 /**
  * The steps of a create inside a caller's write: what a POST does, and what a bulk import
- * (src/cli/import.ts) does for each of the many records one of its writes carries.
+ * (src/cli/import.ts) does for each of the many records one of its writes carries; `prepared` is
+ * what the family's `beforeCreate` made for this record before the write.
  */
-export function createInTx(reg: Registry, def: ResourceDef, ctx: Ctx, tx: Tx, id: string, now: number, body: any, extra?: (rec: Rec, tx: Tx) => void): Rec {
+export function createInTx(reg: Registry, def: ResourceDef, ctx: Ctx, tx: Tx, id: string, now: number, body: any, extra?: (rec: Rec, tx: Tx) => void, prepared?: unknown): Rec {
   const rec: Rec = { id, createdAt: now, updatedAt: now };
-  const wctx: WriteCtx = { tx, mode: 'create', body, ctx };
+  const wctx: WriteCtx = { tx, mode: 'create', body, ctx, prepared };
   applyBody(reg, def, wctx, rec);
   def.prepare?.(rec, wctx);
   extra?.(rec, tx);

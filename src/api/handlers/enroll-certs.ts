@@ -5,135 +5,51 @@
  */
 import crypto from 'node:crypto';
 import type { Ctx, Entry } from '../context.js';
-import type { Reply } from '../../core/operation.js';
-import { ApiError, errors } from '../../core/errors.js';
+import { errors } from '../../core/errors.js';
 import { empty, ok } from '../../core/envelope.js';
 import { listRecords } from '../../resources/list.js';
 import { type Registry } from '../../resources/registry.js';
 import { renderRecord } from '../../resources/render.js';
-import { newId, write } from '../../resources/write.js';
 import type { Rec } from '../../store/store.js';
-import { signCsrs, VALIDITY, withChain } from '../../pki/sign-csr.js';
-import { fingerprintOf } from '../../pki/certs.js';
-import { pemBlocks } from '../../pki/der.js';
-import { jwsAlg, signJwt } from '../../pki/jwt.js';
-
-/** The caller's own certificate authenticator, checked in upstream's order. */
-function ownCertAuthenticator(ctx: Ctx): Rec {
-  const auth = ctx.app.store.get('authenticators', ctx.params.id);
-  if (!auth) throw errors.notFound();
-  if (auth.identityId !== ctx.identity!.id) throw errors.unauthorized();
-  if (auth.method !== 'cert' || auth.isIssuedByNetwork !== true)
-    throw new ApiError('CAN_NOT_UPDATE_AUTHENTICATOR', 'only certificates issued by this controller can be extended');
-  return auth;
-}
-
-/** Go's pkix.Name.String() order: most specific RDN first, comma separated. */
-export function subjectText(cert: crypto.X509Certificate): string {
-  return cert.subject.split('\n').reverse().join(',');
-}
-
-const networkJwtCache = new WeakMap<object, string>();
+import { jwsAlg } from '../../pki/jwt.js';
 
 export function enrollCertEntries(reg: Registry): Entry[] {
   const certDef = reg.def('apiSessionCertificates');
-  const renderCert = (ctx: Ctx, rec: Rec) => {
-    const out = renderRecord(reg, certDef, rec, { store: ctx.app.store, ctx });
-    return out;
-  };
-  const ownSessionCert = (ctx: Ctx): Rec => {
-    const rec = ctx.app.store.get('apiSessionCertificates', ctx.params.id);
-    if (!rec || rec.apiSessionId !== ctx.session!.id) throw errors.notFound();
-    return rec;
-  };
+  const renderCert = (ctx: Ctx, rec: Rec) => renderRecord(reg, certDef, rec, { store: ctx.app.store, ctx });
 
   return [
     { api: 'both', operationId: 'extendCurrentIdentityAuthenticator', auth: 'session', limit: 'heavy',
       handler: async (ctx) => {
-        const auth = ownCertAuthenticator(ctx);
         // Made with the current certificate on the TLS connection.
         const leaf = ctx.req.peerLeaf ?? ctx.req.peerCertificates?.[0];
-        if (!leaf || fingerprintOf(leaf) !== auth.fingerprint) throw errors.unauthorized();
-        const [cert] = await signCsrs(ctx.app, [{ csr: ctx.body?.clientCertCsr, profile: 'client', validityMs: VALIDITY.client, field: 'clientCertCsr' }]);
-        await write(ctx.app.store, (tx) => {
-          const cur = tx.get('authenticators', auth.id);
-          if (!cur || cur.fingerprint !== auth.fingerprint) throw errors.unauthorized();
-          // A second extension before verification replaces the pending certificate.
-          tx.put('authenticators', { ...cur, pendingCertPem: cert.pem, pendingFingerprint: cert.fingerprint, updatedAt: Math.max(Date.now(), cur.updatedAt + 1) });
-        });
-        return ok({ clientCert: withChain(ctx.app, cert.pem), ca: ctx.app.pki.caBundlePem });
+        const cert = await ctx.app.issuing.extend(ctx.params.id, ctx.identity!.id, leaf, ctx.body?.clientCertCsr);
+        return ok({ clientCert: ctx.app.issuing.withChain(cert.pem), ca: ctx.app.issuing.caBundlePem });
       } },
 
     { api: 'both', operationId: 'extendVerifyCurrentIdentityAuthenticator', auth: 'session', limit: 'heavy',
       handler: async (ctx) => {
-        const auth = ownCertAuthenticator(ctx);
-        if (!auth.pendingFingerprint) throw new ApiError('CAN_NOT_UPDATE_AUTHENTICATOR', 'there is no pending certificate extension to verify');
-        let cert: crypto.X509Certificate | undefined;
-        try {
-          const first = typeof ctx.body?.clientCert === 'string' ? pemBlocks(ctx.body.clientCert, ['CERTIFICATE'])[0] : undefined;
-          cert = first ? new crypto.X509Certificate(first.der) : undefined;
-        } catch {
-          cert = undefined;
-        }
-        if (!cert || fingerprintOf(cert.raw) !== auth.pendingFingerprint)
-          throw new ApiError('INVALID_CLIENT_CERT', undefined, { field: 'clientCert', reason: 'must be the certificate returned by the extension request', value: '' });
-        const old = auth.certPem ? new crypto.X509Certificate(auth.certPem) : undefined;
-        const rolled = !old || !old.publicKey.equals(cert.publicKey);
-        await write(ctx.app.store, (tx) => {
-          const cur = tx.get('authenticators', auth.id);
-          if (!cur || cur.pendingFingerprint !== auth.pendingFingerprint) throw new ApiError('CAN_NOT_UPDATE_AUTHENTICATOR', 'the pending extension changed; extend again');
-          const next: Rec = {
-            ...cur, certPem: cur.pendingCertPem, fingerprint: cur.pendingFingerprint, certNotAfter: Date.parse(cert!.validTo),
-            isExtendRequested: false, isKeyRollRequested: false, lastExtendRolledKeys: rolled, updatedAt: Math.max(Date.now(), cur.updatedAt + 1),
-          };
-          delete next.pendingCertPem;
-          delete next.pendingFingerprint;
-          delete next.extendRequestedAt;
-          tx.put('authenticators', next);
-        });
+        await ctx.app.issuing.verifyExtension(ctx.params.id, ctx.identity!.id, ctx.body?.clientCert);
         return empty();
       } },
 
     { api: 'client', operationId: 'createCurrentApiSessionCertificate', auth: 'session', limit: 'heavy',
       handler: async (ctx) => {
-        const [cert] = await signCsrs(ctx.app, [{ csr: ctx.body?.csr, profile: 'client', validityMs: VALIDITY.apiSession, field: 'csr' }]);
-        const x = new crypto.X509Certificate(cert.pem);
-        const now = Date.now();
-        const rec: Rec = {
-          id: newId(), createdAt: now, updatedAt: now, tags: {}, apiSessionId: ctx.session!.id, identityId: ctx.identity!.id,
-          certificate: cert.pem, fingerprint: cert.fingerprint, subject: subjectText(x), validFrom: cert.notBefore, validTo: cert.notAfter,
-        };
-        await write(ctx.app.store, (tx) => {
-          if (!tx.exists('apiSessions', ctx.session!.id)) throw errors.unauthorized();
-          tx.put('apiSessionCertificates', rec);
-        });
-        return ok({ id: rec.id, _links: { self: { href: `./current-api-session/certificates/${rec.id}` } }, certificate: withChain(ctx.app, cert.pem), cas: ctx.app.pki.caBundlePem }, 201);
+        const { rec, cert } = await ctx.app.issuing.createSessionCertificate(ctx.session!.id, ctx.identity!.id, ctx.body?.csr);
+        return ok({ id: rec.id, _links: { self: { href: `./current-api-session/certificates/${rec.id}` } }, certificate: ctx.app.issuing.withChain(cert.pem), cas: ctx.app.issuing.caBundlePem }, 201);
       } },
     { api: 'client', operationId: 'listCurrentApiSessionCertificates', auth: 'session',
       handler: (ctx) =>
         listRecords(reg, certDef, ctx, { candidates: ctx.app.store.idsByIndex('apiSessionCertificates', 'apiSessionId', ctx.session!.id) }) },
     { api: 'client', operationId: 'detailCurrentApiSessionCertificate', auth: 'session',
-      handler: (ctx) => ok(renderCert(ctx, ownSessionCert(ctx))) },
+      handler: (ctx) => ok(renderCert(ctx, ctx.app.issuing.ownSessionCertificate(ctx.params.id, ctx.session!.id))) },
     { api: 'client', operationId: 'deleteCurrentApiSessionCertificate', auth: 'session',
       handler: async (ctx) => {
-        const rec = ownSessionCert(ctx);
-        await write(ctx.app.store, (tx) => {
-          if (!tx.exists('apiSessionCertificates', rec.id)) throw errors.notFound();
-          tx.delete('apiSessionCertificates', rec.id);
-        });
+        await ctx.app.issuing.deleteSessionCertificate(ctx.params.id, ctx.session!.id);
         return empty();
       } },
 
     { api: 'both', operationId: 'listNetworkJWTs', auth: 'none',
-      handler: (ctx) => {
-        let token = networkJwtCache.get(ctx.app);
-        if (!token) {
-          const iss = ctx.app.certBaseUrl + '/';
-          token = signJwt(ctx.app.pki.serverKey, ctx.app.pki.serverCertSha1Hex, { em: 'network', iss, sub: iss, aud: ['mesh-enroller'], jti: crypto.randomUUID(), ctrls: ctx.app.cluster?.members().map((m) => m.certBaseUrl) ?? [ctx.app.certBaseUrl] });
-          networkJwtCache.set(ctx.app, token);
-        }
-        return ok([{ name: 'default', token }]);
-      } },
+      handler: (ctx) => ok([{ name: 'default', token: ctx.app.enrollments.networkJwt() }]) },
 
     { api: 'client', operationId: 'getEnrollmentJwks', auth: 'none',
       handler: (ctx) => ({ status: 200, body: { keys: [enrollmentJwk(ctx)] } }) },
