@@ -74,13 +74,14 @@ export class PolicyEngine extends AccessQueries {
   // ---- build ----------------------------------------------------------------------------------
 
   /**
-   * Load entities from the record keys and the role-attribute index (no entity record is
-   * decoded), then policies: the attribute sets are complete before any side is filled from them.
+   * Load entities from the name and role-attribute indexes (no entity record is decoded nor its
+   * pages touched: the records of a million identities are a gigabyte of the map), then policies:
+   * the attribute sets are complete before any side is filled from them.
    */
   private build() {
     const { store, index } = this;
     for (const [coll, kind] of Object.entries(ENTITY_KINDS)) {
-      for (const id of store.ids(coll)) index.loadEntity(kind, id);
+      for (const [, id] of store.uniqueEntries(coll, 'name')) index.loadEntity(kind, id);
       const digested = new Set<string>();
       for (const key of store.indexKeys(coll, 'roleAttributes')) {
         const attr = String(key);
@@ -93,6 +94,7 @@ export class PolicyEngine extends AccessQueries {
     for (const coll of POLICY_COLLS) for (const rec of store.scan(coll)) index.upsertPolicy(coll, rec);
     for (const rec of store.scan('apiSessions')) this.apiSessionStarted(rec);
     for (const rec of store.scan('sessions')) this.sessions.track(rec);
+    index.settle();
   }
 
   // ---- change events --------------------------------------------------------------------------

@@ -12,7 +12,7 @@
  * Memory and build time at a million identities: entities are numbered per kind (ordinals) and
  * every set of entities (a side's members, an attribute's entities) is an `IdSet` of ordinals, a
  * hash set while small and a bitset once that is smaller, so filling a policy's side from the
- * attribute sets is a word-wise OR/AND. Entities with the same attributes share one array.
+ * attribute sets is a word-wise OR/AND. Entities loaded with the same attributes share one array.
  *
  * Matching: an entity is selected by a role list when its id is among the `@` ids,
  * or the list holds `#all`, or (AllOf) it carries every `#` attribute of a non-empty attribute
@@ -294,6 +294,8 @@ class EntityKind {
   readonly sidesByRole = new Map<string, Set<Side>>();
   /** Sides with `#all`. */
   readonly allSides = new Set<Side>();
+  /** While loading (loadAttribute): attribute list → added attribute → the shared longer list. */
+  loadedLists = new Map<readonly string[], Map<string, readonly string[]>>();
 
   constructor(readonly minDense: number) {}
 
@@ -434,14 +436,23 @@ export class RoleIndex {
     if (o === undefined) return false;
     const list = k.attrs[o] ?? NONE;
     if (list.includes(attribute)) return true;
-    k.attrs[o] = list.length === 0 ? [attribute] : [...list, attribute];
+    // Entities with the same attributes share one list: a list and an added attribute lead to the
+    // same next list every time (a million identities carry a few thousand distinct lists here).
+    let next = k.loadedLists.get(list);
+    if (!next) k.loadedLists.set(list, (next = new Map()));
+    let grown = next.get(attribute);
+    if (!grown) next.set(attribute, (grown = [...list, attribute]));
+    k.attrs[o] = grown;
     k.addAttr(attribute, o);
     return true;
   }
 
   /** End of a change batch: ordinals of entities deleted in it may be reused from now on. */
   settle() {
-    for (const k of this.kinds.values()) k.ords.settle();
+    for (const k of this.kinds.values()) {
+      k.ords.settle();
+      k.loadedLists.clear();
+    }
   }
 
   // ---- entity changes -----------------------------------------------------------------------
