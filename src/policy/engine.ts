@@ -66,24 +66,28 @@ export class PolicyEngine extends AccessQueries {
 
   // ---- build ----------------------------------------------------------------------------------
 
-  /** Load entities from the name and role-attribute indexes (no record decoding), then policies. */
+  /**
+   * Load entities from the name and role-attribute indexes (no entity record is decoded nor its
+   * pages touched: the records of a million identities are a gigabyte of the map), then policies:
+   * the attribute sets are complete before any side is filled from them.
+   */
   private build() {
     const { store, index } = this;
     for (const [coll, kind] of Object.entries(ENTITY_KINDS)) {
-      const attrs = new Map<string, string[]>();
-      for (const [, id] of store.uniqueEntries(coll, 'name')) attrs.set(id, []);
+      for (const [, id] of store.uniqueEntries(coll, 'name')) index.loadEntity(kind, id);
+      const digested = new Set<string>();
       for (const key of store.indexKeys(coll, 'roleAttributes')) {
-        for (const id of store.idsByIndex(coll, 'roleAttributes', key)) attrs.get(id)?.push(String(key));
+        const attr = String(key);
+        // Attributes longer than the index key limit are digests there: those few records are read.
+        if (attr.includes('\u001fsha256:')) for (const id of store.idsByIndex(coll, 'roleAttributes', key)) digested.add(id);
+        else for (const id of store.idsByIndex(coll, 'roleAttributes', key)) index.loadAttribute(kind, id, attr);
       }
-      // Attributes longer than the index key limit are digests there: read those few records.
-      for (const [id, list] of attrs) {
-        if (list.some((a) => a.includes('\u001fsha256:'))) index.loadEntity(kind, id, store.get(coll, id)?.roleAttributes ?? []);
-        else index.loadEntity(kind, id, list);
-      }
+      for (const id of digested) index.loadEntity(kind, id, store.get(coll, id)?.roleAttributes ?? []);
     }
     for (const coll of POLICY_COLLS) for (const rec of store.scan(coll)) index.upsertPolicy(coll, rec);
     for (const rec of store.scan('apiSessions')) this.apiSessionStarted(rec);
     for (const rec of store.scan('sessions')) this.sessions.track(rec);
+    index.settle();
   }
 
   // ---- change events --------------------------------------------------------------------------
@@ -147,6 +151,7 @@ export class PolicyEngine extends AccessQueries {
     for (const cid of changedChecks) times.checkChanged(cid, bumped);
     // Access or posture moved for these identities: their sessions may no longer stand.
     for (const iid of bumped) if (this.sessions.hasAny(iid)) this.revalidate(iid);
+    this.index.settle();
   }
 
   private identityChanged(ev: ChangeEvent, bumped: Set<string>) {

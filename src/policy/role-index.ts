@@ -9,6 +9,11 @@
  * or `#all`. Each change reports the membership deltas it caused (`Delta`), which drive service
  * update timestamps and session revocation (engine.ts).
  *
+ * Memory and build time at a million identities: entities are numbered per kind (ordinals) and
+ * every set of entities (a side's members, an attribute's entities) is an `IdSet` of ordinals, a
+ * hash set while small and a bitset once that is smaller, so filling a policy's side from the
+ * attribute sets is a word-wise OR/AND. Entities loaded with the same attributes share one array.
+ *
  * Matching: an entity is selected by a role list when its id is among the `@` ids,
  * or the list holds `#all`, or (AllOf) it carries every `#` attribute of a non-empty attribute
  * part, or (AnyOf) at least one of them. An empty list selects nothing.
@@ -52,6 +57,191 @@ export interface PolicyState {
   sides: Map<Kind, Side>;
 }
 
+/**
+ * The ids of one entity kind as small integers (ordinals). A deleted entity's ordinal is reused
+ * only after `settle()` (the end of a change batch): until then, sides detached during the batch
+ * (a policy's previous state, kept for comparing) still read their old members right.
+ */
+class Ordinals {
+  /** Ordinal → id (undefined: free). */
+  readonly ids: (string | undefined)[] = [];
+  readonly byId = new Map<string, number>();
+  private readonly free: number[] = [];
+  private released: number[] = [];
+
+  get(id: string): number | undefined {
+    return this.byId.get(id);
+  }
+
+  add(id: string): number {
+    const o = this.free.pop() ?? this.ids.length;
+    this.ids[o] = id;
+    this.byId.set(id, o);
+    return o;
+  }
+
+  release(id: string) {
+    const o = this.byId.get(id);
+    if (o === undefined) return;
+    this.byId.delete(id);
+    this.ids[o] = undefined;
+    this.released.push(o);
+  }
+
+  settle() {
+    for (const o of this.released) this.free.push(o);
+    this.released = [];
+  }
+
+  /** One past the highest ordinal in use: the width a bitset of this kind may need. */
+  get span(): number {
+    return this.ids.length;
+  }
+}
+
+/**
+ * A set of entities of one kind, held as ordinals: a Set of numbers while sparse (about 24 bytes an
+ * entry), a bitset (one bit per ordinal of the kind) once that is smaller. Reads take and give ids.
+ */
+export class IdSet implements Iterable<string> {
+  private sparse: Set<number> | undefined = new Set();
+  private bits: Uint32Array | undefined;
+  size = 0;
+
+  constructor(
+    private readonly ords: Ordinals,
+    /** Smallest size held as a bitset (tests lower it to exercise both forms on small models). */
+    private readonly minDense: number,
+  ) {}
+
+  has(id: string): boolean {
+    const o = this.ords.get(id);
+    return o !== undefined && this.hasOrd(o);
+  }
+
+  hasOrd(o: number): boolean {
+    const b = this.bits;
+    if (!b) return this.sparse!.has(o);
+    const w = o >>> 5;
+    return w < b.length && (b[w] & (1 << (o & 31))) !== 0;
+  }
+
+  addOrd(o: number): void {
+    if (this.bits) {
+      const w = o >>> 5;
+      if (w >= this.bits.length) this.grow(w + 1);
+      if (!this.bits) return this.addOrd(o);
+      const m = 1 << (o & 31);
+      if (this.bits[w] & m) return;
+      this.bits[w] |= m;
+      this.size++;
+      return;
+    }
+    const s = this.sparse!;
+    if (s.has(o)) return;
+    s.add(o);
+    this.size++;
+    if (this.size >= this.minDense && this.size * 128 >= this.ords.span) this.toDense();
+  }
+
+  deleteOrd(o: number) {
+    if (!this.hasOrd(o)) return;
+    this.size--;
+    if (this.bits) {
+      this.bits[o >>> 5] &= ~(1 << (o & 31));
+      if (this.size * 512 < this.ords.span) this.toSparse();
+    } else this.sparse!.delete(o);
+  }
+
+  /** Adds every member of `other` (same kind). */
+  addAll(other: IdSet) {
+    const ob = other.bits;
+    if (ob && (this.bits || this.size === 0)) {
+      if (!this.bits || this.bits.length < ob.length) {
+        const wider = new Uint32Array(ob.length);
+        if (this.bits) wider.set(this.bits);
+        this.bits = wider;
+      }
+      const b = this.bits;
+      let n = 0;
+      for (let i = 0; i < b.length; i++) n += popcount((b[i] |= ob[i] ?? 0));
+      this.sparse = undefined;
+      this.size = n;
+      return;
+    }
+    for (const o of other.ordinals()) this.addOrd(o);
+  }
+
+  /** Keeps only the members also in every one of `others` (this set is the smallest). */
+  retainAll(others: IdSet[]) {
+    if (this.bits && others.every((x) => x.bits)) {
+      const b = this.bits;
+      let n = 0;
+      for (let i = 0; i < b.length; i++) {
+        let w = b[i];
+        for (const x of others) w &= x.bits![i] ?? 0;
+        n += popcount((b[i] = w));
+      }
+      this.size = n;
+      if (this.size * 512 < this.ords.span) this.toSparse();
+      return;
+    }
+    for (const o of [...this.ordinals()]) if (!others.every((x) => x.hasOrd(o))) this.deleteOrd(o);
+  }
+
+  /** Member ordinals. */
+  *ordinals(): Iterable<number> {
+    if (!this.bits) {
+      yield* this.sparse!;
+      return;
+    }
+    const b = this.bits;
+    for (let i = 0; i < b.length; i++) {
+      let w = b[i];
+      while (w !== 0) {
+        const low = w & -w;
+        yield (i << 5) + 31 - Math.clz32(low);
+        w ^= low;
+      }
+    }
+  }
+
+  *[Symbol.iterator](): Iterator<string> {
+    // An ordinal released in this batch may linger in a detached side (see Ordinals): skipped.
+    const ids = this.ords.ids;
+    for (const o of this.ordinals()) {
+      const id = ids[o];
+      if (id !== undefined) yield id;
+    }
+  }
+
+  private toDense() {
+    const b = new Uint32Array(Math.max(1, Math.ceil(this.ords.span / 32)));
+    for (const o of this.sparse!) b[o >>> 5] |= 1 << (o & 31);
+    this.bits = b;
+    this.sparse = undefined;
+  }
+
+  private toSparse() {
+    this.sparse = new Set(this.ordinals());
+    this.bits = undefined;
+  }
+
+  /** Widen the bitset for a new ordinal, or go back to a Set when the kind outgrew this one. */
+  private grow(words: number) {
+    if (this.size * 512 < words * 32) return this.toSparse();
+    const b = new Uint32Array(Math.max(words, Math.ceil(this.bits!.length * 1.5)));
+    b.set(this.bits!);
+    this.bits = b;
+  }
+}
+
+function popcount(x: number): number {
+  x -= (x >>> 1) & 0x55555555;
+  x = (x & 0x33333333) + ((x >>> 2) & 0x33333333);
+  return (Math.imul((x + (x >>> 4)) & 0x0f0f0f0f, 0x01010101) >>> 24) & 0xff;
+}
+
 /** One role list of one policy, compiled, with the entities it selects. */
 export class Side {
   /** `@id` entries (ids, whether or not they exist now). */
@@ -60,13 +250,15 @@ export class Side {
   readonly attrs: string[] = [];
   all = false;
   /** Selected entities (not maintained when `all`: then every entity of the kind is selected). */
-  readonly members = new Set<string>();
+  readonly members: IdSet;
 
   constructor(
     readonly policy: PolicyState,
     readonly kind: Kind,
     roles: readonly string[],
+    members: IdSet,
   ) {
+    this.members = members;
     for (const r of roles) {
       if (r === '#all') this.all = true;
       else if (r.startsWith('#')) this.attrs.push(r.slice(1));
@@ -75,12 +267,12 @@ export class Side {
   }
 
   /** Whether this side selects an entity with the given id and attributes (existence is the caller's). */
-  matches(id: string, attrs: ReadonlySet<string> | undefined): boolean {
+  matches(id: string, attrs: readonly string[] | undefined): boolean {
     if (this.all || this.ids.has(id)) return true;
     if (this.attrs.length === 0) return false;
-    if (!attrs || attrs.size === 0) return false;
-    if (this.policy.anyOf) return this.attrs.some((a) => attrs.has(a));
-    return this.attrs.every((a) => attrs.has(a));
+    if (!attrs || attrs.length === 0) return false;
+    if (this.policy.anyOf) return this.attrs.some((a) => attrs.includes(a));
+    return this.attrs.every((a) => attrs.includes(a));
   }
 }
 
@@ -91,20 +283,44 @@ export interface Delta {
   removed: string[];
 }
 
+const NONE: readonly string[] = Object.freeze([]);
+
 class EntityKind {
-  /** Existing entities → their role attributes. */
-  readonly attrs = new Map<string, Set<string>>();
-  readonly byAttr = new Map<string, Set<string>>();
+  readonly ords = new Ordinals();
+  /** Role attributes by ordinal (deduplicated; undefined: no such entity). */
+  readonly attrs: (readonly string[] | undefined)[] = [];
+  readonly byAttr = new Map<string, IdSet>();
   /** `#attr` / `@id` → sides that mention it. */
   readonly sidesByRole = new Map<string, Set<Side>>();
   /** Sides with `#all`. */
   readonly allSides = new Set<Side>();
+  /** While loading (loadAttribute): attribute list → added attribute → the shared longer list. */
+  loadedLists = new Map<readonly string[], Map<string, readonly string[]>>();
+
+  constructor(readonly minDense: number) {}
+
+  newSet(): IdSet {
+    return new IdSet(this.ords, this.minDense);
+  }
+
+  addAttr(a: string, o: number) {
+    let s = this.byAttr.get(a);
+    if (!s) this.byAttr.set(a, (s = this.newSet()));
+    s.addOrd(o);
+  }
+
+  removeAttr(a: string, o: number) {
+    const s = this.byAttr.get(a);
+    if (!s) return;
+    s.deleteOrd(o);
+    if (s.size === 0) this.byAttr.delete(a);
+  }
 }
 
 const EMPTY: ReadonlySet<never> = new Set();
 
 export class RoleIndex {
-  private readonly kinds = new Map<Kind, EntityKind>(KINDS.map((k) => [k, new EntityKind()]));
+  private readonly kinds: Map<Kind, EntityKind>;
   private readonly policies = new Map<string, PolicyState>();
   /**
    * Bumped on every policy change and every membership change of a service, edge router or
@@ -112,6 +328,10 @@ export class RoleIndex {
    * identity only concerns that identity's own view; the engine drops that one.
    */
   version = 0;
+
+  constructor(opts: { minDense?: number } = {}) {
+    this.kinds = new Map(KINDS.map((k) => [k, new EntityKind(opts.minDense ?? 64)]));
+  }
 
   private kind(k: Kind): EntityKind {
     return this.kinds.get(k)!;
@@ -136,19 +356,21 @@ export class RoleIndex {
   }
 
   hasEntity(kind: Kind, id: string): boolean {
-    return this.kind(kind).attrs.has(id);
+    return this.kind(kind).ords.byId.has(id);
   }
 
   entityCount(kind: Kind): number {
-    return this.kind(kind).attrs.size;
+    return this.kind(kind).ords.byId.size;
   }
 
   entityIds(kind: Kind): Iterable<string> {
-    return this.kind(kind).attrs.keys();
+    return this.kind(kind).ords.byId.keys();
   }
 
-  attributesOf(kind: Kind, id: string): ReadonlySet<string> {
-    return this.kind(kind).attrs.get(id) ?? EMPTY;
+  attributesOf(kind: Kind, id: string): readonly string[] {
+    const k = this.kind(kind);
+    const o = k.ords.get(id);
+    return (o !== undefined && k.attrs[o]) || NONE;
   }
 
   /** Every role attribute carried by at least one entity of the kind. */
@@ -175,26 +397,18 @@ export class RoleIndex {
    */
   *sidesOf(kind: Kind, id: string, coll?: PolicyColl): Iterable<Side> {
     const k = this.kind(kind);
-    const attrs = k.attrs.get(id);
-    if (!attrs) return;
-    for (const s of this.explicitSidesOf(k, id, attrs)) if (!coll || s.policy.coll === coll) yield s;
+    const o = k.ords.get(id);
+    if (o === undefined) return;
+    for (const s of this.explicitSidesOf(k, id, o)) if (!coll || s.policy.coll === coll) yield s;
     for (const s of k.allSides) if (!coll || s.policy.coll === coll) yield s;
   }
 
   /** Sides with explicit members that hold the entity. */
-  private explicitSidesOf(k: EntityKind, id: string, attrs: ReadonlySet<string>): Set<Side> {
+  private explicitSidesOf(k: EntityKind, id: string, o: number): Set<Side> {
     const out = new Set<Side>();
-    for (const a of attrs) for (const s of k.sidesByRole.get('#' + a) ?? EMPTY) if (s.members.has(id)) out.add(s);
-    for (const s of k.sidesByRole.get('@' + id) ?? EMPTY) if (s.members.has(id)) out.add(s);
+    for (const a of k.attrs[o] ?? NONE) for (const s of k.sidesByRole.get('#' + a) ?? EMPTY) if (s.members.hasOrd(o)) out.add(s);
+    for (const s of k.sidesByRole.get('@' + id) ?? EMPTY) if (s.members.hasOrd(o)) out.add(s);
     return out;
-  }
-
-  /** Bulk load (start-up, before any policy exists): attributes only, no evaluation, no deltas. */
-  loadEntity(kind: Kind, id: string, attributes: readonly string[]) {
-    const k = this.kind(kind);
-    const set = new Set(attributes);
-    k.attrs.set(id, set);
-    for (const a of set) addTo(k.byAttr, a, id);
   }
 
   /** Policies of `coll` selecting the entity. */
@@ -202,48 +416,91 @@ export class RoleIndex {
     for (const s of this.sidesOf(kind, id, coll)) yield s.policy;
   }
 
+  // ---- bulk load (start-up, before any policy exists: no evaluation, no deltas) ---------------
+
+  /** An entity, or its complete attributes when it is already loaded. */
+  loadEntity(kind: Kind, id: string, attributes: readonly string[] = NONE) {
+    const k = this.kind(kind);
+    let o = k.ords.get(id);
+    if (o === undefined) o = k.ords.add(id);
+    for (const a of k.attrs[o] ?? NONE) k.removeAttr(a, o);
+    const list = dedupe(attributes);
+    k.attrs[o] = list;
+    for (const a of list) k.addAttr(a, o);
+  }
+
+  /** One more attribute of a loaded entity (as read from the attribute index); false: no such entity. */
+  loadAttribute(kind: Kind, id: string, attribute: string): boolean {
+    const k = this.kind(kind);
+    const o = k.ords.get(id);
+    if (o === undefined) return false;
+    const list = k.attrs[o] ?? NONE;
+    if (list.includes(attribute)) return true;
+    // Entities with the same attributes share one list: a list and an added attribute lead to the
+    // same next list every time (a million identities carry a few thousand distinct lists here).
+    let next = k.loadedLists.get(list);
+    if (!next) k.loadedLists.set(list, (next = new Map()));
+    let grown = next.get(attribute);
+    if (!grown) next.set(attribute, (grown = [...list, attribute]));
+    k.attrs[o] = grown;
+    k.addAttr(attribute, o);
+    return true;
+  }
+
+  /** End of a change batch: ordinals of entities deleted in it may be reused from now on. */
+  settle() {
+    for (const k of this.kinds.values()) {
+      k.ords.settle();
+      k.loadedLists.clear();
+    }
+  }
+
   // ---- entity changes -----------------------------------------------------------------------
 
   /** Create or update an entity; returns the memberships it gained or lost. */
   upsertEntity(kind: Kind, id: string, attributes: readonly string[] | undefined, deltas: Delta[] = []): Delta[] {
     const k = this.kind(kind);
-    const before = k.attrs.get(id);
-    const after = new Set(attributes ?? []);
-    if (before && sameSet(before, after)) return deltas;
-    for (const a of before ?? EMPTY) if (!after.has(a)) removeFrom(k.byAttr, a, id);
-    for (const a of after) if (!before?.has(a)) addTo(k.byAttr, a, id);
-    k.attrs.set(id, after);
+    let o = k.ords.get(id);
+    const isNew = o === undefined;
+    if (o === undefined) o = k.ords.add(id);
+    const before = isNew ? undefined : (k.attrs[o] ?? NONE);
+    const after = dedupe(attributes ?? NONE);
+    if (before && sameList(before, after)) return deltas;
+    for (const a of before ?? NONE) if (!after.includes(a)) k.removeAttr(a, o);
+    for (const a of after) if (!before?.includes(a)) k.addAttr(a, o);
+    k.attrs[o] = after;
     // Sides that could change their mind about this entity: those naming one of its old or new attributes or its id.
     const candidates = new Set<Side>();
-    for (const a of before ?? EMPTY) for (const s of k.sidesByRole.get('#' + a) ?? EMPTY) candidates.add(s);
+    for (const a of before ?? NONE) for (const s of k.sidesByRole.get('#' + a) ?? EMPTY) candidates.add(s);
     for (const a of after) for (const s of k.sidesByRole.get('#' + a) ?? EMPTY) candidates.add(s);
     for (const s of k.sidesByRole.get('@' + id) ?? EMPTY) candidates.add(s);
     for (const s of candidates) {
       if (s.all) continue;
-      const was = s.members.has(id);
+      const was = s.members.hasOrd(o);
       const is = s.matches(id, after);
       if (was === is) continue;
-      if (is) s.members.add(id);
-      else s.members.delete(id);
+      if (is) s.members.addOrd(o);
+      else s.members.deleteOrd(o);
       deltas.push({ side: s, added: is ? [id] : [], removed: is ? [] : [id] });
     }
     // A new entity joins every `#all` side.
-    if (!before) for (const s of k.allSides) deltas.push({ side: s, added: [id], removed: [] });
-    if (kind !== 'identities' && (deltas.length || !before)) this.version++;
+    if (isNew) for (const s of k.allSides) deltas.push({ side: s, added: [id], removed: [] });
+    if (kind !== 'identities' && (deltas.length || isNew)) this.version++;
     return deltas;
   }
 
   deleteEntity(kind: Kind, id: string, deltas: Delta[] = []): Delta[] {
     const k = this.kind(kind);
-    const before = k.attrs.get(id);
-    if (!before) return deltas;
-    for (const s of this.explicitSidesOf(k, id, before)) {
-      s.members.delete(id);
+    const o = k.ords.get(id);
+    if (o === undefined) return deltas;
+    for (const s of this.explicitSidesOf(k, id, o)) {
+      s.members.deleteOrd(o);
       deltas.push({ side: s, added: [], removed: [id] });
     }
-    for (const a of before) removeFrom(k.byAttr, a, id);
+    for (const a of k.attrs[o] ?? NONE) k.removeAttr(a, o);
     for (const s of k.allSides) deltas.push({ side: s, added: [], removed: [id] });
-    k.attrs.delete(id);
+    k.attrs[o] = undefined;
+    k.ords.release(id);
     if (kind !== 'identities') this.version++;
     return deltas;
   }
@@ -265,14 +522,14 @@ export class RoleIndex {
     };
     for (const [field, kind] of POLICY_SIDES[coll]) {
       const roles = Array.isArray(rec[field]) ? (rec[field] as string[]) : [];
-      const side = new Side(after, kind, roles);
+      const k = this.kind(kind);
+      const side = new Side(after, kind, roles, k.newSet());
       after.sides.set(kind, side);
       const old = before?.sides.get(kind);
-      const k = this.kind(kind);
       if (old) this.unregister(k, old);
       this.register(k, side);
-      // Members from the attribute map (never a scan of the kind; `#all` keeps none).
-      if (!side.all) this.fill(side);
+      // Members from the attribute sets (never a scan of the kind; `#all` keeps none).
+      if (!side.all) this.fill(k, side);
       deltas?.push(this.diff(old, side));
     }
     this.policies.set(rec.id, after);
@@ -285,16 +542,11 @@ export class RoleIndex {
     if (!before) return { deltas };
     for (const side of before.sides.values()) {
       this.unregister(this.kind(side.kind), side);
-      deltas.push({ side, added: [], removed: [...this.membersOfDetached(side)] });
+      deltas.push({ side, added: [], removed: [...this.members(side)] });
     }
     this.policies.delete(id);
     this.version++;
     return { before, deltas };
-  }
-
-  /** Members a side held (after it was unregistered, `all` sides answer with the current kind). */
-  private membersOfDetached(side: Side): Iterable<string> {
-    return side.all ? this.entityIds(side.kind) : side.members;
   }
 
   private register(k: EntityKind, side: Side) {
@@ -310,56 +562,32 @@ export class RoleIndex {
     for (const id of side.ids) removeFrom(k.sidesByRole, '@' + id, side);
   }
 
-  /** Fill a (non-`#all`) side's members from the attribute map. */
-  private fill(side: Side) {
-    const k = this.kind(side.kind);
+  /** Fill a (non-`#all`) side's members from the attribute sets. */
+  private fill(k: EntityKind, side: Side) {
     const out = side.members;
-    for (const id of side.ids) if (k.attrs.has(id)) out.add(id);
-    if (side.attrs.length === 0) return;
     if (side.policy.anyOf) {
       for (const a of side.attrs) {
         const set = k.byAttr.get(a);
-        if (set) for (const id of set) out.add(id);
+        if (set) out.addAll(set);
       }
-      return;
+    } else if (side.attrs.length > 0) {
+      const sets = side.attrs.map((a) => k.byAttr.get(a));
+      if (sets.every((s) => s !== undefined)) {
+        sets.sort((x, y) => x.size - y.size);
+        out.addAll(sets[0]);
+        out.retainAll(sets.slice(1));
+      }
     }
-    const sets: ReadonlySet<string>[] = [];
-    for (const a of side.attrs) {
-      const set = k.byAttr.get(a);
-      if (!set) return;
-      sets.push(set);
+    for (const id of side.ids) {
+      const o = k.ords.get(id);
+      if (o !== undefined) out.addOrd(o);
     }
-    sets.sort((x, y) => x.size - y.size);
-    const [first, ...rest] = sets;
-    outer: for (const id of first) {
-      for (const s of rest) if (!s.has(id)) continue outer;
-      out.add(id);
-    }
-  }
-
-  /** The entities a (non-`#all`) side selects, computed from the attribute map. */
-  evaluate(side: Side): Set<string> {
-    const k = this.kind(side.kind);
-    const out = new Set<string>();
-    if (side.all) {
-      for (const id of k.attrs.keys()) out.add(id);
-      return out;
-    }
-    for (const id of side.ids) if (k.attrs.has(id)) out.add(id);
-    if (side.attrs.length === 0) return out;
-    if (side.policy.anyOf) {
-      for (const a of side.attrs) for (const id of k.byAttr.get(a) ?? EMPTY) out.add(id);
-    } else {
-      const sets: ReadonlySet<string>[] = side.attrs.map((a) => k.byAttr.get(a) ?? (EMPTY as ReadonlySet<string>)).sort((x, y) => x.size - y.size);
-      for (const id of sets[0]) if (sets.every((s) => s.has(id))) out.add(id);
-    }
-    return out;
   }
 
   private diff(old: Side | undefined, side: Side): Delta {
     const oldAll = old?.all ?? false;
-    const before: ReadonlySet<string> = old ? (oldAll ? new Set(this.entityIds(side.kind)) : old.members) : EMPTY;
-    const after: ReadonlySet<string> = side.all ? new Set(this.entityIds(side.kind)) : side.members;
+    const before: { has(id: string): boolean } & Iterable<string> = old ? (oldAll ? new Set(this.entityIds(side.kind)) : old.members) : EMPTY;
+    const after: { has(id: string): boolean } & Iterable<string> = side.all ? new Set(this.entityIds(side.kind)) : side.members;
     const added: string[] = [];
     const removed: string[] = [];
     for (const id of after) if (!before.has(id)) added.push(id);
@@ -368,10 +596,16 @@ export class RoleIndex {
   }
 }
 
-function sameSet(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {
-  if (a.size !== b.size) return false;
-  for (const x of a) if (!b.has(x)) return false;
-  return true;
+/** The list without repeats (the same array when it has none: the common case). */
+function dedupe(list: readonly string[]): readonly string[] {
+  if (list.length < 2) return list.length === 0 ? NONE : list;
+  for (let i = 1; i < list.length; i++) if (list.indexOf(list[i]) < i) return [...new Set(list)];
+  return list;
+}
+
+/** Same members (both without repeats). */
+function sameList(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((x) => b.includes(x));
 }
 
 function addTo<K, V>(m: Map<K, Set<V>>, k: K, v: V) {

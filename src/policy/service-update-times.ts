@@ -149,7 +149,7 @@ export class ServiceUpdateTimes {
     }
   }
 
-  private sideSet(side: Side): Set<string> {
+  private sideSet(side: Side): Members {
     return side.all ? new Set(this.index.entityIds(side.kind)) : side.members;
   }
 
@@ -169,7 +169,10 @@ export class ServiceUpdateTimes {
   }
 }
 
-function sameSet(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {
+/** A set of ids as the role index holds them (a side's members) or a Set. */
+type Members = Iterable<string> & { readonly size: number; has(id: string): boolean };
+
+function sameSet(a: Members, b: Members): boolean {
   if (a.size !== b.size) return false;
   for (const x of a) if (!b.has(x)) return false;
   return true;
