@@ -1,10 +1,10 @@
 /**
  * Module hooks for tap (registered by dist-loader.mjs, package.json "tap" node-arg): a test file or
  * a module it imports from this repository (`x.ts`) runs as the JavaScript `npm run build` already
- * made of it (`dist/x.js`), so no test process loads the TypeScript compiler to transpile again
- * what tsc just compiled. The module keeps its own URL (import.meta.url, stack traces and relative
- * paths are those of the source), and the source map names the source. When the build is missing
- * or older than the source (a file edited since), ts-node (tap's TypeScript plugin) compiles it.
+ * made of it (`dist/x.js`), so no test process transpiles again what tsc just compiled. The module
+ * keeps its own URL (import.meta.url, stack traces and relative paths are those of the source), and
+ * the source map names the source. When the build is missing or older than the source (a file
+ * edited since), ts-node (tap's TypeScript plugin) compiles it.
  */
 import fs from 'node:fs';
 import path from 'node:path';
