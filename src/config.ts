@@ -97,6 +97,8 @@ export const ConfigSchema = Type.Object({
   searchExportFlushMs: Type.Integer({ description: 'longest wait before a partial export batch is sent', default: 1000, minimum: 10, maximum: 600000 }),
   /** Alerts: configuration checks run this long after the last relevant change. */
   alertDebounceMs: Type.Integer({ description: 'configuration alerts are checked this long after the last change', default: 2000, minimum: 10, maximum: 3_600_000 }),
+  /** Alerts: after a scan, wait at least this many times the CPU it took, so scans take at most 1/(1+n) of the controller's time. */
+  alertScanSpacing: Type.Integer({ description: 'the wait after an alert scan, as a multiple of the CPU the scan took', default: 20, minimum: 1, maximum: 1000 }),
   /** Alerts: warn when a CA or the controller's certificate expires within this many days. */
   alertCertExpiryDays: Type.Integer({ description: 'alert when a CA or the server certificate expires within this many days', default: 30, minimum: 1, maximum: 3650 }),
   /** Router control channel: the controller pings every router this often… */
@@ -184,6 +186,7 @@ export const ENV: Record<string, keyof Static<typeof ConfigSchema>> = {
   MESH_SEARCH_EXPORT_BUFFER: 'searchExportBuffer',
   MESH_SEARCH_EXPORT_FLUSH_MS: 'searchExportFlushMs',
   MESH_ALERT_DEBOUNCE_MS: 'alertDebounceMs',
+  MESH_ALERT_SCAN_SPACING: 'alertScanSpacing',
   MESH_ALERT_CERT_EXPIRY_DAYS: 'alertCertExpiryDays',
   MESH_ROUTER_HEARTBEAT_MS: 'routerHeartbeatMs',
   MESH_ROUTER_HEARTBEAT_TIMEOUT_MS: 'routerHeartbeatTimeoutMs',

@@ -9,7 +9,8 @@
  */
 import t from 'tap';
 import type { ChangeEvent } from '../src/store/store.js';
-import { affectedChecks, nextScanDelay, SCAN_SPACING } from '../src/events/alerts.js';
+import { affectedChecks, nextScanDelay } from '../src/events/alerts.js';
+import { loadConfig } from '../src/config.js';
 import { startServer, type Res, type Server } from './helpers/server.js';
 import { sleep } from './helpers/assert.js';
 
@@ -48,10 +49,12 @@ t.test('changes a check can see start the right scan', async (t) => {
 });
 
 t.test('scans are spaced by a multiple of their duration', async (t) => {
-  t.equal(nextScanDelay(2000, 0), 2000, 'first scan: the debounce');
-  t.equal(nextScanDelay(2000, 100), 2000, 'a quick scan: the debounce');
-  t.equal(nextScanDelay(2000, 3000), 3000 * SCAN_SPACING, 'a long scan: a multiple of its duration');
-  t.ok(SCAN_SPACING >= 1, 'scans take at most half the time');
+  const spacing = loadConfig({}).alertScanSpacing;
+  t.equal(nextScanDelay(2000, 0, spacing), 2000, 'first scan: the debounce');
+  t.equal(nextScanDelay(2000, 100, spacing), 2000, 'a quick scan: the debounce');
+  t.equal(nextScanDelay(2000, 3000, spacing), 3000 * spacing, 'a long scan: a multiple of its duration');
+  t.ok(spacing >= 1, 'scans take at most half the time');
+  t.throws(() => loadConfig({ MESH_ALERT_SCAN_SPACING: '0' }), /alertScanSpacing/, 'also when configured: a spacing under 1 is refused');
 });
 
 t.test('through the API: a role attribute change of an existing identity still raises its alert', async (t) => {

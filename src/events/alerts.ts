@@ -56,16 +56,15 @@ export function affectedChecks(events: readonly ChangeEvent[]): { structural: bo
 }
 
 /**
- * Delay before the next scan: the debounce, and at least SCAN_SPACING times the CPU the last scan
- * took, so that scans take at most about 1/(1+SCAN_SPACING) of the controller's time however
- * often the configuration changes (alerts are advisory; the API is not). Since the checks read
- * the in-memory role index (alert-structural.ts), a scan of the "large" model costs a few
+ * Delay before the next scan: the debounce, and at least `spacing` (alertScanSpacing) times the
+ * CPU the last scan took, so that scans take at most about 1/(1+spacing) of the controller's time
+ * however often the configuration changes (alerts are advisory; the API is not). Since the checks
+ * read the in-memory role index (alert-structural.ts), a scan of the "large" model costs a few
  * milliseconds, so alerts follow changes within the debounce; the spacing only matters for
  * pathological models (each identity needing its own check against hundreds of policies).
  */
-export const SCAN_SPACING = 20;
-export function nextScanDelay(debounceMs: number, lastScanMs: number): number {
-  return Math.max(debounceMs, Math.round(lastScanMs * SCAN_SPACING));
+export function nextScanDelay(debounceMs: number, lastScanMs: number, spacing: number): number {
+  return Math.max(debounceMs, Math.round(lastScanMs * spacing));
 }
 
 /**
@@ -111,7 +110,7 @@ export class Alerts {
   constructor(
     private readonly app: App,
     private readonly search: SearchStore,
-    private readonly opts: { debounceMs: number; certExpiryDays: number },
+    private readonly opts: { debounceMs: number; scanSpacing: number; certExpiryDays: number },
   ) {
     for (const { key, value } of search.state.getRange({})) this.raised.set(key, value);
   }
@@ -131,7 +130,7 @@ export class Alerts {
     this.timer = setTimeout(() => {
       this.timer = undefined;
       void this.scan();
-    }, nextScanDelay(this.opts.debounceMs, this.lastScanMs));
+    }, nextScanDelay(this.opts.debounceMs, this.lastScanMs, this.opts.scanSpacing));
     this.timer.unref();
   }
 

@@ -38,7 +38,7 @@ export function startEvents(app: App): Events {
     const ex = exporter;
     search.on('indexed', (docs: IndexedDoc[]) => ex.enqueue(docs));
   }
-  const alerts = new Alerts(app, search, { debounceMs: c.alertDebounceMs, certExpiryDays: c.alertCertExpiryDays });
+  const alerts = new Alerts(app, search, { debounceMs: c.alertDebounceMs, scanSpacing: c.alertScanSpacing, certExpiryDays: c.alertCertExpiryDays });
   alerts.start();
   const audit = new Audit({
     dataDir: path.resolve(c.dataDir), search, log: app.log,

@@ -192,7 +192,11 @@ export async function startServer(t?: { teardown(fn: () => unknown): void }, opt
   let output = '';
   let certPort = 0;
   const port = await new Promise<number>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`controller did not start in 30 s:\n${output}`)), 30_000);
+    // A start that times out is killed: nothing else would stop it, and it would outlive the test.
+    const timer = setTimeout(() => {
+      proc.kill('SIGKILL');
+      reject(new Error(`controller did not start in 30 s:\n${output}`));
+    }, 30_000);
     const onData = (d: Buffer) => {
       output += d.toString();
       const m = /listening on https:\/\/[^\s]*:(\d+)/.exec(output);
