@@ -10,7 +10,7 @@ import { ApiError } from '../../../src/core/errors.js';
 import { ExtJwtVerifier } from '../../../src/auth/ext-jwt.js';
 import { verifyPassword } from '../../../src/auth/argon2.js';
 import { Logins, type LoginAttempt } from '../../../src/managers/logins.js';
-import { authPolicy, managerStore, quickHash, userWithPassword } from './setup.js';
+import { authPolicy, managerStore, quickHash, userWithPassword } from './fixture.js';
 
 const { store, sessions } = await managerStore(t);
 // The worker's own task, run in this thread.

@@ -11,7 +11,7 @@ import { ApiError } from '../../../src/core/errors.js';
 import { MfaThrottle } from '../../../src/auth/mfa-throttle.js';
 import { mfaSecret, totpCode } from '../../../src/auth/mfa.js';
 import { Mfa } from '../../../src/managers/mfa.js';
-import { managerStore } from './setup.js';
+import { managerStore } from './fixture.js';
 
 const { store, sessions } = await managerStore(t);
 const { privateKey, publicKey } = crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });

@@ -5,7 +5,7 @@
  */
 import t from 'tap';
 import { OidcSessions } from '../../../src/managers/oidc-sessions.js';
-import { managerStore } from './setup.js';
+import { managerStore } from './fixture.js';
 
 const { store, sessions } = await managerStore(t);
 const oidcSessions = new OidcSessions({ store });
