@@ -497,6 +497,13 @@ export class Store extends EventEmitter {
   /** Batches handed to LMDB and not yet resolved. */
   private committing = 0;
   private resolvedThisTurn = false;
+  /**
+   * Per unique index, key → holder (null: removed) as the batches handed to LMDB leave it, and the
+   * batch that set it; an entry goes once that batch commits. A removal asks it before the
+   * committed index, which does not yet show the batches still in flight.
+   */
+  private readonly issuedUnique = new Map<Database, Map<IndexKey, { id: string | null; batch: number }>>();
+  private batches = 0;
   /** Group-commit statistics (metrics): transactions, writes they carried, time from start to durable. */
   readonly commitStats = { commits: 0, writes: 0, seconds: 0 };
 
@@ -511,6 +518,7 @@ export class Store extends EventEmitter {
     const items = this.queue.splice(0);
     if (items.length === 0) return;
     this.committing++;
+    const batch = ++this.batches;
     const started = performance.now();
     const next = () => {
       // Batches that LMDB committed in one transaction resolve in the same turn: the first of them
@@ -526,6 +534,11 @@ export class Store extends EventEmitter {
     };
     const clearPending = () => {
       for (const { ops } of items) {
+        for (const op of ops)
+          for (const [field, db] of op.coll.unique) {
+            const issued = this.issuedUnique.get(db);
+            for (const k of [...indexKeys(op.before?.[field]), ...indexKeys(op.after?.[field])]) if (issued?.get(k)?.batch === batch) issued.delete(k);
+          }
         for (const op of ops) {
           // Only clear what this write put there; a later write of the same id keeps its entry.
           if (op.coll.pending.get(op.id) === (op.after ?? null)) op.coll.pending.delete(op.id);
@@ -540,7 +553,7 @@ export class Store extends EventEmitter {
     try {
       committed = this.env.batch(() => {
         for (const { ops, raw } of items) {
-          for (const op of ops) this.applyOp(op);
+          for (const op of ops) this.applyOp(op, batch);
           raw?.();
         }
       });
@@ -641,12 +654,24 @@ export class Store extends EventEmitter {
     }
   }
 
-  private applyOp({ coll, id, before, after }: Op) {
+  /** `batch`: a group-commit batch (flush), whose reads of the committed index miss the batches before it still in flight. */
+  private applyOp({ coll, id, before, after }: Op, batch?: number) {
     for (const [field, db] of coll.unique) {
       const oldK = indexKeys(before?.[field]);
       const newK = indexKeys(after?.[field]);
-      for (const k of oldK) if (!newK.includes(k) && db.get(k) === id) db.remove(k);
-      for (const k of newK) db.put(k, id);
+      let issued = batch === undefined ? undefined : this.issuedUnique.get(db);
+      if (batch !== undefined && !issued) this.issuedUnique.set(db, (issued = new Map()));
+      for (const k of oldK) {
+        if (newK.includes(k)) continue;
+        const held = issued?.get(k);
+        if ((held ? held.id : db.get(k)) !== id) continue;
+        db.remove(k);
+        issued?.set(k, { id: null, batch: batch! });
+      }
+      for (const k of newK) {
+        db.put(k, id);
+        issued?.set(k, { id, batch: batch! });
+      }
     }
     for (const [field, db] of coll.indexes) {
       const oldK = indexKeys(before?.[field]);
