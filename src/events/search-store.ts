@@ -144,8 +144,9 @@ export class SearchStore extends EventEmitter {
       return this.ids.get([index, id]);
     };
     for (const it of items) {
+      // A fresh random id (120 bits; every audit event) names no document yet: no lookup.
       const id = it.id ?? crypto.randomBytes(15).toString('base64url');
-      const prior = existing(it.index, id);
+      const prior = it.id === undefined ? undefined : existing(it.index, id);
       if (it.op === 'delete') {
         if (prior === undefined) {
           outcomes.push({ ok: false, id, status: 404, type: 'not_found', reason: 'document missing' });
