@@ -492,7 +492,8 @@ export class Store extends EventEmitter {
    * put a hop through this (busy) thread between every two commits, and let a commit carry only
    * the writers that came back during the one before (docs/datastore.md).
    */
-  private queue: { ops: Op[]; raw?: () => void; resolve: () => void; reject: (e: unknown) => void }[] = [];
+  /** `settled`: the batch waits until every batch before it has landed (repairs read the indexes as committed). */
+  private queue: { ops: Op[]; raw?: () => void; settled?: boolean; resolve: () => void; reject: (e: unknown) => void }[] = [];
   private flushScheduled = false;
   /** Batches handed to LMDB and not yet resolved. */
   private committing = 0;
@@ -515,6 +516,8 @@ export class Store extends EventEmitter {
 
   private flush() {
     this.flushScheduled = false;
+    // The batch that lands last flushes what waits (next).
+    if (this.committing > 0 && this.queue.some((q) => q.settled)) return;
     const items = this.queue.splice(0);
     if (items.length === 0) return;
     this.committing++;
@@ -531,6 +534,7 @@ export class Store extends EventEmitter {
       }
       this.commitStats.writes += items.length;
       this.committing--;
+      if (this.committing === 0 && this.queue.length > 0) this.scheduleFlush();
     };
     const clearPending = () => {
       for (const { ops } of items) {
@@ -686,14 +690,15 @@ export class Store extends EventEmitter {
 
   /**
    * Integrity repairs (src/store/integrity.ts): `fn` runs inside the next group commit, in order
-   * with the record writes around it, and may put or remove index entries directly through
-   * `_coll(name)`. It must re-check what it repairs against `pending` (writes still committing).
+   * with the record writes around it, once every earlier batch has landed (so the index databases
+   * it reads show them), and may put or remove index entries directly through `_coll(name)`. It
+   * must re-check what it repairs against `pending` (writes of its own batch, still committing).
    * No change events: records are not changed.
    */
   async repairRaw(fn: () => void): Promise<void> {
     if (this.closed) throw new Error('store is closed');
     await new Promise<void>((resolve, reject) => {
-      this.queue.push({ ops: [], raw: fn, resolve, reject });
+      this.queue.push({ ops: [], raw: fn, settled: true, resolve, reject });
       this.scheduleFlush();
     });
     // Index entries changed without record events: whatever was derived from them is stale.
