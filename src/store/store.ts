@@ -489,8 +489,7 @@ export class Store extends EventEmitter {
    * thread. Batches apply and resolve in issue order, so each write stays atomic, unique checks
    * (the pending overlay) and change events see commit order, and a write resolves only once it
    * is synced. Holding writes back until the previous commit had resolved on this thread instead
-   * put a hop through this (busy) thread between every two commits, and let a commit carry only
-   * the writers that came back during the one before (docs/datastore.md).
+   * put a hop through this (busy) thread between every two commits (docs/datastore.md).
    */
   /** `settled`: the batch waits until every batch before it has landed (repairs read the indexes as committed). */
   private queue: { ops: Op[]; raw?: () => void; settled?: boolean; resolve: () => void; reject: (e: unknown) => void }[] = [];
