@@ -143,9 +143,15 @@ export class SearchStore extends EventEmitter {
       if (local.has(k)) return local.get(k) ?? undefined;
       return this.ids.get([index, id]);
     };
+    // Generated ids come from one draw of random bytes per request, not one call into the CSPRNG per document.
+    let fresh = 0;
+    for (const it of items) if (it.id === undefined) fresh++;
+    const random = fresh > 0 ? crypto.randomBytes(15 * fresh) : undefined;
+    let drawn = 0;
     for (const it of items) {
-      const id = it.id ?? crypto.randomBytes(15).toString('base64url');
-      const prior = existing(it.index, id);
+      // A fresh random id (120 bits; every audit event) names no document yet: no lookup.
+      const id = it.id ?? random!.toString('base64url', 15 * drawn, 15 * ++drawn);
+      const prior = it.id === undefined ? undefined : existing(it.index, id);
       if (it.op === 'delete') {
         if (prior === undefined) {
           outcomes.push({ ok: false, id, status: 404, type: 'not_found', reason: 'document missing' });

@@ -77,6 +77,64 @@ t.test('change events carry before and after, once per write, after the commit',
   t.equal(s.get('things', 'a')?.name, 'a2', 'committed when the event fires');
 });
 
+t.test('writes issued in later turns, while earlier ones still commit, resolve and announce in issue order', async (t) => {
+  const s = open(t);
+  const events: string[] = [];
+  const resolved: string[] = [];
+  s.on('change', (evs: ChangeEvent[]) => events.push(...evs.map((e) => `${e.type}:${e.id}:${e.after?.name ?? ''}`)));
+  const writes: Promise<unknown>[] = [];
+  const issue = (label: string, fn: Parameters<Store['write']>[0]) => writes.push(s.write(fn).then(() => resolved.push(label), (e) => resolved.push(`${label}:${e.constructor.name}`)));
+  // Each write in its own event-loop turn, none waiting for the one before: they overlap in LMDB.
+  for (let i = 0; i < 6; i++) {
+    issue(`put${i}`, (tx) => tx.put('things', rec(`r${i}`, `n${i}`, ['t'])));
+    await new Promise((r) => setImmediate(r));
+  }
+  // Sees the still-committing name n0 and is refused at once; renaming r1 frees n1 for r9 in a later turn.
+  t.type(await s.write((tx) => tx.put('things', rec('x', 'n0'))).catch((e) => e), UniqueViolation, 'a name still committing is taken');
+  issue('rename', (tx) => tx.put('things', rec('r1', 'm1', ['t'])));
+  await new Promise((r) => setImmediate(r));
+  issue('reuse', (tx) => tx.put('things', rec('r9', 'n1')));
+  await new Promise((r) => setImmediate(r));
+  issue('delete', (tx) => tx.delete('things', 'r2'));
+  await Promise.all(writes);
+  t.same(resolved, ['put0', 'put1', 'put2', 'put3', 'put4', 'put5', 'rename', 'reuse', 'delete'], 'resolved in issue order');
+  t.same(events, ['create:r0:n0', 'create:r1:n1', 'create:r2:n2', 'create:r3:n3', 'create:r4:n4', 'create:r5:n5', 'update:r1:m1', 'create:r9:n1', 'delete:r2:'], 'change events in issue order');
+  t.equal(s.findUnique('things', 'name', 'n1')?.id, 'r9');
+  t.equal(s.findUnique('things', 'name', 'm1')?.id, 'r1');
+  t.same(s.idsByIndex('things', 'tags', 't').sort(), ['r0', 'r1', 'r3', 'r4', 'r5']);
+  t.ok(s.commitStats.commits >= 1 && s.commitStats.commits <= s.commitStats.writes, 'transactions counted, each with one write or more');
+  t.equal(s.commitStats.writes, 9, 'every write counted once (the refused one made none)');
+});
+
+t.test('a name given up while the write that gave it still commits leaves no unique entry behind', async (t) => {
+  const s = open(t);
+  const created = s.write((tx) => tx.put('things', rec('a', 'first')));
+  // The create is handed to LMDB in this turn; the renames follow in later turns, before it lands.
+  await new Promise((r) => setImmediate(r));
+  const renamed = s.write((tx) => tx.put('things', rec('a', 'second')));
+  await new Promise((r) => setImmediate(r));
+  const back = s.write((tx) => tx.put('things', rec('a', 'third')));
+  await Promise.all([created, renamed, back]);
+  t.same([...s.uniqueEntries('things', 'name')], [['third', 'a']], 'only the current name is indexed');
+  t.equal(s.findUnique('things', 'name', 'first'), undefined);
+  await s.write((tx) => tx.put('things', rec('b', 'first')));
+  t.equal(s.findUnique('things', 'name', 'first')?.id, 'b', 'the old name is free');
+});
+
+t.test('a repair runs once every write issued before it has landed, and writes after it wait for it', async (t) => {
+  const s = open(t);
+  const first = s.write((tx) => tx.put('things', rec('a', 'alpha', ['x'])));
+  await new Promise((r) => setImmediate(r));
+  let seen: string | undefined;
+  const repair = s.repairRaw(() => {
+    seen = s._coll('things').unique.get('name')!.get('alpha');
+  });
+  const later = s.write((tx) => tx.put('things', rec('b', 'beta')));
+  await Promise.all([first, repair, later]);
+  t.equal(seen, 'a', 'the repair read the index with the earlier write committed');
+  t.equal(s.findUnique('things', 'name', 'beta')?.id, 'b');
+});
+
 t.test('an index added to an existing collection is built when the store opens', async (t) => {
   // An older data directory (src/resources/enrollments.ts added the expiresAt index): the new
   // index database does not exist yet, and must not start out empty.
