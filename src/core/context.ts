@@ -14,7 +14,7 @@
  */
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
-import type { Store, Rec } from '../store/store.js';
+import type { Store, IdentityRecord } from '../store/store.js';
 import type { Operation, OperationEntry, Reply, Req } from './operation.js';
 
 /** The services of the layers above, one member per providing module (see above). */
@@ -51,7 +51,7 @@ export interface Ctx {
   /** The API-session token the request presented (zt-session or Bearer). */
   token?: string;
   /** The session's identity record. */
-  identity?: Rec;
+  identity?: IdentityRecord;
 }
 
 export type Op = Operation<Ctx>;

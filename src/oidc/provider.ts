@@ -30,7 +30,7 @@ import { signCsrs, VALIDITY, withChain } from '../pki/sign-csr.js';
 import { newId } from '../resources/write.js';
 import { secondaryFactors } from '../auth/login-policy.js';
 import { checkCodeInTx, dropMfaInTx, isValidTotp, mfaErrors, mfaRecoveryCodes, mfaSecret, newMfaRecord, passMfaInTx, provisioningUrl, totpIssuer, type MfaRecord } from '../auth/mfa.js';
-import type { Rec } from '../store/store.js';
+import type { IdentityRecord, ApiSessionCertificateRecord } from '../store/store.js';
 import { ACCESS_TOKEN, ApiSessions, REFRESH_TOKEN, type ApiSession } from '../auth/api-sessions.js';
 import { effectiveSettings } from '../control/settings.js';
 
@@ -400,7 +400,7 @@ export class OidcProvider {
   }
 
   /** What an unverified enrollment shows (as `GET /current-identity/mfa` does): the secret's URL and the recovery codes. */
-  private enrollmentDetail(ctx: Ctx, identity: Rec, mfa: MfaRecord) {
+  private enrollmentDetail(ctx: Ctx, identity: IdentityRecord, mfa: MfaRecord) {
     const sealer = this.app.store.sealer;
     return {
       id: mfa.id,
@@ -453,7 +453,7 @@ export class OidcProvider {
         if (!cur || !mfa) throw new ApiError('NOT_FOUND');
         if (mfa.isVerified) checkCodeInTx(this.app.store.sealer, tx, cur, str(body.code) ?? '', { allowRecovery: true });
         const { mfa: _m, ...rest } = tx.get('identities', s.identityId)!;
-        tx.put('identities', rest as Rec);
+        tx.put('identities', rest);
         dropMfaInTx(this.app.store, tx, cur);
       }),
     );
@@ -558,7 +558,7 @@ export class OidcProvider {
       throw e;
     }
     const now = Date.now();
-    const rec: Rec = {
+    const rec: ApiSessionCertificateRecord = {
       id: newId(), createdAt: now, updatedAt: now, tags: {}, apiSessionId: s.id, identityId: s.identityId,
       certificate: cert.pem, fingerprint: cert.fingerprint, subject: subjectText(new crypto.X509Certificate(cert.pem)), validFrom: cert.notBefore, validTo: cert.notAfter,
     };

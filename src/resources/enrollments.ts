@@ -7,7 +7,7 @@
  */
 import crypto from 'node:crypto';
 import type { App } from '../core/context.js';
-import type { Rec, Store, Tx } from '../store/store.js';
+import type { EnrollmentRecord, Rec, Store, Tx } from '../store/store.js';
 import { digestOf } from '../store/sealed.js';
 import { REDACTED } from './render.js';
 import { signJwt } from '../pki/jwt.js';
@@ -47,12 +47,12 @@ function atRest(app: App, token: string, jwt: string): { token: string; jwt: str
 }
 
 /** The enrollment whose token is `token`, if any. */
-export function enrollmentByToken(store: Store, token: string): Rec | undefined {
+export function enrollmentByToken(store: Store, token: string): EnrollmentRecord | undefined {
   return store.findUnique('enrollments', 'token', digestOf(token));
 }
 
 /** An enrollment's token and JWT as handed out (opened; REDACTED for a caller who may not hold them). */
-export function enrollmentSecrets(store: Store, e: Rec, secrets: boolean): { token: string; jwt: string } {
+export function enrollmentSecrets(store: Store, e: EnrollmentRecord, secrets: boolean): { token: string; jwt: string } {
   if (!secrets) return { token: REDACTED, jwt: REDACTED };
   const jwt = store.sealer.open(e.jwt);
   let token: unknown;
@@ -65,16 +65,16 @@ export function enrollmentSecrets(store: Store, e: Rec, secrets: boolean): { tok
 }
 
 /** Give an enrollment a new token, JWT and expiry inside a write (refresh: the old token dies). */
-export function refreshEnrollmentInTx(app: App, tx: Tx, e: Rec, expiresAt: number): Rec {
+export function refreshEnrollmentInTx(app: App, tx: Tx, e: EnrollmentRecord, expiresAt: number): EnrollmentRecord {
   const token = crypto.randomUUID();
-  const subject = e.identityId ?? e.edgeRouterId ?? e.transitRouterId;
-  const rec: Rec = { ...e, expiresAt, updatedAt: Math.max(Date.now(), e.updatedAt + 1), ...atRest(app, token, enrollmentJwt(app, { method: e.method, token, expiresAt }, subject)) };
+  const subject = (e.identityId ?? e.edgeRouterId ?? e.transitRouterId)!;
+  const rec: EnrollmentRecord = { ...e, expiresAt, updatedAt: Math.max(Date.now(), e.updatedAt + 1), ...atRest(app, token, enrollmentJwt(app, { method: e.method, token, expiresAt }, subject)) };
   tx.put('enrollments', rec);
   return rec;
 }
 
 /** Outstanding enrollment of `method` for an identity, if any (at most one per method). */
-export function identityEnrollment(tx: { idsByIndex(c: string, f: string, v: unknown): string[]; get(c: string, id: string): Rec | undefined }, identityId: string, method: string): Rec | undefined {
+export function identityEnrollment(tx: Store | Tx, identityId: string, method: string): EnrollmentRecord | undefined {
   for (const id of tx.idsByIndex('enrollments', 'identityId', identityId)) {
     const e = tx.get('enrollments', id);
     if (e?.method === method) return e;
@@ -82,18 +82,18 @@ export function identityEnrollment(tx: { idsByIndex(c: string, f: string, v: unk
   return undefined;
 }
 
-export function createEnrollmentInTx(app: App, tx: Tx, spec: EnrollmentSpec): Rec {
+export function createEnrollmentInTx(app: App, tx: Tx, spec: EnrollmentSpec): EnrollmentRecord {
   const now = Date.now();
   const expiresAt = spec.expiresAt ?? now + app.config.enrollmentMinutes * 60_000;
   const token = crypto.randomUUID();
   const subject = spec.identityId ?? spec.edgeRouterId ?? spec.transitRouterId!;
-  const rec: Rec = { id: newId(), createdAt: now, updatedAt: now, tags: {}, ...spec, expiresAt, ...atRest(app, token, enrollmentJwt(app, { method: spec.method, token, expiresAt }, subject)) };
-  for (const k of Object.keys(rec)) if (rec[k] === undefined) delete rec[k];
+  const rec: EnrollmentRecord = { id: newId(), createdAt: now, updatedAt: now, tags: {}, ...spec, expiresAt, ...atRest(app, token, enrollmentJwt(app, { method: spec.method, token, expiresAt }, subject)) };
+  for (const [k, v] of Object.entries(rec)) if (v === undefined) delete (rec as Rec)[k];
   tx.put('enrollments', rec);
   return rec;
 }
 
-export const enrollments: ResourceDef = {
+export const enrollments: ResourceDef<'enrollments'> = {
   collection: 'enrollments',
   path: 'enrollments',
   family: 'enrollment',

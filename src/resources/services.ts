@@ -7,7 +7,7 @@ import { resolveConfigTypes, serviceExtras, type Caller } from '../policy/servic
 import { checkConfigData, checkSchema } from './json-schema.js';
 import { crud, type ResourceDef } from './types.js';
 
-export const services: ResourceDef = {
+export const services: ResourceDef<'services'> = {
   collection: 'services',
   path: 'services',
   family: 'service',
@@ -37,7 +37,7 @@ export const services: ResourceDef = {
   },
 };
 
-export const configTypes: ResourceDef = {
+export const configTypes: ResourceDef<'configTypes'> = {
   collection: 'configTypes',
   path: 'config-types',
   family: 'config-type',
@@ -52,7 +52,7 @@ export const configTypes: ResourceDef = {
   },
 };
 
-export const configs: ResourceDef = {
+export const configs: ResourceDef<'configs'> = {
   collection: 'configs',
   path: 'configs',
   family: 'config',
@@ -93,7 +93,7 @@ function routerCollection(tx: { get(c: string, id: string): unknown }, id: unkno
   return undefined;
 }
 
-export const terminators: ResourceDef = {
+export const terminators: ResourceDef<'terminators'> = {
   collection: 'terminators',
   path: 'terminators',
   family: 'terminator',

@@ -27,7 +27,8 @@ export type IdentityRecord = BaseRecord & {
   defaultHostingPrecedence: string;
   serviceHostingCosts: Record<string, unknown>;
   serviceHostingPrecedences: Record<string, unknown>;
-  appData: Record<string, unknown>;
+  /** Absent on router identities (src/resources/routers.ts), rendered as {}. */
+  appData?: Record<string, unknown>;
   permissions?: string[];
   envInfo?: Record<string, unknown>;
   sdkInfo?: Record<string, unknown>;
@@ -48,10 +49,12 @@ export type IdentityRecord = BaseRecord & {
 export type EnrollmentRecord = BaseRecord & {
   tags?: Record<string, unknown>;
   isSystem?: boolean;
-  method?: string;
-  token?: string;
-  jwt?: string;
-  expiresAt?: number;
+  method: string;
+  /** SHA-256 of the enrollment token (enrollmentByToken). */
+  token: string;
+  /** The enrollment JWT, sealed. */
+  jwt: string;
+  expiresAt: number;
   identityId?: string;
   edgeRouterId?: string;
   transitRouterId?: string;
@@ -62,8 +65,8 @@ export type EnrollmentRecord = BaseRecord & {
 export type AuthenticatorRecord = BaseRecord & {
   tags?: Record<string, unknown>;
   isSystem?: boolean;
-  method?: string;
-  identityId?: string;
+  method: string;
+  identityId: string;
   username?: string;
   fingerprint?: string;
   certPem?: string;
@@ -116,11 +119,12 @@ export type ApiSessionRecord = BaseRecord & {
 export type SessionRecord = BaseRecord & {
   tags?: Record<string, unknown>;
   isSystem?: boolean;
+  /** Never stored: a session token is a signed JWT naming the session. */
   token?: string;
-  type?: string;
-  apiSessionId?: string;
-  serviceId?: string;
-  identityId?: string;
+  type: 'Dial' | 'Bind';
+  apiSessionId: string;
+  serviceId: string;
+  identityId: string;
   /** The service policies that granted the session. */
   servicePolicyIds?: string[];
 };
@@ -202,16 +206,16 @@ export type PostureCheckRecord = BaseRecord & {
   typeId: string;
   roleAttributes?: string[];
   version?: number;
-  operatingSystems?: unknown;
-  process?: unknown;
-  processes?: unknown;
-  semantic?: unknown;
-  domains?: unknown;
-  macAddresses?: unknown;
-  timeoutSeconds?: unknown;
-  promptOnWake?: unknown;
-  promptOnUnlock?: unknown;
-  ignoreLegacyEndpoints?: unknown;
+  operatingSystems?: { type: string; versions: string[] }[];
+  process?: { osType: string; path: string; hashes?: string[]; signerFingerprint?: string };
+  processes?: { osType: string; path: string; hashes?: string[]; signerFingerprints?: string[] }[];
+  semantic?: string;
+  domains?: string[];
+  macAddresses?: string[];
+  timeoutSeconds?: number;
+  promptOnWake?: boolean;
+  promptOnUnlock?: boolean;
+  ignoreLegacyEndpoints?: boolean;
 };
 
 export type EdgeRouterRecord = BaseRecord & {
@@ -221,7 +225,7 @@ export type EdgeRouterRecord = BaseRecord & {
   cost: number;
   noTraversal: boolean;
   disabled: boolean;
-  ctrlChanListeners: Record<string, unknown>;
+  ctrlChanListeners: Record<string, string[]>;
   isVerified?: boolean;
   fingerprint?: string;
   certPem?: string;
@@ -240,10 +244,10 @@ export type RouterRecord = BaseRecord & {
   cost: number;
   noTraversal: boolean;
   disabled: boolean;
-  ctrlChanListeners: Record<string, unknown>;
+  ctrlChanListeners: Record<string, string[]>;
   isVerified?: boolean;
   fingerprint?: string;
-  certPem?: unknown;
+  certPem?: string;
   unverifiedFingerprint?: string;
   unverifiedCertPem?: string;
 };

@@ -14,6 +14,7 @@ export const STORED_FIELDS: Record<string, Record<string, string | [type: string
     'retiredAt?': ['number', 'When another key of the same controller became current; absent while current.'],
   },
   identities: {
+    'appData?': ['Record<string, unknown>', 'Absent on router identities (src/resources/routers.ts), rendered as {}.'],
     'edgeRouterId?': ['string', 'Set for the identity that stands for a tunneler-enabled edge router.'],
     'serviceConfigs?': ['{ serviceId: string; configId: string }[]', 'Per-identity service config overrides.'],
     'overrideConfigIds?': ['string[]', 'The config ids of `serviceConfigs`, indexed so a config delete finds its overrides.'],
@@ -21,7 +22,15 @@ export const STORED_FIELDS: Record<string, Record<string, string | [type: string
     'trace?': ['{ enabled: boolean; traceId: string; until: number; channels: string[] }', 'Data-flow tracing (src/control/traces.ts); `until` in epoch ms.'],
     'disabledUntil?': 'number | null',
   },
+  enrollments: {
+    method: 'string',
+    token: ['string', 'SHA-256 of the enrollment token (enrollmentByToken).'],
+    jwt: ['string', 'The enrollment JWT, sealed.'],
+    expiresAt: 'number',
+  },
   authenticators: {
+    method: 'string',
+    identityId: 'string',
     'passwordHash?': ['string', 'updb: the argon2id hash.'],
     'certNotAfter?': ['number', 'notAfter of `certPem` (epoch ms), so certificate login never parses the PEM.'],
     'pendingCertPem?': ['string', 'Extension issued but not yet verified: the new certificate.'],
@@ -35,7 +44,32 @@ export const STORED_FIELDS: Record<string, Record<string, string | [type: string
     ],
     secondary: '{ requireTotp: boolean; requireExtJwtSigner: string | null }',
   },
+  // The type-specific fields of posture checks (src/resources/posture.ts POSTURE_FIELDS).
+  postureChecks: {
+    'operatingSystems?': '{ type: string; versions: string[] }[]',
+    'process?': '{ osType: string; path: string; hashes?: string[]; signerFingerprint?: string }',
+    'processes?': '{ osType: string; path: string; hashes?: string[]; signerFingerprints?: string[] }[]',
+    'semantic?': 'string',
+    'domains?': 'string[]',
+    'macAddresses?': 'string[]',
+    'timeoutSeconds?': 'number',
+    'promptOnWake?': 'boolean',
+    'promptOnUnlock?': 'boolean',
+    'ignoreLegacyEndpoints?': 'boolean',
+  },
+  edgeRouters: {
+    ctrlChanListeners: 'Record<string, string[]>',
+  },
+  routers: {
+    ctrlChanListeners: 'Record<string, string[]>',
+    'certPem?': 'string',
+  },
   sessions: {
+    'token?': ['string', 'Never stored: a session token is a signed JWT naming the session.'],
+    type: "'Dial' | 'Bind'",
+    apiSessionId: 'string',
+    serviceId: 'string',
+    identityId: 'string',
     'servicePolicyIds?': ['string[]', 'The service policies that granted the session.'],
   },
   edgeRouterPolicies: {

@@ -26,7 +26,7 @@ export function authenticatorEntries(reg: Registry): Entry[] {
     if (ownerId) {
       // The caller proves knowledge of the current password.
       if (before.method !== 'updb') throw new ApiError('CAN_NOT_UPDATE_AUTHENTICATOR', 'only updb authenticators have a password to change');
-      const good = await ctx.app.pool.run('verifyPassword', { hash: before.passwordHash, password: String(body.currentPassword ?? '') });
+      const good = await ctx.app.pool.run('verifyPassword', { hash: before.passwordHash!, password: String(body.currentPassword ?? '') });
       if (!good) throw errors.unauthorized();
     }
     if (before.method !== 'updb' && (body.username !== undefined || body.password !== undefined))

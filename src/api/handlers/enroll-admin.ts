@@ -10,7 +10,7 @@ import { ApiError, errors } from '../../core/errors.js';
 import { created, empty } from '../../core/envelope.js';
 import { type Registry } from '../../resources/registry.js';
 import { write } from '../../resources/write.js';
-import type { Rec, Tx } from '../../store/store.js';
+import type { Tx, CaRecord, EdgeRouterRecord } from '../../store/store.js';
 import { createEnrollmentInTx, identityEnrollment, refreshEnrollmentInTx, type EnrollmentSpec } from '../../resources/enrollments.js';
 import { checkUsername } from '../../auth/passwords.js';
 import { ApiSessions } from '../../auth/api-sessions.js';
@@ -33,7 +33,7 @@ export function endSessionsOf(tx: Tx, identityId: string, authenticatorId: strin
 }
 
 /** The CA auto-enrollment JWT: `em: ca`, sub = jti = CA id, no expiry. */
-export function caJwt(ctx: Ctx, ca: Rec): string {
+export function caJwt(ctx: Ctx, ca: CaRecord): string {
   const iss = ctx.app.certBaseUrl + '/';
   return signJwt(ctx.app.pki.serverKey, ctx.app.pki.serverCertSha1Hex, { em: 'ca', sub: ca.id, jti: ca.id, iss, aud: ['mesh-enroller'], ctrls: ctx.app.cluster?.members().map((m) => m.certBaseUrl) ?? [ctx.app.certBaseUrl] });
 }
@@ -165,8 +165,8 @@ export function enrollAdminEntries(_reg: Registry): Entry[] {
           if (!cur) throw errors.notFound();
           // Certificate authentication removed: the control channel drops a router whose
           // fingerprint no longer matches, and reconnects fail until it enrolls again.
-          const next: Rec = { ...cur, isVerified: false, updatedAt: Math.max(Date.now(), cur.updatedAt + 1) };
-          for (const k of ['fingerprint', 'certPem', 'unverifiedFingerprint', 'unverifiedCertPem']) delete next[k];
+          const next: EdgeRouterRecord = { ...cur, isVerified: false, updatedAt: Math.max(Date.now(), cur.updatedAt + 1) };
+          for (const k of ['fingerprint', 'certPem', 'unverifiedFingerprint', 'unverifiedCertPem'] as const) delete next[k];
           tx.put('edgeRouters', next);
           for (const eid of tx.idsByIndex('enrollments', 'edgeRouterId', cur.id)) tx.delete('enrollments', eid);
           for (const iid of tx.idsByIndex('identities', 'edgeRouterId', cur.id)) {

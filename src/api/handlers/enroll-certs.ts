@@ -12,14 +12,14 @@ import { listRecords } from '../../resources/list.js';
 import { type Registry } from '../../resources/registry.js';
 import { renderRecord } from '../../resources/render.js';
 import { newId, write } from '../../resources/write.js';
-import type { Rec } from '../../store/store.js';
+import type { Rec, AuthenticatorRecord, ApiSessionCertificateRecord } from '../../store/store.js';
 import { signCsrs, VALIDITY, withChain } from '../../pki/sign-csr.js';
 import { fingerprintOf } from '../../pki/certs.js';
 import { pemBlocks } from '../../pki/der.js';
 import { jwsAlg, signJwt } from '../../pki/jwt.js';
 
 /** The caller's own certificate authenticator, checked in upstream's order. */
-function ownCertAuthenticator(ctx: Ctx): Rec {
+function ownCertAuthenticator(ctx: Ctx): AuthenticatorRecord {
   const auth = ctx.app.store.get('authenticators', ctx.params.id);
   if (!auth) throw errors.notFound();
   if (auth.identityId !== ctx.identity!.id) throw errors.unauthorized();
@@ -41,7 +41,7 @@ export function enrollCertEntries(reg: Registry): Entry[] {
     const out = renderRecord(reg, certDef, rec, { store: ctx.app.store, ctx });
     return out;
   };
-  const ownSessionCert = (ctx: Ctx): Rec => {
+  const ownSessionCert = (ctx: Ctx): ApiSessionCertificateRecord => {
     const rec = ctx.app.store.get('apiSessionCertificates', ctx.params.id);
     if (!rec || rec.apiSessionId !== ctx.session!.id) throw errors.notFound();
     return rec;
@@ -82,7 +82,7 @@ export function enrollCertEntries(reg: Registry): Entry[] {
         await write(ctx.app.store, (tx) => {
           const cur = tx.get('authenticators', auth.id);
           if (!cur || cur.pendingFingerprint !== auth.pendingFingerprint) throw new ApiError('CAN_NOT_UPDATE_AUTHENTICATOR', 'the pending extension changed; extend again');
-          const next: Rec = {
+          const next: AuthenticatorRecord = {
             ...cur, certPem: cur.pendingCertPem, fingerprint: cur.pendingFingerprint, certNotAfter: Date.parse(cert!.validTo),
             isExtendRequested: false, isKeyRollRequested: false, lastExtendRolledKeys: rolled, updatedAt: Math.max(Date.now(), cur.updatedAt + 1),
           };
@@ -99,7 +99,7 @@ export function enrollCertEntries(reg: Registry): Entry[] {
         const [cert] = await signCsrs(ctx.app, [{ csr: ctx.body?.csr, profile: 'client', validityMs: VALIDITY.apiSession, field: 'csr' }]);
         const x = new crypto.X509Certificate(cert.pem);
         const now = Date.now();
-        const rec: Rec = {
+        const rec: ApiSessionCertificateRecord = {
           id: newId(), createdAt: now, updatedAt: now, tags: {}, apiSessionId: ctx.session!.id, identityId: ctx.identity!.id,
           certificate: cert.pem, fingerprint: cert.fingerprint, subject: subjectText(x), validFrom: cert.notBefore, validTo: cert.notAfter,
         };

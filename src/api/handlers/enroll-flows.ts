@@ -14,7 +14,7 @@ import type { Reply } from '../../core/operation.js';
 import { ApiError, errors } from '../../core/errors.js';
 import { empty, ok } from '../../core/envelope.js';
 import { newId, write } from '../../resources/write.js';
-import type { Rec, Tx } from '../../store/store.js';
+import type { Tx, EnrollmentRecord, AuthenticatorRecord } from '../../store/store.js';
 import { signCsrs, VALIDITY, withChain } from '../../pki/sign-csr.js';
 import { chainsTo, commonName, externalIdOf, isExpired, x509 } from '../../pki/chain.js';
 import { fingerprintOf } from '../../pki/certs.js';
@@ -25,7 +25,7 @@ import { enrollmentByToken } from '../../resources/enrollments.js';
 const nonEmpty = (v: unknown): v is string => typeof v === 'string' && v.trim() !== '';
 
 /** The outstanding enrollment for `token`, checked for method and expiry. */
-export function enrollmentFor(ctx: Ctx, token: unknown, methods?: readonly string[]): Rec {
+export function enrollmentFor(ctx: Ctx, token: unknown, methods?: readonly string[]): EnrollmentRecord {
   if (!nonEmpty(token)) throw new ApiError('INVALID_ENROLLMENT_TOKEN', undefined, { field: 'token', reason: 'an enrollment token is required', value: '' });
   const e = enrollmentByToken(ctx.app.store, token.trim());
   if (!e) throw new ApiError('INVALID_ENROLLMENT_TOKEN');
@@ -36,12 +36,12 @@ export function enrollmentFor(ctx: Ctx, token: unknown, methods?: readonly strin
 }
 
 /** Inside the write: the enrollment is still there (a concurrent use did not consume it). */
-function consume(tx: Tx, e: Rec) {
+function consume(tx: Tx, e: EnrollmentRecord) {
   if (!tx.exists('enrollments', e.id)) throw new ApiError('INVALID_ENROLLMENT_TOKEN');
   tx.delete('enrollments', e.id);
 }
 
-export function certAuthenticator(identityId: string, certPem: string, fingerprint: string, notAfter: number, extra: Record<string, unknown> = {}): Rec {
+export function certAuthenticator(identityId: string, certPem: string, fingerprint: string, notAfter: number, extra: Partial<AuthenticatorRecord> = {}): AuthenticatorRecord {
   const now = Date.now();
   return {
     id: newId(), createdAt: now, updatedAt: now, tags: {}, method: 'cert', identityId, certPem, fingerprint,
@@ -58,13 +58,13 @@ function requireNoCert(tx: Tx, identityId: string, fingerprint: string) {
 
 // ---- ott ------------------------------------------------------------------------------------
 
-async function enrollOtt(ctx: Ctx, e: Rec, csr: unknown): Promise<Reply> {
+async function enrollOtt(ctx: Ctx, e: EnrollmentRecord, csr: unknown): Promise<Reply> {
   const [cert] = await signCsrs(ctx.app, [{ csr, profile: 'client', validityMs: VALIDITY.client, field: 'clientCsr' }]);
   await write(ctx.app.store, (tx) => {
     consume(tx, e);
-    if (!tx.exists('identities', e.identityId)) throw new ApiError('INVALID_ENROLLMENT_TOKEN');
-    requireNoCert(tx, e.identityId, cert.fingerprint);
-    tx.put('authenticators', certAuthenticator(e.identityId, cert.pem, cert.fingerprint, cert.notAfter));
+    if (!tx.exists('identities', e.identityId!)) throw new ApiError('INVALID_ENROLLMENT_TOKEN');
+    requireNoCert(tx, e.identityId!, cert.fingerprint);
+    tx.put('authenticators', certAuthenticator(e.identityId!, cert.pem, cert.fingerprint, cert.notAfter));
   });
   return ok({ cert: withChain(ctx.app, cert.pem), ca: ctx.app.pki.caBundlePem });
 }
@@ -86,7 +86,7 @@ function setRouterCert(tx: Tx, collection: 'edgeRouters' | 'routers', routerId: 
   }
 }
 
-async function enrollRouter(ctx: Ctx, e: Rec, clientCsr: unknown, serverCsr: unknown): Promise<Reply> {
+async function enrollRouter(ctx: Ctx, e: EnrollmentRecord, clientCsr: unknown, serverCsr: unknown): Promise<Reply> {
   for (const [field, v] of [['certCsr', clientCsr], ['serverCertCsr', serverCsr]] as const) {
     if (!nonEmpty(v)) throw new ApiError('MISSING_OR_INVALID_CSR', undefined, { field, reason: `${field} is required`, value: '' });
   }
@@ -96,8 +96,8 @@ async function enrollRouter(ctx: Ctx, e: Rec, clientCsr: unknown, serverCsr: unk
   ]);
   await write(ctx.app.store, (tx) => {
     consume(tx, e);
-    if (e.method === 'erott') setRouterCert(tx, 'edgeRouters', e.edgeRouterId, client.pem, client.fingerprint, client.notAfter);
-    else setRouterCert(tx, 'routers', e.transitRouterId, client.pem, client.fingerprint, client.notAfter);
+    if (e.method === 'erott') setRouterCert(tx, 'edgeRouters', e.edgeRouterId!, client.pem, client.fingerprint, client.notAfter);
+    else setRouterCert(tx, 'routers', e.transitRouterId!, client.pem, client.fingerprint, client.notAfter);
   });
   return ok({ ca: ctx.app.pki.caBundlePem, cert: withChain(ctx.app, client.pem), serverCert: withChain(ctx.app, server.pem) });
 }
@@ -132,8 +132,8 @@ const extendRouter: Handler = async (ctx) => {
 
 // ---- updb -----------------------------------------------------------------------------------
 
-async function enrollUpdb(ctx: Ctx, e: Rec, body: any): Promise<Reply> {
-  const identity = ctx.app.store.get('identities', e.identityId);
+async function enrollUpdb(ctx: Ctx, e: EnrollmentRecord, body: any): Promise<Reply> {
+  const identity = ctx.app.store.get('identities', e.identityId!);
   if (!identity) throw new ApiError('INVALID_ENROLLMENT_TOKEN');
   const username = checkUsername(e.username ?? body?.username);
   const passwordHash = await hashPassword(ctx.app, checkPassword(ctx.app, identity, body?.password));
@@ -144,7 +144,7 @@ async function enrollUpdb(ctx: Ctx, e: Rec, body: any): Promise<Reply> {
     }
     if (tx.findUnique('authenticators', 'username', username)) throw errors.field('username', 'the username is already in use', username);
     const now = Date.now();
-    tx.put('authenticators', { id: newId(), createdAt: now, updatedAt: now, tags: {}, method: 'updb', identityId: e.identityId, username, passwordHash });
+    tx.put('authenticators', { id: newId(), createdAt: now, updatedAt: now, tags: {}, method: 'updb', identityId: e.identityId!, username, passwordHash });
   });
   return ok({ username });
 }
@@ -157,7 +157,7 @@ function peerChain(ctx: Ctx): Buffer[] {
   return chain;
 }
 
-async function enrollOttCa(ctx: Ctx, e: Rec): Promise<Reply> {
+async function enrollOttCa(ctx: Ctx, e: EnrollmentRecord): Promise<Reply> {
   const chain = peerChain(ctx);
   const ca = e.caId ? ctx.app.store.get('cas', e.caId) : undefined;
   if (!ca || !ca.isVerified || !ca.isOttCaEnrollmentEnabled) throw new ApiError('ENROLLMENT_CA_NOT_VALID');
@@ -166,9 +166,9 @@ async function enrollOttCa(ctx: Ctx, e: Rec): Promise<Reply> {
   const fingerprint = fingerprintOf(chain[0]);
   await write(ctx.app.store, (tx) => {
     consume(tx, e);
-    if (!tx.exists('identities', e.identityId)) throw new ApiError('INVALID_ENROLLMENT_TOKEN');
-    requireNoCert(tx, e.identityId, fingerprint);
-    tx.put('authenticators', certAuthenticator(e.identityId, leaf.toString(), fingerprint, Date.parse(leaf.validTo), { isIssuedByNetwork: false, caId: ca.id }));
+    if (!tx.exists('identities', e.identityId!)) throw new ApiError('INVALID_ENROLLMENT_TOKEN');
+    requireNoCert(tx, e.identityId!, fingerprint);
+    tx.put('authenticators', certAuthenticator(e.identityId!, leaf.toString(), fingerprint, Date.parse(leaf.validTo), { isIssuedByNetwork: false, caId: ca.id }));
   });
   return empty();
 }

@@ -19,7 +19,7 @@ import type { Reply } from '../../core/operation.js';
 import { ApiError } from '../../core/errors.js';
 import { ok } from '../../core/envelope.js';
 import { newId, write } from '../../resources/write.js';
-import type { Rec } from '../../store/store.js';
+import type { Rec, ExternalJwtSignerRecord } from '../../store/store.js';
 import { signCsrs, VALIDITY, withChain } from '../../pki/sign-csr.js';
 import { certAuthenticator } from './enroll-flows.js';
 import { DEFAULT_AUTH_POLICY_ID } from '../../resources/credentials.js';
@@ -29,10 +29,10 @@ const invalid = (why: string) => new ApiError('INVALID_ENROLLMENT_TOKEN', undefi
 /** Remote key sets, one per signer endpoint (jose caches and refetches on unknown kids). */
 const jwksSets = new Map<string, ReturnType<typeof jose.createRemoteJWKSet>>();
 
-function findSigner(ctx: Ctx, token: string): Rec {
+function findSigner(ctx: Ctx, token: string): ExternalJwtSignerRecord {
   const store = ctx.app.store;
   const named = ctx.req.headers['mesh-token-issuer-id']?.trim();
-  let signer: Rec | undefined;
+  let signer: ExternalJwtSignerRecord | undefined;
   if (named) signer = store.get('externalJwtSigners', named);
   else {
     let header: jose.ProtectedHeaderParameters;
@@ -51,7 +51,7 @@ function findSigner(ctx: Ctx, token: string): Rec {
   return signer;
 }
 
-async function verify(signer: Rec, token: string): Promise<jose.JWTPayload> {
+async function verify(signer: ExternalJwtSignerRecord, token: string): Promise<jose.JWTPayload> {
   const opts: jose.JWTVerifyOptions = { issuer: signer.issuer };
   if (signer.audience) opts.audience = signer.audience;
   try {
@@ -59,8 +59,8 @@ async function verify(signer: Rec, token: string): Promise<jose.JWTPayload> {
       const key = crypto.createPublicKey(signer.certPem);
       return (await jose.jwtVerify(token, key, opts)).payload;
     }
-    let set = jwksSets.get(signer.jwksEndpoint);
-    if (!set) jwksSets.set(signer.jwksEndpoint, (set = jose.createRemoteJWKSet(new URL(signer.jwksEndpoint), { timeoutDuration: 5000 })));
+    let set = jwksSets.get(signer.jwksEndpoint!);
+    if (!set) jwksSets.set(signer.jwksEndpoint!, (set = jose.createRemoteJWKSet(new URL(signer.jwksEndpoint!), { timeoutDuration: 5000 })));
     return (await jose.jwtVerify(token, set, opts)).payload;
   } catch (e) {
     throw invalid(`the token did not verify: ${(e as Error).message}`);

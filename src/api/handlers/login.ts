@@ -6,7 +6,7 @@
  * Example: `LOGIN_METHODS.password(ctx)` → `{ identity, authenticatorId }` or throws INVALID_AUTH.
  */
 import type { Ctx } from '../../core/context.js';
-import type { Rec } from '../../store/store.js';
+import type { IdentityRecord } from '../../store/store.js';
 import { errors } from '../../core/errors.js';
 import { bearerTokens } from '../../auth/ext-jwt.js';
 import { isDisabled } from '../../resources/identities.js';
@@ -14,7 +14,7 @@ import { fingerprintOf } from '../../pki/certs.js';
 import { chainsTo, externalIdOf, isExpired, x509 } from '../../pki/chain.js';
 
 export interface LoginResult {
-  identity: Rec;
+  identity: IdentityRecord;
   authenticatorId: string;
   /** For ext-jwt: the signer that verified the token (auth policy `allowedSigners`). */
   externalJwtSignerId?: string;
@@ -45,7 +45,7 @@ export const certLogin: LoginMethod = async (ctx) => {
   const now = Date.now();
   const fp = fingerprintOf(leafDer);
   const auth = store.findUnique('authenticators', 'fingerprint', fp);
-  let identity: Rec | undefined;
+  let identity: IdentityRecord | undefined;
   let authenticatorId: string;
   let certExpired: boolean;
   let sessionFields: Record<string, unknown>;
@@ -72,7 +72,7 @@ export const certLogin: LoginMethod = async (ctx) => {
   } else {
     const chain = ctx.req.peerCertificates ?? [leafDer];
     const leaf = x509(leafDer);
-    let found: { identity: Rec; caId: string } | undefined;
+    let found: { identity: IdentityRecord; caId: string } | undefined;
     for (const ca of store.scan('cas')) {
       if (!ca.isVerified || !ca.isAuthEnabled || !ca.externalIdClaim) continue;
       if (!chainsTo(chain, x509(ca.certPem), now)) continue;

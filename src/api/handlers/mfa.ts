@@ -8,7 +8,7 @@ import type { Ctx, Entry } from '../../core/context.js';
 import { errors } from '../../core/errors.js';
 import { created, empty, ok } from '../../core/envelope.js';
 import { write } from '../../resources/write.js';
-import type { Rec, Tx } from '../../store/store.js';
+import type { Tx, IdentityRecord } from '../../store/store.js';
 import { signJwt } from '../../pki/jwt.js';
 import {
   checkCodeInTx, dropMfaInTx, isValidTotp, passMfaInTx, totpIssuer, mfaErrors, mfaRecoveryCodes, mfaSecret, newMfaRecord, newSealedRecoveryCodes, provisioningUrl, qrPng, type MfaRecord,
@@ -18,7 +18,7 @@ import {
 const TOTP_TOKEN_SECONDS = 5 * 60;
 
 /** The caller's identity as committed now (inside a write: as the write sees it). */
-function currentIdentity(ctx: Ctx, tx?: Tx): Rec {
+function currentIdentity(ctx: Ctx, tx?: Tx): IdentityRecord {
   const rec = (tx ?? ctx.app.store).get('identities', ctx.identity!.id);
   if (!rec) throw errors.unauthorized();
   return rec;
@@ -129,7 +129,7 @@ export function mfaEntries(): Entry[] {
           if (!(cur.mfa as MfaRecord | undefined)?.isVerified) throw errors.notFound();
           checkCodeInTx(ctx.app.store.sealer, tx, cur, code, { allowRecovery: true });
           const latest = currentIdentity(ctx, tx);
-          tx.put('identities', { ...latest, mfa: { ...latest.mfa, recoveryCodes: newSealedRecoveryCodes(ctx.app.store.sealer), updatedAt: Date.now() } });
+          tx.put('identities', { ...latest, mfa: { ...latest.mfa!, recoveryCodes: newSealedRecoveryCodes(ctx.app.store.sealer), updatedAt: Date.now() } });
         });
         return empty();
       }) },
@@ -144,7 +144,7 @@ export function mfaEntries(): Entry[] {
           // A never-verified enrollment can be dropped without a code (there may be no app yet).
           if (mfa.isVerified) checkCodeInTx(ctx.app.store.sealer, tx, cur, code, { allowRecovery: true });
           const { mfa: _m, ...rest } = currentIdentity(ctx, tx);
-          tx.put('identities', rest as Rec);
+          tx.put('identities', rest);
           dropMfaInTx(ctx.app.store, tx, cur);
         });
         return empty();
@@ -175,7 +175,7 @@ export function mfaEntries(): Entry[] {
           if (!cur) throw errors.notFound();
           if (!cur.mfa) return;
           const { mfa: _m, ...rest } = cur;
-          tx.put('identities', { ...rest, updatedAt: Math.max(Date.now(), cur.updatedAt + 1) } as Rec);
+          tx.put('identities', { ...rest, updatedAt: Math.max(Date.now(), cur.updatedAt + 1) });
           dropMfaInTx(ctx.app.store, tx, cur);
         });
         return empty();

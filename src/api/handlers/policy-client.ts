@@ -15,7 +15,7 @@ import { standardHandlers } from '../../resources/standard.js';
 import { write } from '../../resources/write.js';
 import { parseListParams, runList } from '../../core/query.js';
 import { SESSION_TOKEN, signSessionToken, type PendingToken, type SessionTokenFacts } from '../../auth/tokens.js';
-import type { Rec } from '../../store/store.js';
+import type { Rec, ServiceRecord, SessionRecord, EdgeRouterRecord } from '../../store/store.js';
 import type { PolicyType } from '../../policy/access.js';
 import { timeOrderedId } from '../../store/ids.js';
 import { commonEdgeRouter, routerLive, routersOnlineFirst } from '../../policy/router-view.js';
@@ -28,7 +28,7 @@ const MAX_SERVICE_ROUTERS = 25;
 const isAdmin = (ctx: Ctx) => ctx.identity?.isAdmin === true;
 
 /** A service the caller may see (admins: every service), else 404. */
-function visibleService(ctx: Ctx, id: string): Rec {
+function visibleService(ctx: Ctx, id: string): ServiceRecord {
   const svc = ctx.app.store.get('services', id);
   if (!svc) throw errors.notFound();
   mayAccess(ctx, id);
@@ -46,7 +46,7 @@ function mayAccess(ctx: Ctx, id: string): void {
 }
 
 /** A session the caller may see: its own (admins: any), not being removed. */
-function visibleSession(ctx: Ctx, id: string): Rec {
+function visibleSession(ctx: Ctx, id: string): SessionRecord {
   const s = ctx.app.store.get('sessions', id);
   if (!s || ctx.app.policy.sessions.doomed.has(s.id)) throw errors.notFound();
   if (!isAdmin(ctx) && s.identityId !== ctx.identity!.id) throw errors.notFound();
@@ -60,7 +60,7 @@ function hideDoomed(ctx: Ctx): { where?: (r: Rec) => boolean } {
 }
 
 /** Concurrent creates of the same (API session, service, type) share one write and one token. */
-const inFlight = new Map<string, Promise<{ rec: Rec; token: string }>>();
+const inFlight = new Map<string, Promise<{ rec: SessionRecord; token: string }>>();
 
 async function createSession(reg: Registry, ctx: Ctx): Promise<Reply> {
   const body = (ctx.body ?? {}) as { serviceId?: unknown; type?: unknown; tags?: unknown };
@@ -113,11 +113,11 @@ async function createSession(reg: Registry, ctx: Ctx): Promise<Reply> {
     // rest), so the token is asked for now and signed, at the latest when the write lands, in one
     // batch with every token asked for meanwhile (SigningKeys.signSession).
     const signing = sessionToken(ctx, { id, identityId: identity.id, apiSessionId: apiSession.id, serviceId, type });
-    const rec: Rec = {
+    const rec: SessionRecord = {
       id,
       createdAt: now,
       updatedAt: now,
-      tags: body.tags && typeof body.tags === 'object' ? body.tags : {},
+      tags: body.tags && typeof body.tags === 'object' ? (body.tags as Record<string, unknown>) : {},
       type,
       apiSessionId: apiSession.id,
       serviceId: serviceId,
@@ -238,7 +238,7 @@ export function policyClientEntries(reg: Registry): Entry[] {
         // Without paging asked for, SDKs get the connected routers first, at most MAX_SERVICE_ROUTERS.
         if (!ctx.req.query.has('limit') && p.filter.limit === undefined) p.limit = MAX_SERVICE_ROUTERS;
         const { page, pagination } = runList(ctx.app.store, src, p);
-        const edgeRouters = page.map((r) => commonEdgeRouter(ctx.app, r as Rec));
+        const edgeRouters = page.map((r) => commonEdgeRouter(ctx.app, r as EdgeRouterRecord));
         return envelope({ edgeRouters }, { pagination, filterableFields: src.filterableFields });
       } },
     { api: 'client', operationId: 'listServiceTerminators', auth: 'session',
