@@ -15,7 +15,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { Store, type Rec } from '../src/store/store.js';
+import { Store, type BaseRecord } from '../src/store/store.js';
 import { createRegistry } from '../src/resources/index.js';
 import { PolicyEngine } from '../src/policy/engine.js';
 import { structuralFindings, NO_SHARED_ROUTER } from '../src/events/alert-structural.js';
@@ -28,7 +28,8 @@ const IDENTITIES = 3000;
 const WEB = 1100;
 const LAST = `i${IDENTITIES - 1}`;
 
-const base = (id: string, name: string, extra: Record<string, unknown>): Rec => ({ id, createdAt: 1, updatedAt: 1, name, tags: {}, ...extra });
+/** A fixture record of the collection it is put into: only the fields the alerts read. */
+const base = <R extends BaseRecord>(id: string, name: string, extra: Record<string, unknown>): R => ({ id, createdAt: 1, updatedAt: 1, name, tags: {}, ...extra }) as unknown as R;
 
 async function seed(store: Store, opts: { expiredEnrollment?: boolean } = {}) {
   await store.write((tx) => {
@@ -130,7 +131,7 @@ t.test('no-shared-edge-router agrees with the per-pair definition on random mode
   for (let round = 0; round < 25; round++) {
     const [ni, ns, nr] = [12 + rnd(20), 3 + rnd(6), 2 + rnd(8)];
     await store.write((tx) => {
-      for (const c of ['identities', 'services', 'edgeRouters', 'servicePolicies', 'edgeRouterPolicies', 'serviceEdgeRouterPolicies']) for (const id of [...store.scan(c)].map((r) => r.id)) tx.delete(c, id);
+      for (const c of ['identities', 'services', 'edgeRouters', 'servicePolicies', 'edgeRouterPolicies', 'serviceEdgeRouterPolicies'] as const) for (const id of [...store.scan(c)].map((r) => r.id)) tx.delete(c, id);
     });
     await store.write((tx) => {
       for (let i = 0; i < ni; i++) tx.put('identities', base(`id${i}`, `identity-${i}`, { type: 'Default', isAdmin: false, roleAttributes: some() }));

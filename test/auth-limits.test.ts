@@ -14,7 +14,7 @@ import t from 'tap';
 import { Limiter } from '../src/auth/limiter.js';
 import { ApiSessions } from '../src/auth/api-sessions.js';
 import { SigningKeys } from '../src/auth/tokens.js';
-import { Store } from '../src/store/store.js';
+import { Store, type SessionRecord } from '../src/store/store.js';
 import { createRegistry } from '../src/resources/index.js';
 import { ApiError } from '../src/core/errors.js';
 import { startServer, isError } from './helpers/server.js';
@@ -132,7 +132,7 @@ t.test('idle API sessions are swept with their sessions; identity end is one wri
   const s3 = await mk('ident-2');
   t.equal(sessions.resolve(s3.token)?.id, s3.id, 'the signed token resolves to its API session');
   let n = 0;
-  const svc = (apiSessionId: string | undefined, identityId: string) => ({ id: `svc-${++n}`, createdAt: now, updatedAt: now, token: `tok-${n}`, apiSessionId, identityId, type: 'Dial' });
+  const svc = (apiSessionId: string | undefined, identityId: string) => ({ id: `svc-${++n}`, createdAt: now, updatedAt: now, token: `tok-${n}`, apiSessionId, identityId, type: 'Dial' }) as SessionRecord;
   await store.write((tx) => {
     tx.put('sessions', svc(s1.id, 'ident-1'));
     tx.put('sessions', svc(s3.id, 'ident-2'));

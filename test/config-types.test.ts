@@ -121,7 +121,7 @@ t.test('a data directory with the old ids works after a restart', async (t) => {
       if (['interfaces.v1', 'host-interfaces.v1', 'proxy.v1'].includes(name)) continue; // the old version had no such types
       tx.put('configTypes', { id: name, createdAt: now - 1000, updatedAt: now - 1000, tags: { mine: 'kept' }, name, schema: OLD_SCHEMA });
     }
-    const cfg = (id: string, name: string, configTypeId: string, data: object) =>
+    const cfg = (id: string, name: string, configTypeId: string, data: Record<string, unknown>) =>
       tx.put('configs', { id, createdAt: now, updatedAt: now, tags: {}, name, configTypeId, data });
     cfg('cfg-int', 'old-intercept', 'intercept.v1', intercept);
     cfg('cfg-int-over', 'old-intercept-override', 'intercept.v1', { ...intercept, addresses: ['override.internal'] });

@@ -11,7 +11,7 @@ import path from 'node:path';
 import t from 'tap';
 import { startServer, isError, type Client, type Server } from './helpers/server.js';
 import { RFC3339, sleep } from './helpers/assert.js';
-import { Store } from '../src/store/store.js';
+import { Store, type CollectionName } from '../src/store/store.js';
 import { unpackBackup } from '../src/store/snapshot.js';
 import { createRegistry } from '../src/resources/index.js';
 
@@ -144,7 +144,7 @@ t.test('a store damaged on purpose: check finds every problem, fix repairs them,
 
   // Damage the store directly, with the server down.
   const store = new Store(path.join(dataDir, 'db'), createRegistry().collectionSpecs());
-  const c = (name: string) => store._coll(name);
+  const c = (name: CollectionName) => store._coll(name);
   const now = Date.now();
   {
     c('identities').unique.get('name')!.removeSync('victim'); // unique entry lost
@@ -155,7 +155,7 @@ t.test('a store damaged on purpose: check finds every problem, fix repairs them,
     c('authenticators').db.putSync('orphan-auth', { id: 'orphan-auth', createdAt: now, updatedAt: now, tags: {}, method: 'updb', identityId: 'no-such-identity', username: 'orphan-user', passwordHash: 'x' });
     // A policy role naming an identity that does not exist.
     const pol = c('servicePolicies').db.get(sp)!;
-    c('servicePolicies').db.putSync(sp, { ...pol, identityRoles: [...pol.identityRoles, '@no-such-identity'] });
+    c('servicePolicies').db.putSync(sp, { ...pol, identityRoles: [...(pol.identityRoles as string[]), '@no-such-identity'] });
     c('servicePolicies').indexes.get('identityRoles')!.putSync('@no-such-identity', sp);
     // A terminator on a router that is gone; a config whose type is gone.
     const tr = c('terminators').db.get(term)!;

@@ -173,7 +173,7 @@ t.test('a directory written the old way is sealed by the migration, and its secr
   t.ok(left.length >= 2, 'pending enrollments left');
   t.ok(left.every((e) => isSealed(e.jwt) && /^[0-9a-f]{64}$/.test(e.token)), 'every enrollment: JWT sealed, token a digest');
   t.ok(after.findUnique('enrollments', 'token', digestOf(s.ottE.token)), 'found by the digest of its token');
-  const mfa = [...after.scan('identities')].find((i) => i.name === 'mfa-user')!.mfa;
+  const mfa = [...after.scan('identities')].find((i) => i.name === 'mfa-user')!.mfa!;
   t.ok(isSealed(mfa.secret) && mfa.recoveryCodes.every(isSealed), 'the MFA secret and recovery codes sealed');
   await after.close();
   // The records are sealed; the snapshot taken after the migration is written from them.

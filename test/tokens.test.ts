@@ -13,7 +13,7 @@ import t from 'tap';
 import { createLocalJWKSet, jwtVerify, SignJWT, importPKCS8, decodeProtectedHeader } from 'jose';
 import { startServer, isError, Client, type Server } from './helpers/server.js';
 import { createUser } from './helpers/users.js';
-import { Store } from '../src/store/store.js';
+import { Store, type ApiSessionRecord } from '../src/store/store.js';
 import { createRegistry } from '../src/resources/index.js';
 import { BASE_PATHS } from '../src/api/router.js';
 import { SigningKeys } from '../src/auth/tokens.js';
@@ -316,7 +316,7 @@ t.test('a data directory from before signed tokens: plain stored tokens are ende
   const now = Date.now();
   const plain = crypto.randomUUID();
   await store.write((tx) => {
-    tx.put('apiSessions', { id: 'old-api-session', createdAt: now, updatedAt: now, token: plain, identityId: 'someone', authenticatorId: 'a', lastActivityAt: now, configTypes: [], isMfaRequired: false, isMfaComplete: false });
+    tx.put('apiSessions', { id: 'old-api-session', createdAt: now, updatedAt: now, token: plain, identityId: 'someone', authenticatorId: 'a', lastActivityAt: now, configTypes: [], isMfaRequired: false, isMfaComplete: false } as Partial<ApiSessionRecord> as ApiSessionRecord);
     tx.put('sessions', { id: 'old-session', createdAt: now, updatedAt: now, token: crypto.randomUUID(), apiSessionId: 'old-api-session', identityId: 'someone', serviceId: 'svc', type: 'Dial' });
   });
   await store.close();

@@ -11,7 +11,7 @@ import { shortId } from '../store/ids.js';
 import type { App, Ctx, Op } from './context.js';
 import type { ServedOperation } from '../core/context.js';
 import type { ApiName, RawRoute, Reach, Reply, Req } from '../core/operation.js';
-import type { Rec } from '../store/store.js';
+import type { IdentityRecord } from '../store/store.js';
 import { dominates, isPermitted } from '../auth/permissions.js';
 import { isDisabledAt } from '../auth/login-policy.js';
 import { bearerTokens } from '../auth/ext-jwt.js';
@@ -356,7 +356,7 @@ export class Router {
 }
 
 /** Permission before any lookup: the answer never depends on whether the entity exists. */
-function permit(op: ServedOperation, identity: Rec) {
+function permit(op: ServedOperation, identity: IdentityRecord) {
   if (op.auth === 'admin' && !isPermitted(identity, op.permission)) throw errors.unauthorized();
 }
 

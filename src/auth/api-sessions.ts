@@ -17,7 +17,7 @@
  * for itself, and tells the others which API sessions it saw used in a coarse activity beat
  * (src/cluster/sessions.ts), never per request.
  */
-import type { ChangeEvent, Rec, Store, Tx } from '../store/store.js';
+import type { ChangeEvent, Rec, Store, Tx, ApiSessionRecord, IdentityRecord } from '../store/store.js';
 import { timeOrderedId } from '../store/ids.js';
 import { tokenDigest, type SigningKeys, type TokenClaims } from './tokens.js';
 import { allowsPrimary, type PrimaryMethod } from './login-policy.js';
@@ -38,27 +38,8 @@ export interface SessionCtx<A extends CoreApp = CoreApp> extends Ctx<A> {
   session?: ApiSession;
 }
 
-export interface ApiSession extends Rec {
-  /** SHA-256 (base64url) of the signed token. */
-  token: string;
-  /** The primary login method (password, cert, ext-jwt): an auth-policy change may end it. */
-  method?: string;
-  /** ext-jwt: the signer of the login token (a policy's allowedSigners may drop it). */
-  primarySignerId?: string;
-  identityId: string;
-  authenticatorId: string;
-  ipAddress: string;
-  configTypes: string[];
-  isMfaRequired: boolean;
-  isMfaComplete: boolean;
-  lastActivityAt: number;
-  /** When this session last passed TOTP (authenticate/mfa or enrollment verify); MFA posture reads it. */
-  mfaPassedAt?: number;
-  /** Auth policy `secondary.requireExtJwtSigner` at login: every full request needs a token of this signer. */
-  extJwtSignerId?: string;
-  /** Logged in through OIDC: the client, and the one refresh token of the family still usable. */
-  oidc?: { clientId: string; refreshJti: string; scopes: string[] };
-}
+/** An API session record (its fields: src/store/stored-fields.ts). */
+export type ApiSession = ApiSessionRecord;
 
 /** The unverified `z_t` of a compact JWS; undefined when it has none or is not one. */
 function claimedType(token: string): unknown {
@@ -105,7 +86,7 @@ export class ApiSessions {
   /** Live last-activity times not yet written: id → ms. */
   private readonly activity = new Map<string, number>();
   /** Decoded identity records of callers, dropped whenever the identity changes. */
-  private readonly identities = new Map<string, Rec>();
+  private readonly identities = new Map<string, IdentityRecord>();
   private flushTimer?: NodeJS.Timeout;
   private sweepTimer?: NodeJS.Timeout;
   readonly timeoutMs: number;
@@ -311,7 +292,7 @@ export class ApiSessions {
   }
 
   /** The session's identity record (cached; every request needs it). */
-  identityOf(s: ApiSession): Rec | undefined {
+  identityOf(s: ApiSession): IdentityRecord | undefined {
     let rec = this.identities.get(s.identityId);
     if (!rec) {
       rec = this.store.get('identities', s.identityId);

@@ -12,7 +12,7 @@
  * `maxAttempts` (> 0) disables the identity for `lockoutDurationMinutes` (0 = indefinitely) and
  * resets the count; a successful login resets it too.
  */
-import type { Rec, Store, Tx } from '../store/store.js';
+import type { IdentityRecord, Store, Tx } from '../store/store.js';
 import { ApiSessions } from './api-sessions.js';
 import { isDisabledAt } from './login-policy.js';
 
@@ -20,7 +20,7 @@ import { isDisabledAt } from './login-policy.js';
 export const MAX_DISABLE_MINUTES = 100 * 365 * 24 * 60;
 
 /** Disable inside a write: `durationMinutes` 0 = indefinitely. Ends the identity's sessions. */
-export function disableIdentityInTx(tx: Tx, identity: Rec, durationMinutes: number, now = Date.now()): Rec {
+export function disableIdentityInTx(tx: Tx, identity: IdentityRecord, durationMinutes: number, now = Date.now()): IdentityRecord {
   const next = {
     ...identity,
     disabledAt: now,
@@ -33,14 +33,14 @@ export function disableIdentityInTx(tx: Tx, identity: Rec, durationMinutes: numb
 }
 
 /** Enable inside a write: clears both timestamps and every lockout count of the identity. */
-export function enableIdentityInTx(tx: Tx, identity: Rec, now = Date.now()): void {
+export function enableIdentityInTx(tx: Tx, identity: IdentityRecord, now = Date.now()): void {
   const { disabledAt: _a, disabledUntil: _u, ...rest } = identity;
   tx.put('identities', { ...rest, updatedAt: Math.max(now, identity.updatedAt + 1) });
   for (const aid of tx.idsByIndex('authenticators', 'identityId', identity.id)) {
     const a = tx.get('authenticators', aid);
     if (a && a.failedAttempts) {
       const { failedAttempts: _f, ...clean } = a;
-      tx.put('authenticators', clean as Rec);
+      tx.put('authenticators', clean);
     }
   }
 }
@@ -56,13 +56,13 @@ export async function recordFailedPassword(store: Store, authenticatorId: string
     const identity = tx.get('identities', auth.identityId);
     if (!identity || isDisabledAt(identity)) return false;
     const policy = tx.get('authPolicies', identity.authPolicyId ?? 'default');
-    const updb = policy?.primary?.updb ?? {};
-    const max = Number(updb.maxAttempts ?? 0);
+    const updb = policy?.primary?.updb;
+    const max = Number(updb?.maxAttempts ?? 0);
     const count = Number(auth.failedAttempts ?? 0) + 1;
     if (max > 0 && count >= max) {
       const { failedAttempts: _f, ...clean } = auth;
-      tx.put('authenticators', clean as Rec);
-      disableIdentityInTx(tx, identity, Math.max(0, Number(updb.lockoutDurationMinutes ?? 0)));
+      tx.put('authenticators', clean);
+      disableIdentityInTx(tx, identity, Math.max(0, Number(updb?.lockoutDurationMinutes ?? 0)));
       return true;
     }
     // Not a user-visible change: updatedAt stays.
@@ -79,6 +79,6 @@ export async function clearFailedPasswords(store: Store, authenticatorId: string
     const cur = tx.get('authenticators', authenticatorId);
     if (!cur?.failedAttempts) return;
     const { failedAttempts: _f, ...clean } = cur;
-    tx.put('authenticators', clean as Rec);
+    tx.put('authenticators', clean);
   });
 }

@@ -16,7 +16,7 @@
  */
 import crypto, { type KeyObject } from 'node:crypto';
 import { createRemoteJWKSet, decodeJwt, decodeProtectedHeader, jwtVerify, type JWTPayload, type JWSAlgorithm } from 'jose';
-import type { Rec, Store } from '../store/store.js';
+import type { Rec, Store, ExternalJwtSignerRecord, IdentityRecord } from '../store/store.js';
 
 type RemoteSet = ReturnType<typeof createRemoteJWKSet>;
 
@@ -34,10 +34,10 @@ export interface ExtJwtOptions {
 }
 
 export interface VerifiedExtJwt {
-  signer: Rec;
+  signer: ExternalJwtSignerRecord;
   claims: JWTPayload;
   /** The identity named by the signer's claims property, when one exists. */
-  identity?: Rec;
+  identity?: IdentityRecord;
 }
 
 /** Thrown for every verification failure; the caller turns it into INVALID_AUTH or UNAUTHORIZED. */
@@ -76,7 +76,7 @@ export class ExtJwtVerifier {
   }
 
   /** The signer a token claims to come from (by `kid`, then by issuer), enabled or not. */
-  selectSigner(token: string, signerId?: string): Rec {
+  selectSigner(token: string, signerId?: string): ExternalJwtSignerRecord {
     let header: { kid?: unknown };
     let claims: JWTPayload;
     try {
@@ -103,7 +103,7 @@ export class ExtJwtVerifier {
     throw new ExtJwtError('no signer for this token');
   }
 
-  private keyFor(signer: Rec): KeyObject | RemoteSet {
+  private keyFor(signer: ExternalJwtSignerRecord): KeyObject | RemoteSet {
     const version = `${signer.updatedAt}`;
     if (signer.certPem) {
       const c = this.certKeys.get(signer.id);
@@ -114,7 +114,7 @@ export class ExtJwtVerifier {
     }
     const r = this.remoteSets.get(signer.id);
     if (r && r.version === version) return r.set;
-    const set = createRemoteJWKSet(new URL(signer.jwksEndpoint), {
+    const set = createRemoteJWKSet(new URL(signer.jwksEndpoint!), {
       cooldownDuration: this.opts.jwksCooldownMs,
       timeoutDuration: this.opts.jwksTimeoutMs,
       cacheMaxAge: this.opts.jwksMaxAgeMs,
@@ -124,7 +124,7 @@ export class ExtJwtVerifier {
   }
 
   /** The identity a verified token names under its signer's rules. */
-  identityFor(signer: Rec, claims: JWTPayload): Rec | undefined {
+  identityFor(signer: ExternalJwtSignerRecord, claims: JWTPayload): IdentityRecord | undefined {
     const prop = typeof signer.claimsProperty === 'string' && signer.claimsProperty !== '' ? signer.claimsProperty : 'sub';
     const value = (claims as Record<string, unknown>)[prop];
     if (typeof value !== 'string' || value === '') return undefined;

@@ -8,26 +8,26 @@
  * `secondaryFactors(store, identity)` → `{ isMfaRequired: true, extJwtSignerId: undefined }`.
  */
 import { errors } from '../core/errors.js';
-import type { Rec, Store } from '../store/store.js';
+import type { AuthPolicyRecord, IdentityRecord, Rec, Store } from '../store/store.js';
 
 export type PrimaryMethod = 'password' | 'cert' | 'ext-jwt';
 
 /** A disabled identity: `disabledAt` set and `disabledUntil` (if any) still ahead. */
 export function isDisabledAt(r: Rec, now = Date.now()): boolean {
   if (!r.disabledAt) return false;
-  return r.disabledUntil === undefined || r.disabledUntil === null || r.disabledUntil > now;
+  return r.disabledUntil === undefined || r.disabledUntil === null || Number(r.disabledUntil) > now;
 }
 
 export interface PrimaryFacts {
   method: PrimaryMethod;
-  identity: Rec;
+  identity: IdentityRecord;
   /** ext-jwt: the signer that verified the token. */
   signerId?: string;
   /** cert: the presented certificate is past its notAfter. */
   certExpired?: boolean;
 }
 
-export function policyOf(store: Store, identity: Rec): Rec | undefined {
+export function policyOf(store: Store, identity: IdentityRecord): AuthPolicyRecord | undefined {
   return store.get('authPolicies', identity.authPolicyId ?? 'default') ?? store.get('authPolicies', 'default');
 }
 
@@ -35,18 +35,18 @@ export function policyOf(store: Store, identity: Rec): Rec | undefined {
 export function checkPrimary(store: Store, facts: PrimaryFacts): void {
   const { identity } = facts;
   if (isDisabledAt(identity)) throw errors.invalidAuth();
-  const primary = policyOf(store, identity)?.primary ?? {};
+  const primary = policyOf(store, identity)?.primary;
   switch (facts.method) {
     case 'password':
-      if (primary.updb?.allowed === false) throw errors.invalidAuth();
+      if (primary?.updb?.allowed === false) throw errors.invalidAuth();
       break;
     case 'cert':
-      if (primary.cert?.allowed === false) throw errors.invalidAuth();
-      if (facts.certExpired && primary.cert?.allowExpiredCerts === false) throw errors.invalidAuth();
+      if (primary?.cert?.allowed === false) throw errors.invalidAuth();
+      if (facts.certExpired && primary?.cert?.allowExpiredCerts === false) throw errors.invalidAuth();
       break;
     case 'ext-jwt': {
-      if (primary.extJwt?.allowed === false) throw errors.invalidAuth();
-      const allowed: string[] = primary.extJwt?.allowedSigners ?? [];
+      if (primary?.extJwt?.allowed === false) throw errors.invalidAuth();
+      const allowed: string[] = primary?.extJwt?.allowedSigners ?? [];
       if (allowed.length > 0 && (!facts.signerId || !allowed.includes(facts.signerId))) throw errors.invalidAuth();
       break;
     }
@@ -70,11 +70,11 @@ export interface SecondaryFactors {
   extJwtSignerId?: string;
 }
 
-export function secondaryFactors(store: Store, identity: Rec): SecondaryFactors {
-  const secondary = policyOf(store, identity)?.secondary ?? {};
-  const signer = typeof secondary.requireExtJwtSigner === 'string' && secondary.requireExtJwtSigner !== '' ? secondary.requireExtJwtSigner : undefined;
+export function secondaryFactors(store: Store, identity: IdentityRecord): SecondaryFactors {
+  const secondary = policyOf(store, identity)?.secondary;
+  const signer = typeof secondary?.requireExtJwtSigner === 'string' && secondary.requireExtJwtSigner !== '' ? secondary.requireExtJwtSigner : undefined;
   return {
-    isMfaRequired: identity.mfa?.isVerified === true || secondary.requireTotp === true,
+    isMfaRequired: identity.mfa?.isVerified === true || secondary?.requireTotp === true,
     extJwtSignerId: signer,
   };
 }

@@ -17,7 +17,7 @@ import { generateSecret, generateSync, verifySync } from 'otplib';
 import QRCode from 'qrcode';
 import { ApiError } from '../core/errors.js';
 import { shortId } from '../store/ids.js';
-import type { Rec, Store, Tx } from '../store/store.js';
+import type { Store, Tx, IdentityRecord } from '../store/store.js';
 import { splitHostPort } from '../config.js';
 import { policyOf } from './login-policy.js';
 import type { Sealer } from '../store/sealed.js';
@@ -27,14 +27,8 @@ const RECOVERY_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
 /** ±2 time steps of 30 s. */
 const EPOCH_TOLERANCE_S = 60;
 
-export interface MfaRecord {
-  id: string;
-  createdAt: number;
-  updatedAt: number;
-  secret: string;
-  isVerified: boolean;
-  recoveryCodes: string[];
-}
+/** An identity's TOTP enrollment, kept on the identity record (src/store/stored-fields.ts). */
+export type MfaRecord = NonNullable<IdentityRecord['mfa']>;
 
 /** New recovery codes, sealed for the record. */
 export function newSealedRecoveryCodes(sealer: Sealer): string[] {
@@ -117,7 +111,7 @@ export const mfaErrors = {
  * Check a "code or recovery code" for a verified record inside a write; a recovery code is
  * consumed (the identity record is rewritten without it). Throws MFA_INVALID_TOKEN.
  */
-export function checkCodeInTx(sealer: Sealer, tx: Tx, identity: Rec, code: unknown, opts: { allowRecovery: boolean }): void {
+export function checkCodeInTx(sealer: Sealer, tx: Tx, identity: IdentityRecord, code: unknown, opts: { allowRecovery: boolean }): void {
   const mfa = identity.mfa as MfaRecord;
   if (isValidTotp(mfaSecret(sealer, mfa), code)) return;
   if (opts.allowRecovery) {
@@ -150,7 +144,7 @@ export interface MfaState {
 }
 
 /** What an API session's MFA state becomes when the identity's MFA is removed. */
-function droppedState(store: Store, identity: Rec): MfaState {
+function droppedState(store: Store, identity: IdentityRecord): MfaState {
   return { isMfaRequired: policyOf(store, identity)?.secondary?.requireTotp === true, isMfaComplete: false };
 }
 
@@ -158,13 +152,13 @@ function droppedState(store: Store, identity: Rec): MfaState {
  * MFA removed from an identity: its API sessions lose their MFA pass (MFA posture checks fail);
  * they stay fully authenticated unless the auth policy itself requires TOTP.
  */
-export function dropMfaInTx(store: Store, tx: Tx, identity: Rec) {
+export function dropMfaInTx(store: Store, tx: Tx, identity: IdentityRecord) {
   const dropped = droppedState(store, identity);
   for (const id of tx.idsByIndex('apiSessions', 'identityId', identity.id)) {
     const s = tx.get('apiSessions', id);
     if (!s) continue;
     const { mfaPassedAt: _p, ...rest } = s;
-    tx.put('apiSessions', { ...rest, ...dropped } as Rec);
+    tx.put('apiSessions', { ...rest, ...dropped });
   }
 }
 
@@ -180,7 +174,7 @@ export function dropMfaInTx(store: Store, tx: Tx, identity: Rec) {
  *   enrolled again, or the record may be new and the clocks of two controllers apart; the state is
  *   kept (TOTP stays required: it fails closed, and the new record can pass it).
  */
-export function mfaStateNow(store: Store, identity: Rec, s: MfaState): MfaState {
+export function mfaStateNow(store: Store, identity: IdentityRecord, s: MfaState): MfaState {
   const mfa = identity.mfa as MfaRecord | undefined;
   const passed = s.isMfaComplete || s.mfaPassedAt !== undefined;
   if (mfa && (!passed || s.mfaPassedAt === undefined || mfa.createdAt <= s.mfaPassedAt)) return s;

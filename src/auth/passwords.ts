@@ -3,7 +3,7 @@ import crypto from 'node:crypto';
 import { errors } from '../core/errors.js';
 import type { CoreApp } from '../core/context.js';
 import type { HashPasswordInput } from './argon2.js';
-import type { Rec } from '../store/store.js';
+import type { IdentityRecord } from '../store/store.js';
 
 /**
  * The worker pool's password tasks (src/pool.ts, a layer above: the composition passes the pool
@@ -19,17 +19,17 @@ export interface PasswordApp extends CoreApp {
   pool: PasswordHashing;
 }
 
-export function checkPassword(app: Pick<CoreApp, 'store'>, identity: Rec, password: unknown, field = 'password'): string {
+export function checkPassword(app: Pick<CoreApp, 'store'>, identity: IdentityRecord, password: unknown, field = 'password'): string {
   if (typeof password !== 'string' || password.length === 0) throw errors.field(field, 'is required', password);
   const policy = app.store.get('authPolicies', identity.authPolicyId ?? 'default');
-  const rules = policy?.primary?.updb ?? {};
-  const min = Math.max(5, rules.minPasswordLength ?? 5);
+  const rules = policy?.primary?.updb;
+  const min = Math.max(5, rules?.minPasswordLength ?? 5);
   if (password.length < min) throw errors.field(field, `must be at least ${min} characters`, undefined);
   if (password.length > 100) throw errors.field(field, 'must be at most 100 characters', undefined);
-  if (rules.requireMixedCase && !(/[a-z]/.test(password) && /[A-Z]/.test(password)))
+  if (rules?.requireMixedCase && !(/[a-z]/.test(password) && /[A-Z]/.test(password)))
     throw errors.field(field, 'must contain upper and lower case letters', undefined);
-  if (rules.requireNumberChar && !/[0-9]/.test(password)) throw errors.field(field, 'must contain a number', undefined);
-  if (rules.requireSpecialChar && !/[^A-Za-z0-9]/.test(password)) throw errors.field(field, 'must contain a special character', undefined);
+  if (rules?.requireNumberChar && !/[0-9]/.test(password)) throw errors.field(field, 'must contain a number', undefined);
+  if (rules?.requireSpecialChar && !/[^A-Za-z0-9]/.test(password)) throw errors.field(field, 'must contain a special character', undefined);
   return password;
 }
 

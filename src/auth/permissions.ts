@@ -9,7 +9,7 @@
  * - a write that reaches an identity (`reaches` on its operation entry) needs `dominates`.
  */
 import type { Permission } from '../core/operation.js';
-import type { Rec } from '../store/store.js';
+import type { Rec, IdentityRecord } from '../store/store.js';
 
 export const PERMISSION_FAMILIES = [
   'auth-policy', 'ca', 'config', 'config-type', 'edge-router-policy', 'enrollment', 'external-jwt-signer',
@@ -33,7 +33,7 @@ export const ALL_PERMISSIONS: ReadonlySet<string> = new Set([
  */
 export const TRUST_ANCHOR_FAMILIES: ReadonlySet<string> = new Set(['auth-policy', 'ca', 'controller-setting', 'external-jwt-signer']);
 
-export function isPermitted(identity: Rec, permission: Permission | undefined): boolean {
+export function isPermitted(identity: IdentityRecord, permission: Permission | undefined): boolean {
   if (identity.isAdmin === true) return true;
   if (!permission) return false;
   if (permission.action !== 'read' && TRUST_ANCHOR_FAMILIES.has(permission.family)) return false;
@@ -57,7 +57,7 @@ export function covers(held: readonly string[], p: string): boolean {
  * permission the caller holds too (`covers`). Applied to an identity as it is and as a write would
  * leave it, it also keeps a caller from giving away a permission it lacks, or `isAdmin`.
  */
-export function dominates(caller: Rec | undefined, target: Rec): boolean {
+export function dominates(caller: IdentityRecord | undefined, target: Rec): boolean {
   if (caller?.isAdmin === true) return true;
   if (!caller || target.isAdmin === true) return false;
   const held: string[] = caller.permissions ?? [];

@@ -21,19 +21,11 @@
 import crypto, { type KeyObject } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import type { ChangeEvent, Rec, Store } from '../store/store.js';
+import type { ChangeEvent, Store, SigningKeyRecord, CollectionName } from '../store/store.js';
 
-export const SIGNING_KEYS = 'signingKeys';
+export const SIGNING_KEYS = 'signingKeys' satisfies CollectionName;
 
-export interface SigningKeyRec extends Rec {
-  /** The controller that holds the private key. */
-  controllerId: string;
-  alg: 'ES256';
-  /** Public key as a JWK (kty, crv, x, y). */
-  jwk: { kty: string; crv: string; x: string; y: string };
-  /** When another key of the same controller became current; absent while current. */
-  retiredAt?: number;
-}
+export type SigningKeyRec = SigningKeyRecord;
 
 interface Verifier {
   key: KeyObject;

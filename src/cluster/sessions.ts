@@ -33,7 +33,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { ChangeEvent, Rec, Store, Tx } from '../store/store.js';
+import type { ChangeEvent, Store, Tx, ApiSessionRecord } from '../store/store.js';
 import { ApiSessions, type ApiSession } from '../auth/api-sessions.js';
 import { tokenDigest, type TokenClaims } from '../auth/tokens.js';
 import { allowsPrimary, isDisabledAt, type PrimaryMethod } from '../auth/login-policy.js';
@@ -403,9 +403,9 @@ export class SharedSessions {
 }
 
 /** Put an API session's MFA state into its record, when it changes it. */
-function setMfaState(tx: Tx, cur: Rec, s: MfaState) {
+function setMfaState(tx: Tx, cur: ApiSessionRecord, s: MfaState) {
   if (sameMfaState(cur as unknown as MfaState, s)) return;
-  const next: Rec = { ...cur, isMfaRequired: s.isMfaRequired, isMfaComplete: s.isMfaComplete, updatedAt: Date.now() };
+  const next: ApiSessionRecord = { ...cur, isMfaRequired: s.isMfaRequired, isMfaComplete: s.isMfaComplete, updatedAt: Date.now() };
   if (s.mfaPassedAt === undefined) delete next.mfaPassedAt;
   else next.mfaPassedAt = s.mfaPassedAt;
   tx.put('apiSessions', next);

@@ -18,7 +18,7 @@
  */
 import crypto from 'node:crypto';
 import type { Logger } from 'pino';
-import type { ChangeEvent, Rec, Store } from '../store/store.js';
+import type { ChangeEvent, Rec, Store, ChangeOf, EdgeRouterRecord, RouterRecord } from '../store/store.js';
 import type { Presence, RouterKind } from './presence.js';
 import type { Traces } from './traces.js';
 import { AuthError, RouterAuthenticator, type RouterCert } from './router-auth.js';
@@ -77,7 +77,8 @@ export interface ChannelStats {
 
 type Phase = 'hello' | 'proof' | 'open' | 'closed';
 
-const COLLECTION_KIND: Record<string, RouterKind> = { edgeRouters: 'edge', routers: 'transit' };
+const COLLECTION_KIND: Record<'edgeRouters' | 'routers', RouterKind> = { edgeRouters: 'edge', routers: 'transit' };
+const isRouterChange = (ev: ChangeEvent): ev is ChangeOf<'edgeRouters'> | ChangeOf<'routers'> => ev.collection === 'edgeRouters' || ev.collection === 'routers';
 
 /** Removed sessions per `session-removed` message. */
 const SESSIONS_PER_MESSAGE = 100;
@@ -272,8 +273,8 @@ export class ControlChannel {
     if (s.phase !== 'open') throw new ProtocolError('INVALID_MESSAGE', 'authenticate first (hello, proof)');
   }
 
-  private findRouter(fingerprint: string): { rec: Rec; kind: RouterKind } | undefined {
-    for (const [collection, kind] of Object.entries(COLLECTION_KIND)) {
+  private findRouter(fingerprint: string): { rec: EdgeRouterRecord | RouterRecord; kind: RouterKind } | undefined {
+    for (const [collection, kind] of Object.entries(COLLECTION_KIND) as ['edgeRouters' | 'routers', RouterKind][]) {
       for (const id of this.opts.store.idsByIndex(collection, 'fingerprint', fingerprint)) {
         const rec = this.opts.store.get(collection, id);
         if (rec && rec.fingerprint === fingerprint) return { rec, kind };
@@ -282,7 +283,7 @@ export class ControlChannel {
     return undefined;
   }
 
-  private open(s: Session, rec: Rec, kind: RouterKind) {
+  private open(s: Session, rec: EdgeRouterRecord | RouterRecord, kind: RouterKind) {
     this.pending--;
     s.phase = 'open';
     s.routerId = rec.id;
@@ -325,8 +326,8 @@ export class ControlChannel {
 
   private onStoreChange(events: ChangeEvent[]) {
     for (const ev of events) {
+      if (!isRouterChange(ev)) continue;
       const kind = COLLECTION_KIND[ev.collection];
-      if (!kind) continue;
       const s = this.byRouter.get(ev.id);
       if (!s) continue;
       const after = ev.after;
@@ -414,7 +415,7 @@ function presencePatch(state: RouterState) {
   return patch;
 }
 
-function routerSettings(rec: Rec, kind: RouterKind): RouterSettings {
+function routerSettings(rec: EdgeRouterRecord | RouterRecord, kind: RouterKind): RouterSettings {
   const out: RouterSettings = {
     name: rec.name,
     cost: rec.cost ?? 0,
@@ -423,8 +424,9 @@ function routerSettings(rec: Rec, kind: RouterKind): RouterSettings {
     ctrlChanListeners: rec.ctrlChanListeners ?? {},
   };
   if (kind === 'edge') {
-    out.roleAttributes = rec.roleAttributes ?? [];
-    out.isTunnelerEnabled = rec.isTunnelerEnabled === true;
+    const edge = rec as EdgeRouterRecord;
+    out.roleAttributes = edge.roleAttributes ?? [];
+    out.isTunnelerEnabled = edge.isTunnelerEnabled === true;
   }
   return out;
 }

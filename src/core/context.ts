@@ -10,7 +10,7 @@
  */
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
-import type { Store, Rec } from '../store/store.js';
+import type { Store, IdentityRecord } from '../store/store.js';
 import type { Operation, Req } from './operation.js';
 
 export interface CoreApp {
@@ -47,5 +47,5 @@ export interface Ctx<A extends CoreApp = CoreApp> {
   /** The API-session token the request presented (zt-session or Bearer). */
   token?: string;
   /** The session's identity record. */
-  identity?: Rec;
+  identity?: IdentityRecord;
 }

@@ -7,6 +7,7 @@
  *     auth: 'admin', permission: { family: 'identity', action: 'read' }, spec, handler }
  */
 import type { ClientOperationId, FabricOperationId, ManagementOperationId } from './operation-ids.js';
+import type { CollectionName, FieldOf } from '../store/store.js';
 
 /** The Edge Client API, the Edge Management API and the fabric API (`/fabric/v1`). */
 export type ApiName = 'client' | 'management' | 'fabric';
@@ -35,8 +36,8 @@ export type PermissionAction = 'read' | 'create' | 'update' | 'delete';
 export type Reach =
   | { from: 'path' }
   | { from: 'body'; field: string }
-  | { from: 'record'; collection: string; field: string }
-  | { from: 'referrer'; field: string };
+  | { from: 'record'; collection: CollectionName; field: string }
+  | { from: 'referrer'; field: FieldOf<'identities'> };
 
 export interface Permission {
   /** Permission family, the resource's singular wire name: `identity`, `service-policy`, `ops`… */

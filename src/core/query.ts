@@ -6,7 +6,7 @@
 import { errors } from './errors.js';
 import type { Pagination } from './envelope.js';
 import { parseFilter, compileFilter, checkSort, planIndex, type Expr, type FilterQuery, type SymbolTable } from './filter/index.js';
-import { DIGEST_PREFIX, type Rec, type Store } from '../store/store.js';
+import { DIGEST_PREFIX, type CollectionName, type Rec, type Store } from '../store/store.js';
 import { runToEnd } from './slices.js';
 
 export const DEFAULT_LIMIT = 10;
@@ -84,7 +84,8 @@ function compareVals(a: Val, b: Val): number {
 }
 
 export interface ListSource {
-  collection: string;
+  /** '' when `records` are given. */
+  collection: CollectionName | '';
   symbols: SymbolTable;
   filterableFields: string[];
   /** Restrict to these ids (sub-lists such as a policy's identities). */
@@ -145,6 +146,8 @@ export function* listSteps(store: Store, src: ListSource, p: ListParams): Genera
     if (sort.length) sortRecords(all, src.symbols, sort);
     return { page: all.slice(offset, end), pagination: pagination(all.length) };
   }
+  const collection = src.collection;
+  if (collection === '') throw new Error('a list source names its collection or gives its records');
 
   let ids: string[] | undefined;
   let exactPlan = false;
@@ -153,19 +156,19 @@ export function* listSteps(store: Store, src: ListSource, p: ListParams): Genera
   } else if (p.filter.where) {
     // Datetime fields are indexed by their stored epoch ms while the planner keys datetimes as ISO
     // strings: such an index (enrollments' expiresAt) must not answer filters, the predicate does.
-    const indexed = new Set(Object.keys(src.symbols).filter((f) => src.symbols[f].type !== 'datetime' && store.isIndexed(src.collection, f)));
+    const indexed = new Set(Object.keys(src.symbols).filter((f) => src.symbols[f].type !== 'datetime' && store.isIndexed(collection, f)));
     const plan = planIndex(p.filter.where, indexed);
     if (plan) {
       // A range read is widened for `>` and `<=` (the predicate trims it), so only `>=`/`<` ranges are exact.
       exactPlan = plan.exact && ('values' in plan || (plan.range.gt === undefined && plan.range.lte === undefined));
       const set = new Set<string>();
-      if ('values' in plan) for (const v of plan.values) for (const id of store.idsByIndex(src.collection, plan.field, v)) set.add(id);
+      if ('values' in plan) for (const v of plan.values) for (const id of store.idsByIndex(collection, plan.field, v)) set.add(id);
       else {
         const r = plan.range as { gte?: any; gt?: any; lt?: any; lte?: any };
         // Index ranges are [start, end); widen for gt/lte and let the predicate trim the edges.
         const start = r.gte ?? r.gt;
         const endKey = r.lt ?? (typeof r.lte === 'string' ? r.lte + '\u0000' : r.lte !== undefined ? r.lte + 1e-9 : undefined);
-        for (const id of store.idsByRange(src.collection, plan.field, { start, end: endKey })) set.add(id);
+        for (const id of store.idsByRange(collection, plan.field, { start, end: endKey })) set.add(id);
       }
       ids = [...set];
     }
@@ -173,13 +176,13 @@ export function* listSteps(store: Store, src: ListSource, p: ListParams): Genera
 
   // A filter on `name` alone (the admin console's search box) runs over the name index's keys,
   // decoding only the records of the page.
-  if (!ids && !extra && p.filter.where && store.isUnique(src.collection, 'name') && (sort.length === 0 || (sort.length === 1 && sort[0].field === 'name'))) {
+  if (!ids && !extra && p.filter.where && store.isUnique(collection, 'name') && (sort.length === 0 || (sort.length === 1 && sort[0].field === 'name'))) {
     const fields = fieldsOf(p.filter.where);
     if (fields && [...fields].every((f) => f === 'name' || f === 'id') && !src.symbols.name?.get) {
       const matched: string[] = [];
-      for (const [key, id] of store.uniqueEntries(src.collection, 'name')) {
+      for (const [key, id] of store.uniqueEntries(collection, 'name')) {
         // Very long names are indexed under a digest (and NUL splits keys): read those records themselves.
-        const probe = typeof key !== 'string' || key.length >= DIGEST_PREFIX ? store.get(src.collection, id) : ({ id, name: key } as unknown as Rec);
+        const probe = typeof key !== 'string' || key.length >= DIGEST_PREFIX ? store.get(collection, id) : ({ id, name: key } as unknown as Rec);
         if (probe && pred(probe)) matched.push(id);
         if (++n % STEP === 0) yield;
       }
@@ -198,9 +201,9 @@ export function* listSteps(store: Store, src: ListSource, p: ListParams): Genera
 
   // Fast path: no filter, no sort, whole collection: page straight from the id order.
   if (!ids && !p.filter.where && !extra && sort.length === 0) {
-    const total = store.count(src.collection);
+    const total = store.count(collection);
     const page: string[] = [];
-    for (const id of store.ids(src.collection, { offset, limit: limit === -1 ? undefined : limit })) {
+    for (const id of store.ids(collection, { offset, limit: limit === -1 ? undefined : limit })) {
       page.push(id);
       if (++n % STEP === 0) yield;
     }
@@ -208,16 +211,16 @@ export function* listSteps(store: Store, src: ListSource, p: ListParams): Genera
   }
 
   // Only `name` is both unique and present on every record, so its index lists every record.
-  const byUnique = !ids && sort.length >= 1 && sort[0].field === 'name' && store.isUnique(src.collection, 'name') && (sort.length === 1 || (sort.length === 2 && sort[1].field === 'id'));
+  const byUnique = !ids && sort.length >= 1 && sort[0].field === 'name' && store.isUnique(collection, 'name') && (sort.length === 1 || (sort.length === 2 && sort[1].field === 'id'));
   // Sorted by a unique field and nothing to filter: page the index itself.
   if (byUnique && !p.filter.where && !extra) {
     const range = { reverse: sort[0].desc, offset, limit: limit === -1 ? undefined : limit };
     const page: string[] = [];
-    for (const id of store.idsByRange(src.collection, sort[0].field, range)) {
+    for (const id of store.idsByRange(collection, sort[0].field, range)) {
       page.push(id);
       if (++n % STEP === 0) yield;
     }
-    return { page, pagination: pagination(store.count(src.collection)) };
+    return { page, pagination: pagination(store.count(collection)) };
   }
 
   // An unbounded page (`limit=-1`) keeps the ids of the records it matched, not the records: tens
@@ -227,12 +230,12 @@ export function* listSteps(store: Store, src: ListSource, p: ListParams): Genera
   const keep = (rec: Rec): Rec | string => (limit === -1 ? rec.id : rec);
 
   // Sorted by a unique field (always present, e.g. `name`): walk its index in order.
-  if (!ids && sort.length >= 1 && store.isUnique(src.collection, sort[0].field) && (sort.length === 1 || (sort.length === 2 && sort[1].field === 'id'))) {
+  if (!ids && sort.length >= 1 && store.isUnique(collection, sort[0].field) && (sort.length === 1 || (sort.length === 2 && sort[1].field === 'id'))) {
     const records: (Rec | string)[] = [];
     let total = 0;
-    for (const id of store.idsByRange(src.collection, sort[0].field, { reverse: sort[0].desc })) {
+    for (const id of store.idsByRange(collection, sort[0].field, { reverse: sort[0].desc })) {
       if (++n % STEP === 0) yield;
-      const rec = store.get(src.collection, id);
+      const rec = store.get(collection, id);
       if (!rec || !match(rec)) continue;
       if (total >= offset && total < end) records.push(keep(rec));
       total++;
@@ -245,12 +248,12 @@ export function* listSteps(store: Store, src: ListSource, p: ListParams): Genera
     ids.sort();
     source = (function* () {
       for (const id of ids!) {
-        const rec = store.get(src.collection, id);
+        const rec = store.get(collection, id);
         if (rec) yield rec;
       }
     })();
   } else {
-    source = store.scan(src.collection);
+    source = store.scan(collection);
   }
 
   if (sort.length === 0) {

@@ -22,7 +22,7 @@
  * Measured at "large" (100k identities, 2k services, 500 routers, 250/250/100 policies):
  * docs/events.md, Alerts.
  */
-import type { Rec, Store } from '../store/store.js';
+import type { Rec, Store, CollectionName } from '../store/store.js';
 import type { PolicyState, RoleIndex, Side } from '../policy/role-index.js';
 import { listed, type Condition, type Findings, type Pacer } from './alert-scan.js';
 
@@ -257,7 +257,7 @@ export async function structuralFindings(index: RoleIndex, store: Store, pace: P
     if (s.count > 0) strandedOf.set(sid, s);
   }
 
-  const named = (collection: string, ids: readonly string[], total: number) =>
+  const named = (collection: CollectionName, ids: readonly string[], total: number) =>
     ids.map((id) => `${nameOf(store.get(collection, id))} (${id})`).join(', ') + (total > ids.length ? `, and ${total - ids.length} more` : '');
   function* serviceConditions(): Generator<Condition> {
     for (const [sid, s] of strandedOf) {

@@ -18,7 +18,7 @@
  * the search store's `state` database).
  */
 import type { EventsApp as App } from './context.js';
-import type { ChangeEvent } from '../store/store.js';
+import type { ChangeEvent, Rec } from '../store/store.js';
 import type { SearchStore } from './search-store.js';
 import { Pacer, type Alert, type Findings } from './alert-scan.js';
 import { structuralFindings, ERP_EMPTY, NO_SHARED_ROUTER, NO_TERMINATORS } from './alert-structural.js';
@@ -46,11 +46,12 @@ export function affectedChecks(events: readonly ChangeEvent[]): { structural: bo
   let timeBased = false;
   for (const e of events) {
     const c = e.collection;
+    const { before, after }: { before?: Rec; after?: Rec } = e;
     if (c === 'cas') timeBased = true;
-    else if (c === 'enrollments') timeBased ||= e.type === 'create' || (e.type === 'update' && e.before?.expiresAt !== e.after?.expiresAt);
+    else if (c === 'enrollments') timeBased ||= e.type === 'create' || (e.type === 'update' && before?.expiresAt !== after?.expiresAt);
     else if (POLICIES.has(c)) structural = true;
-    else if (SELECTED.has(c)) structural ||= e.type !== 'update' || !sameJson(e.before?.roleAttributes, e.after?.roleAttributes);
-    else if (c === 'terminators') structural ||= e.type !== 'update' || e.before?.serviceId !== e.after?.serviceId;
+    else if (SELECTED.has(c)) structural ||= e.type !== 'update' || !sameJson(before?.roleAttributes, after?.roleAttributes);
+    else if (c === 'terminators') structural ||= e.type !== 'update' || before?.serviceId !== after?.serviceId;
   }
   return { structural, timeBased };
 }

@@ -11,7 +11,7 @@
 import crypto from 'node:crypto';
 import type { EventsApp as App } from './context.js';
 import type { Req } from '../core/operation.js';
-import type { Rec } from '../store/store.js';
+import type { Rec, IdentityRecord } from '../store/store.js';
 import { isPermitted } from '../auth/permissions.js';
 import { dummyPasswordHash } from '../auth/passwords.js';
 import { SearchError } from './query.js';
@@ -33,7 +33,7 @@ export class SearchAuth {
   constructor(private readonly app: App) {}
 
   /** The calling identity; throws Unauthenticated. */
-  async identify(req: Req): Promise<Rec> {
+  async identify(req: Req): Promise<IdentityRecord> {
     const { store, sessions } = this.app;
     const header = req.headers.authorization ?? '';
     // An API-session token as `zt-session` or as `Authorization: Bearer` (the oauth2 scheme).
@@ -75,7 +75,7 @@ export class SearchAuth {
   }
 
   /** Throws 403 unless the identity may do `action` on the event indices. */
-  authorize(identity: Rec, action: 'read' | 'update', what: string) {
+  authorize(identity: IdentityRecord, action: 'read' | 'update', what: string) {
     if (isPermitted(identity, { family: 'ops', action })) return;
     throw new SearchError(403, 'security_exception', `action [${what}] is unauthorized for user [${String(identity.name)}]; it needs admin or ops.${action}`);
   }
@@ -83,5 +83,5 @@ export class SearchAuth {
 
 function isDisabled(r: Rec, now: number): boolean {
   if (!r.disabledAt) return false;
-  return r.disabledUntil === undefined || r.disabledUntil === null || r.disabledUntil > now;
+  return r.disabledUntil === undefined || r.disabledUntil === null || Number(r.disabledUntil) > now;
 }

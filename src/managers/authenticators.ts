@@ -7,7 +7,7 @@
 import type { Config } from '../config.js';
 import type { Ctx } from '../resources/context.js';
 import { ApiError, errors } from '../core/errors.js';
-import type { Rec, Store } from '../store/store.js';
+import type { AuthenticatorRecord, Rec, Store } from '../store/store.js';
 import { mustGet, type Registry } from '../resources/registry.js';
 import { createRecord, write } from '../resources/write.js';
 import { checkPassword, checkUsername, hashPassword } from '../auth/passwords.js';
@@ -89,16 +89,16 @@ export class Authenticators {
     const before = this.get(id);
     if (before.identityId !== ownerId) throw errors.notFound();
     if (before.method !== 'updb') throw new ApiError('CAN_NOT_UPDATE_AUTHENTICATOR', 'only updb authenticators have a password to change');
-    const good = await this.deps.pool.run('verifyPassword', { hash: before.passwordHash, password: String(currentPassword ?? '') });
+    const good = await this.deps.pool.run('verifyPassword', { hash: before.passwordHash!, password: String(currentPassword ?? '') });
     if (!good) throw errors.unauthorized();
     return this.apply(before, mode, changes);
   }
 
-  private get(id: string): Rec {
+  private get(id: string): AuthenticatorRecord {
     return mustGet(this.deps.store, this.deps.reg.def('authenticators'), id);
   }
 
-  private async apply(before: Rec, mode: UpdateMode, changes: AuthenticatorChanges): Promise<void> {
+  private async apply(before: AuthenticatorRecord, mode: UpdateMode, changes: AuthenticatorChanges): Promise<void> {
     const { store, reg } = this.deps;
     if (before.method !== 'updb' && (changes.username !== undefined || changes.password !== undefined))
       throw new ApiError('CAN_NOT_UPDATE_AUTHENTICATOR', 'only updb authenticators have a username and password');

@@ -3,7 +3,7 @@
  * the per-controller records. What the values mean and how they combine is src/control/settings.ts.
  */
 import { errors } from '../core/errors.js';
-import type { Rec, Store } from '../store/store.js';
+import type { ControllerSettingRecord, Store } from '../store/store.js';
 import { write } from '../resources/write.js';
 import { GLOBAL_SETTINGS_ID, cleanOidc, isProblem, type OidcSettings } from '../control/settings.js';
 
@@ -16,7 +16,7 @@ export interface ControllerSettingsDeps {
 /** A write's fields as the body gives them. Example: `{ oidc: { redirectUris: ['https://app/cb'] }, tags: {} }`. */
 export interface SettingsFields {
   oidc?: unknown;
-  tags?: unknown;
+  tags?: Record<string, unknown> | null;
 }
 
 export type SettingsUpdate = 'put' | 'patch';
@@ -59,7 +59,7 @@ export class ControllerSettings {
       const cur = tx.get('controllerSettings', id);
       const now = Date.now();
       // This controller's own record is created on first write (the controller exists even without one).
-      const base: Rec = cur ?? { id, createdAt: now, updatedAt: now, tags: {}, oidc: {} };
+      const base: ControllerSettingRecord = cur ?? { id, createdAt: now, updatedAt: now, tags: {}, oidc: {} };
       const next = mode === 'put' ? oidc : { ...(base.oidc ?? {}), ...oidc };
       const tags = mode === 'put' ? fields.tags ?? {} : fields.tags ?? base.tags ?? {};
       tx.put('controllerSettings', { ...base, oidc: next, tags, updatedAt: now });

@@ -20,7 +20,7 @@
 import crypto from 'node:crypto';
 import * as jose from 'jose';
 import { ApiError, errors } from '../core/errors.js';
-import type { Rec, Store, Tx } from '../store/store.js';
+import type { Store, Tx, AuthenticatorRecord, EdgeRouterRecord, EnrollmentRecord, ExternalJwtSignerRecord, IdentityRecord } from '../store/store.js';
 import { ApiSessions } from '../auth/api-sessions.js';
 import { checkUsername } from '../auth/passwords.js';
 import { VALIDITY, type Signed } from '../pki/sign-csr.js';
@@ -38,7 +38,7 @@ import { certAuthenticator, type Issuing } from './issuing.js';
 export interface EnrollmentsDeps extends EnrollmentKeys {
   issuing: Issuing;
   /** The password rules of an identity's auth policy, and the pool's hash (auth/passwords.ts). */
-  passwords: { check(identity: Rec, password: unknown): string; hash(password: string): Promise<string> };
+  passwords: { check(identity: IdentityRecord, password: unknown): string; hash(password: string): Promise<string> };
 }
 
 /** What `POST /enrollments` asks for. */
@@ -62,7 +62,7 @@ function endSessionsOf(tx: Tx, identityId: string, authenticatorId: string) {
 }
 
 /** Inside the write: the enrollment is still there (a concurrent use did not consume it). */
-function consume(tx: Tx, e: Rec) {
+function consume(tx: Tx, e: EnrollmentRecord) {
   if (!tx.exists('enrollments', e.id)) throw new ApiError('INVALID_ENROLLMENT_TOKEN');
   tx.delete('enrollments', e.id);
 }
@@ -90,7 +90,7 @@ function setRouterCert(tx: Tx, collection: RouterCollection, routerId: string, c
 }
 
 /** A new identity made by an enrollment (CA auto-enrollment, external JWT), not through the identity resource. */
-function enrolledIdentity(id: string, name: string, authPolicyId: string, roleAttributes: string[], externalId: string | undefined): Rec {
+function enrolledIdentity(id: string, name: string, authPolicyId: string, roleAttributes: string[], externalId: string | undefined): IdentityRecord {
   const now = Date.now();
   return {
     id, createdAt: now, updatedAt: now, tags: {}, name, typeId: 'Default', isAdmin: false, isDefaultAdmin: false, authPolicyId,
@@ -137,7 +137,7 @@ export class Enrollments {
   // ---- management ----------------------------------------------------------------------------
 
   /** `POST /enrollments`: a new ott, ottca or updb enrollment of an identity that has none of that method. */
-  async create(req: EnrollmentRequest): Promise<Rec> {
+  async create(req: EnrollmentRequest): Promise<EnrollmentRecord> {
     const { method, identityId } = req;
     const spec: EnrollmentSpec = { method: method as 'ott', identityId: identityId as string, expiresAt: req.expiresAt };
     if (method === 'ottca') {
@@ -162,7 +162,7 @@ export class Enrollments {
     const e = this.store.get('enrollments', id);
     if (!e) throw errors.notFound();
     // Method and subject never change: what is signed here still fits the record in the write.
-    const secrets = enrollmentSecretsAtRest(this.deps, e.method, e.identityId ?? e.edgeRouterId ?? e.transitRouterId, expiresAt);
+    const secrets = enrollmentSecretsAtRest(this.deps, e.method, (e.identityId ?? e.edgeRouterId ?? e.transitRouterId)!, expiresAt);
     await write(this.store, (tx) => {
       const cur = tx.get('enrollments', id);
       if (!cur) throw errors.notFound();
@@ -175,8 +175,8 @@ export class Enrollments {
    * ott): the authenticator and its API sessions end, a prior outstanding enrollment of the same
    * method is replaced.
    */
-  async reEnrollAuthenticator(authenticatorId: string, expiresAt: number): Promise<Rec> {
-    const specOf = (auth: Rec, caExists: (id: string) => boolean): EnrollmentSpec => {
+  async reEnrollAuthenticator(authenticatorId: string, expiresAt: number): Promise<EnrollmentRecord> {
+    const specOf = (auth: AuthenticatorRecord, caExists: (id: string) => boolean): EnrollmentSpec => {
       if (auth.method === 'updb') return { method: 'updb', identityId: auth.identityId, username: auth.username, expiresAt };
       if (auth.caId && caExists(auth.caId)) return { method: 'ottca', identityId: auth.identityId, caId: auth.caId, expiresAt };
       return { method: 'ott', identityId: auth.identityId, expiresAt };
@@ -214,8 +214,8 @@ export class Enrollments {
     await write(this.store, (tx) => {
       const cur = tx.get('edgeRouters', id);
       if (!cur) throw errors.notFound();
-      const next: Rec = { ...cur, isVerified: false, updatedAt: Math.max(Date.now(), cur.updatedAt + 1) };
-      for (const k of ['fingerprint', 'certPem', 'unverifiedFingerprint', 'unverifiedCertPem']) delete next[k];
+      const next: EdgeRouterRecord = { ...cur, isVerified: false, updatedAt: Math.max(Date.now(), cur.updatedAt + 1) };
+      for (const k of ['fingerprint', 'certPem', 'unverifiedFingerprint', 'unverifiedCertPem'] as const) delete next[k];
       tx.put('edgeRouters', next);
       for (const eid of tx.idsByIndex('enrollments', 'edgeRouterId', cur.id)) tx.delete('enrollments', eid);
       for (const iid of tx.idsByIndex('identities', 'edgeRouterId', cur.id)) {
@@ -251,7 +251,7 @@ export class Enrollments {
   // ---- enroll flows --------------------------------------------------------------------------
 
   /** The outstanding enrollment for `token`, checked for method and expiry. */
-  outstanding(token: unknown, methods?: readonly string[]): Rec {
+  outstanding(token: unknown, methods?: readonly string[]): EnrollmentRecord {
     if (!nonEmpty(token)) throw new ApiError('INVALID_ENROLLMENT_TOKEN', undefined, { field: 'token', reason: 'an enrollment token is required', value: '' });
     const e = enrollmentByToken(this.store, token.trim());
     if (!e) throw new ApiError('INVALID_ENROLLMENT_TOKEN');
@@ -262,27 +262,27 @@ export class Enrollments {
   }
 
   /** ott: the CSR signed into the identity's certificate authenticator. */
-  async enrollOtt(e: Rec, csr: unknown): Promise<Signed> {
+  async enrollOtt(e: EnrollmentRecord, csr: unknown): Promise<Signed> {
     const [cert] = await this.deps.issuing.sign([{ csr, profile: 'client', validityMs: VALIDITY.client, field: 'clientCsr' }]);
     await write(this.store, (tx) => {
       consume(tx, e);
-      if (!tx.exists('identities', e.identityId)) throw new ApiError('INVALID_ENROLLMENT_TOKEN');
-      requireNoCert(tx, e.identityId, cert.fingerprint);
-      tx.put('authenticators', certAuthenticator(e.identityId, cert.pem, cert.fingerprint, cert.notAfter));
+      if (!tx.exists('identities', e.identityId!)) throw new ApiError('INVALID_ENROLLMENT_TOKEN');
+      requireNoCert(tx, e.identityId!, cert.fingerprint);
+      tx.put('authenticators', certAuthenticator(e.identityId!, cert.pem, cert.fingerprint, cert.notAfter));
     });
     return cert;
   }
 
   /** erott / trott: client and server certificates for the router. */
-  async enrollRouter(e: Rec, clientCsr: unknown, serverCsr: unknown): Promise<{ client: Signed; server: Signed }> {
+  async enrollRouter(e: EnrollmentRecord, clientCsr: unknown, serverCsr: unknown): Promise<{ client: Signed; server: Signed }> {
     for (const [field, v] of [['certCsr', clientCsr], ['serverCertCsr', serverCsr]] as const) {
       if (!nonEmpty(v)) throw new ApiError('MISSING_OR_INVALID_CSR', undefined, { field, reason: `${field} is required`, value: '' });
     }
     const [client, server] = await this.signRouterCsrs(clientCsr, serverCsr);
     await write(this.store, (tx) => {
       consume(tx, e);
-      if (e.method === 'erott') setRouterCert(tx, 'edgeRouters', e.edgeRouterId, client);
-      else setRouterCert(tx, 'routers', e.transitRouterId, client);
+      if (e.method === 'erott') setRouterCert(tx, 'edgeRouters', e.edgeRouterId!, client);
+      else setRouterCert(tx, 'routers', e.transitRouterId!, client);
     });
     return { client, server };
   }
@@ -318,25 +318,25 @@ export class Enrollments {
   }
 
   /** updb: a password authenticator; the username is the enrollment's, else the one given. */
-  async enrollUpdb(e: Rec, username: unknown, password: unknown): Promise<string> {
-    const identity = this.store.get('identities', e.identityId);
+  async enrollUpdb(e: EnrollmentRecord, username: unknown, password: unknown): Promise<string> {
+    const identity = this.store.get('identities', e.identityId!);
     if (!identity) throw new ApiError('INVALID_ENROLLMENT_TOKEN');
     const name = checkUsername(e.username ?? username);
     const passwordHash = await this.deps.passwords.hash(this.deps.passwords.check(identity, password));
     await write(this.store, (tx) => {
       consume(tx, e);
-      for (const aid of tx.idsByIndex('authenticators', 'identityId', e.identityId)) {
+      for (const aid of tx.idsByIndex('authenticators', 'identityId', e.identityId!)) {
         if (tx.get('authenticators', aid)?.method === 'updb') throw new ApiError('MAX_AUTHENTICATOR_METHODS_REACHED', 'the identity already has a updb authenticator');
       }
       if (tx.findUnique('authenticators', 'username', name)) throw errors.field('username', 'the username is already in use', name);
       const now = Date.now();
-      tx.put('authenticators', { id: newId(), createdAt: now, updatedAt: now, tags: {}, method: 'updb', identityId: e.identityId, username: name, passwordHash });
+      tx.put('authenticators', { id: newId(), createdAt: now, updatedAt: now, tags: {}, method: 'updb', identityId: e.identityId!, username: name, passwordHash });
     });
     return name;
   }
 
   /** ottca: the certificate presented over mutual TLS (`chain`, leaf first), signed by the enrollment's CA. */
-  async enrollOttCa(e: Rec, chain: Buffer[]): Promise<void> {
+  async enrollOttCa(e: EnrollmentRecord, chain: Buffer[]): Promise<void> {
     requireChain(chain);
     const ca = e.caId ? this.store.get('cas', e.caId) : undefined;
     if (!ca || !ca.isVerified || !ca.isOttCaEnrollmentEnabled) throw new ApiError('ENROLLMENT_CA_NOT_VALID');
@@ -345,9 +345,9 @@ export class Enrollments {
     const fingerprint = fingerprintOf(chain[0]);
     await write(this.store, (tx) => {
       consume(tx, e);
-      if (!tx.exists('identities', e.identityId)) throw new ApiError('INVALID_ENROLLMENT_TOKEN');
-      requireNoCert(tx, e.identityId, fingerprint);
-      tx.put('authenticators', certAuthenticator(e.identityId, leaf.toString(), fingerprint, Date.parse(leaf.validTo), { isIssuedByNetwork: false, caId: ca.id }));
+      if (!tx.exists('identities', e.identityId!)) throw new ApiError('INVALID_ENROLLMENT_TOKEN');
+      requireNoCert(tx, e.identityId!, fingerprint);
+      tx.put('authenticators', certAuthenticator(e.identityId!, leaf.toString(), fingerprint, Date.parse(leaf.validTo), { isIssuedByNetwork: false, caId: ca.id }));
     });
   }
 
@@ -424,8 +424,8 @@ export class Enrollments {
     return cert;
   }
 
-  private findSigner(token: string, issuerId: string | undefined): Rec {
-    let signer: Rec | undefined;
+  private findSigner(token: string, issuerId: string | undefined): ExternalJwtSignerRecord {
+    let signer: ExternalJwtSignerRecord | undefined;
     if (issuerId) signer = this.store.get('externalJwtSigners', issuerId);
     else {
       let header: jose.ProtectedHeaderParameters;
@@ -444,7 +444,7 @@ export class Enrollments {
     return signer;
   }
 
-  private async verify(signer: Rec, token: string): Promise<jose.JWTPayload> {
+  private async verify(signer: ExternalJwtSignerRecord, token: string): Promise<jose.JWTPayload> {
     const opts: jose.JWTVerifyOptions = { issuer: signer.issuer };
     if (signer.audience) opts.audience = signer.audience;
     try {
@@ -452,8 +452,8 @@ export class Enrollments {
         const key = crypto.createPublicKey(signer.certPem);
         return (await jose.jwtVerify(token, key, opts)).payload;
       }
-      let set = this.jwksSets.get(signer.jwksEndpoint);
-      if (!set) this.jwksSets.set(signer.jwksEndpoint, (set = jose.createRemoteJWKSet(new URL(signer.jwksEndpoint), { timeoutDuration: 5000 })));
+      let set = this.jwksSets.get(signer.jwksEndpoint!);
+      if (!set) this.jwksSets.set(signer.jwksEndpoint!, (set = jose.createRemoteJWKSet(new URL(signer.jwksEndpoint!), { timeoutDuration: 5000 })));
       return (await jose.jwtVerify(token, set, opts)).payload;
     } catch (e) {
       throw invalidToken(`the token did not verify: ${(e as Error).message}`);

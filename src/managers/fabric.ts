@@ -7,7 +7,7 @@
  */
 import type { Ctx } from '../resources/context.js';
 import { errors } from '../core/errors.js';
-import type { Rec, Store } from '../store/store.js';
+import type { CollectionName, Rec, Store } from '../store/store.js';
 import type { Registry } from '../resources/registry.js';
 import { createRecord, updateRecord, write } from '../resources/write.js';
 import { routerCollection } from '../resources/services.js';
@@ -100,7 +100,7 @@ export class Fabric {
   }
 
   /** Delete a record of `collection` with the family's delete rules (cascades, refusals). */
-  async remove(collection: string, id: string, ctx: Ctx): Promise<void> {
+  async remove(collection: CollectionName, id: string, ctx: Ctx): Promise<void> {
     const def = this.deps.reg.def(collection);
     await write(this.deps.store, (tx) => {
       const rec = tx.get(def.collection, id);

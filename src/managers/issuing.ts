@@ -9,7 +9,7 @@
  */
 import crypto from 'node:crypto';
 import { ApiError, errors, type ErrorCode } from '../core/errors.js';
-import type { Rec, Store } from '../store/store.js';
+import type { Store, AuthenticatorRecord, ApiSessionCertificateRecord, CaRecord } from '../store/store.js';
 import type { WorkerPool } from '../pool.js';
 import type { Pki } from '../pki/bootstrap.js';
 import { VALIDITY, type SignRequest, type Signed } from '../pki/sign-csr.js';
@@ -28,7 +28,7 @@ export interface IssuingDeps {
 }
 
 /** A certificate authenticator issued now (enrollment, extension of a router, token enrollment). */
-export function certAuthenticator(identityId: string, certPem: string, fingerprint: string, notAfter: number, extra: Record<string, unknown> = {}): Rec {
+export function certAuthenticator(identityId: string, certPem: string, fingerprint: string, notAfter: number, extra: Partial<AuthenticatorRecord> = {}): AuthenticatorRecord {
   const now = Date.now();
   return {
     id: newId(), createdAt: now, updatedAt: now, tags: {}, method: 'cert', identityId, certPem, fingerprint,
@@ -129,7 +129,7 @@ export class Issuing {
   // ---- certificate authenticators ------------------------------------------------------------
 
   /** The caller's own certificate authenticator issued by this controller, checked in upstream's order. */
-  private ownCertAuthenticator(id: string, identityId: string): Rec {
+  private ownCertAuthenticator(id: string, identityId: string): AuthenticatorRecord {
     const auth = this.deps.store.get('authenticators', id);
     if (!auth) throw errors.notFound();
     if (auth.identityId !== identityId) throw errors.unauthorized();
@@ -174,7 +174,7 @@ export class Issuing {
     await write(this.deps.store, (tx) => {
       const cur = tx.get('authenticators', auth.id);
       if (!cur || cur.pendingFingerprint !== auth.pendingFingerprint) throw new ApiError('CAN_NOT_UPDATE_AUTHENTICATOR', 'the pending extension changed; extend again');
-      const next: Rec = {
+      const next: AuthenticatorRecord = {
         ...cur, certPem: cur.pendingCertPem, fingerprint: cur.pendingFingerprint, certNotAfter: notAfter,
         isExtendRequested: false, isKeyRollRequested: false, lastExtendRolledKeys: rolled, updatedAt: Math.max(Date.now(), cur.updatedAt + 1),
       };
@@ -199,10 +199,10 @@ export class Issuing {
   // ---- API session certificates --------------------------------------------------------------
 
   /** An ephemeral certificate of an API session (it ends with the session). */
-  async createSessionCertificate(apiSessionId: string, identityId: string, csr: unknown): Promise<{ rec: Rec; cert: Signed }> {
+  async createSessionCertificate(apiSessionId: string, identityId: string, csr: unknown): Promise<{ rec: ApiSessionCertificateRecord; cert: Signed }> {
     const [cert] = await this.sign([{ csr, profile: 'client', validityMs: VALIDITY.apiSession, field: 'csr' }]);
     const now = Date.now();
-    const rec: Rec = {
+    const rec: ApiSessionCertificateRecord = {
       id: newId(), createdAt: now, updatedAt: now, tags: {}, apiSessionId, identityId, certificate: cert.pem, fingerprint: cert.fingerprint,
       subject: subjectText(new crypto.X509Certificate(cert.pem)), validFrom: cert.notBefore, validTo: cert.notAfter,
     };
@@ -214,7 +214,7 @@ export class Issuing {
   }
 
   /** A certificate of the caller's API session; another session's is not found. */
-  ownSessionCertificate(id: string, apiSessionId: string): Rec {
+  ownSessionCertificate(id: string, apiSessionId: string): ApiSessionCertificateRecord {
     const rec = this.deps.store.get('apiSessionCertificates', id);
     if (!rec || rec.apiSessionId !== apiSessionId) throw errors.notFound();
     return rec;
@@ -231,7 +231,7 @@ export class Issuing {
   // ---- third-party CAs -----------------------------------------------------------------------
 
   /** Refused before the body is read: the CA exists and is not verified yet. */
-  unverifiedCa(caId: string): Rec {
+  unverifiedCa(caId: string): CaRecord {
     const ca = this.deps.store.get('cas', caId);
     if (!ca) throw errors.notFound();
     if (ca.isVerified) throw new ApiError('CA_ALREADY_VERIFIED');

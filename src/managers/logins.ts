@@ -13,7 +13,7 @@
  */
 import { errors } from '../core/errors.js';
 import type { Req } from '../core/operation.js';
-import type { Rec, Store } from '../store/store.js';
+import type { IdentityRecord, Store } from '../store/store.js';
 import type { WorkerPool } from '../pool.js';
 import type { ApiSession, ApiSessions } from '../auth/api-sessions.js';
 import { bearerTokens, type ExtJwtVerifier } from '../auth/ext-jwt.js';
@@ -30,7 +30,7 @@ import { chainsTo, externalIdOf, isExpired, x509 } from '../pki/chain.js';
 export type LoginRequest = Pick<Req, 'headers' | 'remoteAddress' | 'peerLeaf' | 'peerCertificates'>;
 
 export interface LoginResult {
-  identity: Rec;
+  identity: IdentityRecord;
   authenticatorId: string;
   /** For ext-jwt: the signer that verified the token (auth policy `allowedSigners`). */
   externalJwtSignerId?: string;
@@ -51,8 +51,8 @@ export interface LoginAttempt {
   /** Config types asked for (names or ids), kept on the API session. */
   configTypes?: unknown;
   /** What the client says of itself, kept on the identity. */
-  envInfo?: unknown;
-  sdkInfo?: unknown;
+  envInfo?: Record<string, unknown>;
+  sdkInfo?: Record<string, unknown>;
   /**
    * Prove the auth policy's secondary external-JWT factor now, from the request's Bearer tokens,
    * instead of leaving it to later requests (the OIDC flow: its tokens then stand for it).
@@ -81,7 +81,7 @@ export class Logins {
    * A whole login: the primary step, then the client's self-description on the identity, then the
    * API session with its secondary factors.
    */
-  async login(a: LoginAttempt): Promise<{ identity: Rec; result: LoginResult; session: ApiSession; token: string }> {
+  async login(a: LoginAttempt): Promise<{ identity: IdentityRecord; result: LoginResult; session: ApiSession; token: string }> {
     const { store, sessions, extJwt } = this.deps;
     const { identity, result } = await this.primary(a.method, a.fields, a.req);
     if (a.envInfo || a.sdkInfo) {
@@ -111,7 +111,7 @@ export class Logins {
    * The primary step alone: the method identifies the caller, then the disabled-identity and
    * auth-policy rules apply and a good password clears the failure count.
    */
-  async primary(method: string, fields: Record<string, unknown>, req: LoginRequest): Promise<{ identity: Rec; result: LoginResult }> {
+  async primary(method: string, fields: Record<string, unknown>, req: LoginRequest): Promise<{ identity: IdentityRecord; result: LoginResult }> {
     const login = Object.hasOwn(this.methods, method) ? this.methods[method as PrimaryMethod] : undefined;
     if (!login) throw errors.field('method', 'must be one of password, cert, ext-jwt', method);
     const result = await login(fields, req);
@@ -191,7 +191,7 @@ export class Logins {
     const now = Date.now();
     const fp = fingerprintOf(leafDer);
     const auth = store.findUnique('authenticators', 'fingerprint', fp);
-    let identity: Rec | undefined;
+    let identity: IdentityRecord | undefined;
     let authenticatorId: string;
     let certExpired: boolean;
     let sessionFields: Record<string, unknown>;
@@ -218,7 +218,7 @@ export class Logins {
     } else {
       const chain = req.peerCertificates ?? [leafDer];
       const leaf = x509(leafDer);
-      let found: { identity: Rec; caId: string } | undefined;
+      let found: { identity: IdentityRecord; caId: string } | undefined;
       for (const ca of store.scan('cas')) {
         if (!ca.isVerified || !ca.isAuthEnabled || !ca.externalIdClaim) continue;
         if (!chainsTo(chain, x509(ca.certPem), now)) continue;

@@ -11,7 +11,7 @@
  */
 import crypto from 'node:crypto';
 import { errors } from '../core/errors.js';
-import type { Rec, Store, Tx } from '../store/store.js';
+import type { IdentityRecord, Store, Tx } from '../store/store.js';
 import type { Pki } from '../pki/bootstrap.js';
 import { signJwt } from '../pki/jwt.js';
 import type { ApiSession } from '../auth/api-sessions.js';
@@ -127,7 +127,7 @@ export class Mfa {
         checkCodeInTx(sealer, tx, cur, code, { allowRecovery: true });
         // Re-read: a recovery code used just now rewrote the record.
         const latest = identityIn(tx, identityId);
-        tx.put('identities', { ...latest, mfa: { ...latest.mfa, recoveryCodes, updatedAt: Date.now() } });
+        tx.put('identities', { ...latest, mfa: { ...latest.mfa!, recoveryCodes, updatedAt: Date.now() } });
       });
     });
   }
@@ -144,7 +144,7 @@ export class Mfa {
         if (!mfa) throw errors.notFound();
         if (mfa.isVerified) checkCodeInTx(this.deps.store.sealer, tx, cur, code, { allowRecovery: true });
         const { mfa: _m, ...rest } = identityIn(tx, identityId);
-        tx.put('identities', rest as Rec);
+        tx.put('identities', rest);
         dropMfaInTx(this.deps.store, tx, cur);
       });
     });
@@ -157,7 +157,7 @@ export class Mfa {
       if (!cur) throw errors.notFound();
       if (!cur.mfa) return;
       const { mfa: _m, ...rest } = cur;
-      tx.put('identities', { ...rest, updatedAt: Math.max(Date.now(), cur.updatedAt + 1) } as Rec);
+      tx.put('identities', { ...rest, updatedAt: Math.max(Date.now(), cur.updatedAt + 1) });
       dropMfaInTx(this.deps.store, tx, cur);
     });
   }
@@ -193,7 +193,7 @@ export class Mfa {
 }
 
 /** The identity as the write sees it; gone means the caller's credential no longer stands. */
-function identityIn(tx: Tx, identityId: string): Rec {
+function identityIn(tx: Tx, identityId: string): IdentityRecord {
   const rec = tx.get('identities', identityId);
   if (!rec) throw errors.unauthorized();
   return rec;

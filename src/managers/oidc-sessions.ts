@@ -9,7 +9,7 @@
  * Example: `await oidcSessions.recordIssue(asid, { previousRefresh: jti, oidc })` → false when the
  * presented refresh token is no longer the family's current one (or the login has ended).
  */
-import type { Rec, Store } from '../store/store.js';
+import type { ApiSessionCertificateRecord, Store } from '../store/store.js';
 import { ApiSessions, type ApiSession } from '../auth/api-sessions.js';
 import { newId } from '../resources/write.js';
 
@@ -34,7 +34,7 @@ export class OidcSessions {
    */
   recordIssue(apiSessionId: string, o: { previousRefresh?: string; oidc?: ApiSession['oidc'] }): Promise<boolean> {
     return this.deps.store.write((tx) => {
-      const cur = tx.get('apiSessions', apiSessionId) as ApiSession | undefined;
+      const cur = tx.get('apiSessions', apiSessionId);
       if (!cur) return false;
       if (o.previousRefresh !== undefined && cur.oidc?.refreshJti !== o.previousRefresh) return false;
       // Issuing tokens is activity, kept in the record: in a cluster, where the requests' own
@@ -54,7 +54,7 @@ export class OidcSessions {
    */
   endIfReused(apiSessionId: string, refreshJti: unknown): Promise<boolean> {
     return this.deps.store.write((tx) => {
-      const cur = tx.get('apiSessions', apiSessionId) as ApiSession | undefined;
+      const cur = tx.get('apiSessions', apiSessionId);
       if (!cur?.oidc || cur.oidc.refreshJti === refreshJti) return false;
       ApiSessions.deleteInTx(tx, [apiSessionId]);
       return true;
@@ -64,10 +64,10 @@ export class OidcSessions {
   /** Keeps a certificate signed for the API session (ended with it); false when the login has ended. */
   addCertificate(s: Pick<ApiSession, 'id' | 'identityId'>, cert: SessionCertificate): Promise<boolean> {
     const now = Date.now();
-    const rec = {
+    const rec: ApiSessionCertificateRecord = {
       id: newId(), createdAt: now, updatedAt: now, tags: {}, apiSessionId: s.id, identityId: s.identityId,
       certificate: cert.pem, fingerprint: cert.fingerprint, subject: cert.subject, validFrom: cert.notBefore, validTo: cert.notAfter,
-    } as Rec;
+    };
     return this.deps.store.write((tx) => {
       if (!tx.exists('apiSessions', s.id)) return false;
       tx.put('apiSessionCertificates', rec);

@@ -4,7 +4,7 @@
  * caller's services ask for MFA again after a wake or an unlock.
  */
 import { errors } from '../core/errors.js';
-import type { Rec, Store } from '../store/store.js';
+import type { IdentityRecord, Store } from '../store/store.js';
 import type { PolicyEngine } from '../policy/engine.js';
 import type { PostureReport } from '../policy/posture.js';
 
@@ -29,7 +29,7 @@ export class PostureResponses {
    * Record the reports of an API session; every report is checked before any is recorded. A
    * change re-evaluates the identity's sessions once for the whole batch.
    */
-  report(identity: Rec, apiSessionId: string, reports: unknown[]): PromptedService[] {
+  report(identity: IdentityRecord, apiSessionId: string, reports: unknown[]): PromptedService[] {
     const engine = this.deps.policy;
     for (const r of reports as PostureReport[]) {
       if (!r || typeof r !== 'object') throw errors.field('(root)', 'a posture response must be an object', r);
@@ -46,7 +46,7 @@ export class PostureResponses {
   }
 
   /** Services whose MFA checks a wake/unlock affects, with the grace time left. */
-  private prompted(identity: Rec, apiSessionId: string, r: PostureReport): PromptedService[] {
+  private prompted(identity: IdentityRecord, apiSessionId: string, r: PostureReport): PromptedService[] {
     if (r.typeId !== 'ENDPOINT_STATE' || (r.woken !== true && r.unlocked !== true)) return [];
     const { store, policy: engine } = this.deps;
     const out: PromptedService[] = [];

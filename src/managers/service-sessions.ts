@@ -3,7 +3,7 @@
  * record per (API session, service, type), and the session token that goes with it.
  */
 import { ApiError, errors } from '../core/errors.js';
-import type { Rec, Store } from '../store/store.js';
+import type { IdentityRecord, SessionRecord, Store } from '../store/store.js';
 import { write } from '../resources/write.js';
 import { timeOrderedId } from '../store/ids.js';
 import { signSessionToken, type PendingToken, type SessionTokenFacts, type SigningKeys } from '../auth/tokens.js';
@@ -29,13 +29,13 @@ export interface NewServiceSession {
 }
 
 /** A service the identity may see: admins see every one, others those a service policy grants. */
-export function serviceVisible(policy: PolicyEngine, identity: Rec, serviceId: string): boolean {
+export function serviceVisible(policy: PolicyEngine, identity: IdentityRecord, serviceId: string): boolean {
   return identity.isAdmin === true || policy.hasAccess(identity.id, serviceId);
 }
 
 export class ServiceSessions {
   /** Concurrent creates of the same (API session, service, type) share one write and one token. */
-  private readonly inFlight = new Map<string, Promise<{ rec: Rec; token: string }>>();
+  private readonly inFlight = new Map<string, Promise<{ rec: SessionRecord; token: string }>>();
 
   constructor(private readonly deps: ServiceSessionsDeps) {}
 
@@ -45,7 +45,7 @@ export class ServiceSessions {
    * visible (404), no policy grants the type, no granting policy's posture checks pass, no edge
    * router serves both.
    */
-  async create(identity: Rec, apiSession: ApiSession, input: NewServiceSession): Promise<{ rec: Rec; token: string }> {
+  async create(identity: IdentityRecord, apiSession: ApiSession, input: NewServiceSession): Promise<{ rec: SessionRecord; token: string }> {
     const { store, policy: engine } = this.deps;
     if (typeof input.serviceId !== 'string' || input.serviceId === '') throw errors.field('serviceId', 'serviceId is required', input.serviceId ?? null);
     const type: PolicyType = input.type === undefined || input.type === null || input.type === '' ? 'Dial' : (input.type as PolicyType);
@@ -92,11 +92,11 @@ export class ServiceSessions {
       // rest), so the token is asked for before the write and signed, at the latest when the write
       // lands, in one batch with every token asked for meanwhile (SigningKeys.signSession).
       const signing = this.token({ id, identityId: identity.id, apiSessionId: apiSession.id, serviceId, type });
-      const rec: Rec = {
+      const rec: SessionRecord = {
         id,
         createdAt: now,
         updatedAt: now,
-        tags: input.tags && typeof input.tags === 'object' ? input.tags : {},
+        tags: input.tags && typeof input.tags === 'object' ? (input.tags as Record<string, unknown>) : {},
         type,
         apiSessionId: apiSession.id,
         serviceId,
@@ -129,7 +129,7 @@ export class ServiceSessions {
    * timeout): like upstream's service access tokens, which expire with the access token that asked
    * for them.
    */
-  private token(s: SessionTokenFacts | Rec): PendingToken {
-    return signSessionToken(this.deps.keys, this.deps.issuer(), s as SessionTokenFacts, this.deps.sessions.timeoutSeconds);
+  private token(s: SessionTokenFacts): PendingToken {
+    return signSessionToken(this.deps.keys, this.deps.issuer(), s, this.deps.sessions.timeoutSeconds);
   }
 }

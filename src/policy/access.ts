@@ -6,7 +6,7 @@
  *
  * The policy engine (engine.ts) extends this with what keeps the index current.
  */
-import type { Rec, Store } from '../store/store.js';
+import type { Store, IdentityRecord, PostureCheckRecord } from '../store/store.js';
 import { RoleIndex, type PolicyState } from './role-index.js';
 import { PostureStore, type CheckResult } from './posture.js';
 
@@ -190,7 +190,7 @@ export class AccessQueries {
     return side ? [...this.index.members(side)].sort() : [];
   }
 
-  evaluateCheck(checkId: string, identityId: string, apiSessionId: string, identity?: Rec): { check: Rec; result: CheckResult } | undefined {
+  evaluateCheck(checkId: string, identityId: string, apiSessionId: string, identity?: IdentityRecord): { check: PostureCheckRecord; result: CheckResult } | undefined {
     const check = this.store.get('postureChecks', checkId);
     if (!check) return undefined;
     return { check, result: this.posture.evaluate(check, identityId, apiSessionId, identity) };
@@ -199,7 +199,7 @@ export class AccessQueries {
   /** Failing checks per granting policy; `passing` when at least one policy has all checks passing. */
   postureDecision(identityId: string, apiSessionId: string, serviceId: string, type: PolicyType): { passing: boolean; failures: PolicyFailure[]; policies: PolicyState[] } {
     const policies = this.grantingPolicies(identityId, serviceId, type);
-    let identity: Rec | undefined;
+    let identity: IdentityRecord | undefined;
     const failures: PolicyFailure[] = [];
     for (const p of policies) {
       const failing: PolicyFailure['checks'] = [];

@@ -12,19 +12,23 @@
  * - A periodic sweep enforces time-based posture (MFA timeouts, wake/unlock grace windows) and
  *   retries session removals whose delete failed.
  */
-import type { ChangeEvent, Rec, Store } from '../store/store.js';
+import type { ApiSessionRecord, ChangeEvent, ChangeOf, Store } from '../store/store.js';
 import { POLICY_COLLS, type Delta, type Kind, type PolicyColl, type PolicyState } from './role-index.js';
 import { AccessQueries } from './access.js';
 import { ServiceUpdateTimes } from './service-update-times.js';
 import { SessionRegistry } from './session-registry.js';
 import { FailedRequests } from './failed-requests.js';
 
-const ENTITY_KINDS: Record<string, Kind> = {
+type EntityCollection = 'identities' | 'services' | 'edgeRouters' | 'postureChecks';
+
+const ENTITY_KINDS: Record<EntityCollection, Kind> = {
   identities: 'identities',
   services: 'services',
   edgeRouters: 'edgeRouters',
   postureChecks: 'postureChecks',
 };
+
+const isEntityChange = (ev: ChangeEvent): ev is Extract<ChangeEvent, { collection: EntityCollection }> => Object.hasOwn(ENTITY_KINDS, ev.collection);
 
 export class PolicyEngine extends AccessQueries {
   readonly updateTimes: ServiceUpdateTimes;
@@ -73,7 +77,7 @@ export class PolicyEngine extends AccessQueries {
    */
   private build() {
     const { store, index } = this;
-    for (const [coll, kind] of Object.entries(ENTITY_KINDS)) {
+    for (const [coll, kind] of Object.entries(ENTITY_KINDS) as [EntityCollection, Kind][]) {
       for (const [, id] of store.uniqueEntries(coll, 'name')) index.loadEntity(kind, id);
       const digested = new Set<string>();
       for (const key of store.indexKeys(coll, 'roleAttributes')) {
@@ -100,8 +104,8 @@ export class PolicyEngine extends AccessQueries {
     const changedChecks = new Set<string>();
     const times = this.updateTimes;
     for (const ev of events) {
-      const kind = ENTITY_KINDS[ev.collection];
-      if (kind) {
+      if (isEntityChange(ev)) {
+        const kind = ENTITY_KINDS[ev.collection];
         if (ev.after) this.index.upsertEntity(kind, ev.id, ev.after.roleAttributes, deltas);
         else this.index.deleteEntity(kind, ev.id, deltas);
         if (ev.collection === 'services' && ev.before && ev.after) changedServices.add(ev.id);
@@ -154,7 +158,7 @@ export class PolicyEngine extends AccessQueries {
     this.index.settle();
   }
 
-  private identityChanged(ev: ChangeEvent, bumped: Set<string>) {
+  private identityChanged(ev: ChangeOf<'identities'>, bumped: Set<string>) {
     const { before, after } = ev;
     if (!after) {
       this.posture.forgetIdentity(ev.id);
@@ -176,17 +180,17 @@ export class PolicyEngine extends AccessQueries {
     }
   }
 
-  private apiSessionStarted(rec: Rec) {
+  private apiSessionStarted(rec: ApiSessionRecord) {
     this.updateTimes.apiSessionStarted(rec);
-    if (rec.isMfaComplete === true) this.posture.session(rec.id).passedMfaAt = rec.mfaCompletedAt ?? rec.updatedAt ?? rec.createdAt;
+    if (rec.isMfaComplete === true) this.posture.session(rec.id).passedMfaAt = rec.updatedAt;
   }
 
-  private apiSessionEnded(rec: Rec) {
+  private apiSessionEnded(rec: ApiSessionRecord) {
     this.updateTimes.apiSessionEnded(rec);
     this.posture.forgetSession(rec.id);
   }
 
-  private apiSessionUpdated(before: Rec, after: Rec, bumped: Set<string>) {
+  private apiSessionUpdated(before: ApiSessionRecord, after: ApiSessionRecord, bumped: Set<string>) {
     if (before.isMfaComplete !== true && after.isMfaComplete === true) {
       this.posture.session(after.id).passedMfaAt = this.now();
       this.updateTimes.bump(after.identityId, bumped);

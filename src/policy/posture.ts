@@ -7,7 +7,7 @@
  *   posture.report('I1', 'A1', { id: 'D1', typeId: 'DOMAIN', domain: 'corp' });
  *   posture.evaluate(check, 'I1', 'A1', identityRec).passing // → true when `corp` is listed
  */
-import type { Rec } from '../store/store.js';
+import type { Rec, IdentityRecord } from '../store/store.js';
 import { satisfies } from './version-range.js';
 
 /** Grace window after a wake/unlock during which an MFA check with prompts keeps passing. */
@@ -128,7 +128,7 @@ export class PostureStore {
   }
 
   /** Evaluate one posture check for an identity's API session. */
-  evaluate(check: Rec, identityId: string, apiSessionId: string, identity: Rec | undefined, now = Date.now()): CheckResult {
+  evaluate(check: Rec, identityId: string, apiSessionId: string, identity: IdentityRecord | undefined, now = Date.now()): CheckResult {
     const base: CheckResult = { passing: false, timeout: -1, timeoutRemaining: -1, timeoutAt: null, updatedAt: check.updatedAt };
     const data = this.identities.get(identityId);
     switch (check.typeId) {
@@ -174,7 +174,7 @@ export class PostureStore {
     }
   }
 
-  private evaluateMfa(check: Rec, apiSessionId: string, identity: Rec | undefined, now: number): CheckResult {
+  private evaluateMfa(check: Rec, apiSessionId: string, identity: IdentityRecord | undefined, now: number): CheckResult {
     const s = this.sessions.get(apiSessionId);
     const passedAt = s?.passedMfaAt;
     const configured = typeof check.timeoutSeconds === 'number' && check.timeoutSeconds > 0 ? check.timeoutSeconds : -1;

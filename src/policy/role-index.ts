@@ -31,7 +31,9 @@ export const KINDS: Kind[] = ['identities', 'services', 'edgeRouters', 'postureC
 export const POLICY_COLLS: PolicyColl[] = ['servicePolicies', 'edgeRouterPolicies', 'serviceEdgeRouterPolicies'];
 
 /** Role-list field → the entity kind it selects, per policy collection. */
-export const POLICY_SIDES: Record<PolicyColl, [field: string, kind: Kind][]> = {
+/** The role lists of policy records, one per side. */
+export type RoleField = 'identityRoles' | 'serviceRoles' | 'postureCheckRoles' | 'edgeRouterRoles';
+export const POLICY_SIDES: Record<PolicyColl, [field: RoleField, kind: Kind][]> = {
   servicePolicies: [
     ['identityRoles', 'identities'],
     ['serviceRoles', 'services'],

@@ -2,7 +2,7 @@
  * Edge routers as clients see them: stored fields plus live state from the control channel
  * (`app.presence`): `isOnline`, `hostname`, `supportedProtocols` (protocol → address).
  */
-import type { Rec, Store } from '../store/store.js';
+import type { Store, EdgeRouterRecord } from '../store/store.js';
 import type { Presence } from '../control/presence.js';
 import type { PolicyEngine } from './engine.js';
 
@@ -25,7 +25,7 @@ export function routerLive(app: App, routerId: string) {
 }
 
 /** `commonEdgeRouterProperties` (service edge routers) and `sessionEdgeRouter` (with `urls`). */
-export function commonEdgeRouter(app: App, r: Rec) {
+export function commonEdgeRouter(app: App, r: EdgeRouterRecord) {
   const live = routerLive(app, r.id);
   return {
     name: r.name,
@@ -42,8 +42,8 @@ export function commonEdgeRouter(app: App, r: Rec) {
 }
 
 /** Router records for ids, connected ones first, then by name. */
-export function routersOnlineFirst(app: App, ids: Iterable<string>): Rec[] {
-  const recs: Rec[] = [];
+export function routersOnlineFirst(app: App, ids: Iterable<string>): EdgeRouterRecord[] {
+  const recs: EdgeRouterRecord[] = [];
   for (const id of ids) {
     const r = app.store.get('edgeRouters', id);
     if (r) recs.push(r);
@@ -64,6 +64,6 @@ export function sessionEdgeRouters(app: App, identityId: string, serviceId: stri
       : policy.commonRouters(identityId, serviceId, (id) => presence.isOnline(id));
   return ids
     .map((id) => app.store.get('edgeRouters', id))
-    .filter((r): r is Rec => r !== undefined)
+    .filter((r): r is EdgeRouterRecord => r !== undefined)
     .map((r) => commonEdgeRouter(app, r));
 }

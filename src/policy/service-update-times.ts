@@ -4,7 +4,7 @@
  * changes, its overrides change, or posture relevant to it changes. Only identities with a live API
  * session are tracked: a new API session starts from its own creation time anyway.
  */
-import type { Rec } from '../store/store.js';
+import type { ApiSessionRecord } from '../store/store.js';
 import type { Delta, PolicyState, RoleIndex, Side } from './role-index.js';
 import type { PolicyType } from './access.js';
 
@@ -22,7 +22,7 @@ export class ServiceUpdateTimes {
     private readonly now: () => number,
   ) {}
 
-  apiSessionStarted(rec: Rec) {
+  apiSessionStarted(rec: ApiSessionRecord) {
     const l = this.live.get(rec.identityId);
     if (l) {
       l.count++;
@@ -31,7 +31,7 @@ export class ServiceUpdateTimes {
     this.apiSessionIdentity.set(rec.id, rec.identityId);
   }
 
-  apiSessionEnded(rec: Rec) {
+  apiSessionEnded(rec: ApiSessionRecord) {
     const l = this.live.get(rec.identityId);
     if (l && --l.count <= 0) this.live.delete(rec.identityId);
     this.apiSessionIdentity.delete(rec.id);

@@ -6,7 +6,7 @@
  * Example: serviceExtras(engine, svcRec, { identityId, apiSessionId, configTypes: new Set(['all']) })
  *   → { permissions: ['Dial'], config: { 'intercept.v1': {...} }, postureQueries: [...] }
  */
-import type { Rec, Store } from '../store/store.js';
+import type { Store, IdentityRecord, ServiceRecord, PostureCheckRecord } from '../store/store.js';
 import type { PolicyEngine } from './engine.js';
 import type { PolicyType } from './access.js';
 import type { CheckResult } from './posture.js';
@@ -14,7 +14,7 @@ import type { CheckResult } from './posture.js';
 export interface Caller {
   identityId: string;
   apiSessionId: string;
-  identity?: Rec;
+  identity?: IdentityRecord;
   /** Config type ids requested (`all` for every type); empty → no config entries. */
   configTypes: ReadonlySet<string>;
 }
@@ -71,7 +71,7 @@ function configEntry(store: Store, id: string): ConfigEntry | undefined {
 }
 
 /** Config type name → data for the caller's view of a service. */
-export function configMap(store: Store, service: Rec, identity: Rec | undefined, types: ReadonlySet<string>): Record<string, unknown> {
+export function configMap(store: Store, service: ServiceRecord, identity: IdentityRecord | undefined, types: ReadonlySet<string>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   if (types.size === 0) return out;
   const all = types.has('all');
@@ -92,7 +92,7 @@ export function configMap(store: Store, service: Rec, identity: Rec | undefined,
 const iso = (ms: number | null | undefined) => (ms === null || ms === undefined ? null : new Date(ms).toISOString());
 
 /** One posture query as a client sees it. */
-export function renderPostureQuery(check: Rec, r: CheckResult): Record<string, unknown> {
+export function renderPostureQuery(check: PostureCheckRecord, r: CheckResult): Record<string, unknown> {
   const q: Record<string, unknown> = {
     _links: { self: { href: `./posture-checks/${check.id}` } },
     id: check.id,
@@ -143,7 +143,7 @@ export function postureQueries(engine: PolicyEngine, serviceId: string, caller: 
   return out;
 }
 
-export function serviceExtras(engine: PolicyEngine, store: Store, service: Rec, caller: Caller | undefined): Record<string, unknown> {
+export function serviceExtras(engine: PolicyEngine, store: Store, service: ServiceRecord, caller: Caller | undefined): Record<string, unknown> {
   if (!caller) return { permissions: ['Invalid'], config: {}, postureQueries: [] };
   return {
     permissions: engine.permissions(caller.identityId, service.id),

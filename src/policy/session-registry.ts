@@ -7,7 +7,7 @@
  * session never answers again while its delete is in flight; the delete's change event (or the
  * sweep's retry of a failed delete) ends that.
  */
-import type { Rec, Store } from '../store/store.js';
+import type { Store, SessionRecord } from '../store/store.js';
 import type { PolicyType } from './access.js';
 
 export interface SessionInfo {
@@ -27,7 +27,7 @@ export class SessionRegistry {
 
   constructor(private readonly store: Store) {}
 
-  track(rec: Rec) {
+  track(rec: SessionRecord) {
     let m = this.byIdentity.get(rec.identityId);
     if (!m) this.byIdentity.set(rec.identityId, (m = new Map()));
     const info: SessionInfo = { id: rec.id, identityId: rec.identityId, apiSessionId: rec.apiSessionId, serviceId: rec.serviceId, type: rec.type === 'Bind' ? 'Bind' : 'Dial' };
@@ -35,7 +35,7 @@ export class SessionRegistry {
     this.byKey.set(sessionKey(info.apiSessionId, info.serviceId, info.type), rec.id);
   }
 
-  untrack(rec: Rec) {
+  untrack(rec: SessionRecord) {
     const key = sessionKey(rec.apiSessionId, rec.serviceId, rec.type === 'Bind' ? 'Bind' : 'Dial');
     if (this.byKey.get(key) === rec.id) this.byKey.delete(key);
     const m = this.byIdentity.get(rec.identityId);

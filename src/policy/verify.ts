@@ -10,9 +10,12 @@
  *   const r = checkIndex(store, engine, sampleIds(store, 1000));
  *   r.mismatches // → [] when the index is right
  */
-import type { Rec, Store } from '../store/store.js';
+import type { BaseRecord, CollectionName, Store } from '../store/store.js';
 import type { AccessQueries } from './access.js';
-import { POLICY_COLLS, POLICY_SIDES, type Kind, type PolicyColl } from './role-index.js';
+import { POLICY_COLLS, POLICY_SIDES, type Kind, type PolicyColl, type RoleField } from './role-index.js';
+
+/** A policy record as the check reads it: its semantic and the role lists of its sides (each collection has some of them). */
+type PolicyRoles = BaseRecord & { semantic?: string } & Partial<Record<RoleField, string[]>>;
 
 /** The rule, as docs/policy.md states it: `@id` or `#all`, else AllOf/AnyOf over `#attr`; an empty list selects nothing. */
 export function selects(roles: readonly string[] | undefined, anyOf: boolean, id: string, attrs: readonly string[] | undefined): boolean {
@@ -34,7 +37,7 @@ export interface IndexCheck {
 }
 
 /** Up to `n` identity ids spread evenly over the collection (first and last included). */
-export function sampleIds(store: Store, n: number, collection = 'identities'): string[] {
+export function sampleIds(store: Store, n: number, collection: CollectionName = 'identities'): string[] {
   const total = store.count(collection);
   if (total === 0 || n <= 0) return [];
   const step = Math.max(1, (total - 1) / Math.max(1, n - 1));
@@ -52,9 +55,9 @@ export function checkIndex(store: Store, access: AccessQueries, identityIds: Ite
   const report = (line: string) => {
     if (mismatches.length < maxReported) mismatches.push(line);
   };
-  const entities = (coll: string) => [...store.scan(coll)].map((r) => ({ id: r.id as string, attrs: r.roleAttributes as string[] | undefined }));
+  const entities = (coll: Kind) => [...store.scan(coll)].map((r) => ({ id: r.id, attrs: r.roleAttributes }));
   const byKind: Partial<Record<Kind, { id: string; attrs?: string[] }[]>> = { services: entities('services'), edgeRouters: entities('edgeRouters') };
-  const policies = POLICY_COLLS.flatMap((coll) => [...store.scan(coll)].map((rec) => ({ coll, rec, anyOf: String(rec.semantic ?? 'AllOf').toLowerCase() === 'anyof' })));
+  const policies = POLICY_COLLS.flatMap((coll) => [...store.scan(coll)].map((rec: PolicyRoles) => ({ coll, rec, anyOf: String(rec.semantic ?? 'AllOf').toLowerCase() === 'anyof' })));
   // Per policy, the services and routers it selects, from the records.
   const selected = new Map<string, Partial<Record<Kind, Set<string>>>>();
   for (const p of policies) {
@@ -75,7 +78,7 @@ export function checkIndex(store: Store, access: AccessQueries, identityIds: Ite
   let identities = 0;
   for (const id of identityIds) {
     identities++;
-    const rec: Rec | undefined = store.get('identities', id);
+    const rec = store.get('identities', id);
     if (!rec) {
       if (index.hasEntity('identities', id)) report(`identity ${id}: in the index, not in the store`);
       continue;

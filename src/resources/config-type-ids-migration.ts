@@ -45,7 +45,7 @@ export async function migrateBuiltinConfigTypeIds(store: Store): Promise<number>
     for (const id of sessions) {
       const s = tx.get('apiSessions', id);
       if (!s || !Array.isArray(s.configTypes)) continue;
-      tx.put('apiSessions', { ...s, configTypes: (s.configTypes as string[]).map((c) => newId.get(c) ?? c) } as Rec);
+      tx.put('apiSessions', { ...s, configTypes: s.configTypes.map((c) => newId.get(c) ?? c) });
     }
   });
   return moves.length;

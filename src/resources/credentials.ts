@@ -6,13 +6,13 @@
 import crypto from 'node:crypto';
 import { ApiError, errors } from '../core/errors.js';
 import { parseCert } from '../pki/certs.js';
-import type { Rec, Tx } from '../store/store.js';
+import type { AuthPolicyRecord, Rec, Tx } from '../store/store.js';
 import { crud, type ResourceDef } from './types.js';
 import { ApiSessions } from '../auth/api-sessions.js';
 
 export const DEFAULT_AUTH_POLICY_ID = 'default';
 
-export function defaultAuthPolicy(now = Date.now()): Rec {
+export function defaultAuthPolicy(now = Date.now()): AuthPolicyRecord {
   return {
     id: DEFAULT_AUTH_POLICY_ID,
     createdAt: now,
@@ -38,7 +38,7 @@ export function defaultAuthPolicy(now = Date.now()): Rec {
 }
 
 /** Unknown signer ids are a 404, not a field error. */
-function checkSigners(tx: Tx, rec: Rec) {
+function checkSigners(tx: Tx, rec: AuthPolicyRecord) {
   const allowed = rec.primary?.extJwt?.allowedSigners ?? [];
   for (const id of allowed) if (!tx.exists('externalJwtSigners', id)) throw errors.notFound('external-jwt-signer', String(id));
   const second = rec.secondary?.requireExtJwtSigner;
@@ -55,7 +55,7 @@ function merge(base: any, patch: any): any {
   return out;
 }
 
-export const authPolicies: ResourceDef = {
+export const authPolicies: ResourceDef<'authPolicies'> = {
   collection: 'authPolicies',
   path: 'auth-policies',
   family: 'auth-policy',
@@ -94,7 +94,7 @@ export const authPolicies: ResourceDef = {
   },
 };
 
-export const externalJwtSigners: ResourceDef = {
+export const externalJwtSigners: ResourceDef<'externalJwtSigners'> = {
   collection: 'externalJwtSigners',
   path: 'external-jwt-signers',
   family: 'external-jwt-signer',
@@ -129,7 +129,7 @@ export const externalJwtSigners: ResourceDef = {
     if (hasCert === hasJwks) throw errors.field('certPem', 'exactly one of certPem and jwksEndpoint must be provided', rec.certPem ?? null);
     if (rec.audience === '') throw errors.field('audience', 'audience must be at least 1 character long', rec.audience);
     if (hasCert) {
-      const info = parseCert(rec.certPem, 'certPem');
+      const info = parseCert(rec.certPem!, 'certPem');
       const holder = tx.findUnique('externalJwtSigners', 'fingerprint', info.fingerprint);
       if (holder && holder.id !== rec.id) throw errors.field('certPem', 'the certificate is already used by another external jwt signer', info.fingerprint);
       rec.fingerprint = info.fingerprint;
@@ -140,8 +140,8 @@ export const externalJwtSigners: ResourceDef = {
       // The kid is how tokens pick this certificate (required with a certificate).
       if (typeof rec.kid !== 'string' || rec.kid.trim() === '') throw errors.field('kid', 'kid is required when certPem is provided', rec.kid ?? null);
     } else {
-      if (!/^https?:\/\/[^\s]+$/i.test(rec.jwksEndpoint)) throw errors.field('jwksEndpoint', 'must be an http(s) URL', rec.jwksEndpoint);
-      for (const k of ['certPem', 'fingerprint', 'commonName', 'notBefore', 'notAfter']) rec[k] = undefined;
+      if (!/^https?:\/\/[^\s]+$/i.test(rec.jwksEndpoint!)) throw errors.field('jwksEndpoint', 'must be an http(s) URL', rec.jwksEndpoint);
+      for (const k of ['certPem', 'fingerprint', 'commonName', 'notBefore', 'notAfter'] as const) rec[k] = undefined;
     }
     if (rec.enrollAuthPolicyId && !tx.exists('authPolicies', rec.enrollAuthPolicyId))
       throw errors.field('enrollAuthPolicyId', 'no auth policy found with the given id', rec.enrollAuthPolicyId);
@@ -190,7 +190,7 @@ function checkExternalIdClaim(c: any) {
   if (c.index !== undefined && c.index !== null && (!Number.isInteger(c.index) || c.index < 0)) throw errors.field('externalIdClaim.index', 'must be a non-negative integer', c.index);
 }
 
-export const cas: ResourceDef = {
+export const cas: ResourceDef<'cas'> = {
   collection: 'cas',
   path: 'cas',
   family: 'ca',
@@ -232,7 +232,7 @@ export const cas: ResourceDef = {
  * Ephemeral certificates of an API session (`/current-api-session/certificates`): issued from a
  * CSR, short-lived, deleted with their API session. Served by src/api/handlers/enroll.ts.
  */
-export const apiSessionCertificates: ResourceDef = {
+export const apiSessionCertificates: ResourceDef<'apiSessionCertificates'> = {
   collection: 'apiSessionCertificates',
   path: 'current-api-session/certificates',
   family: 'ops',
@@ -248,7 +248,7 @@ export const apiSessionCertificates: ResourceDef = {
   },
 };
 
-export const authenticators: ResourceDef = {
+export const authenticators: ResourceDef<'authenticators'> = {
   collection: 'authenticators',
   path: 'authenticators',
   family: 'identity',

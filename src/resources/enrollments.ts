@@ -9,7 +9,7 @@
 import crypto from 'node:crypto';
 import type { ResourceApp as App } from './context.js';
 import type { Pki } from '../pki/bootstrap.js';
-import type { Rec, Store, Tx } from '../store/store.js';
+import type { EnrollmentRecord, Rec, Store, Tx } from '../store/store.js';
 import { digestOf } from '../store/sealed.js';
 import { REDACTED } from './render.js';
 import { signJwt } from '../pki/jwt.js';
@@ -74,13 +74,13 @@ export function enrollmentSecretsAtRest(keys: EnrollmentKeys, method: string, su
   return { token: digestOf(token), jwt: keys.store.sealer.seal(jwt), expiresAt };
 }
 
-const subjectOf = (e: EnrollmentSpec | Rec): string => (e.identityId ?? e.edgeRouterId ?? e.transitRouterId)!;
+const subjectOf = (e: EnrollmentSpec | EnrollmentRecord): string => (e.identityId ?? e.edgeRouterId ?? e.transitRouterId)!;
 
 /** A new enrollment record, ready to be put by a write (nothing in it is signed or sealed inside the write). */
-export function newEnrollment(keys: EnrollmentKeys, spec: EnrollmentSpec): Rec {
+export function newEnrollment(keys: EnrollmentKeys, spec: EnrollmentSpec): EnrollmentRecord {
   const now = Date.now();
-  const rec: Rec = { id: newId(), createdAt: now, updatedAt: now, tags: {}, ...spec, ...enrollmentSecretsAtRest(keys, spec.method, subjectOf(spec), spec.expiresAt ?? now + keys.lifetimeMs) };
-  for (const k of Object.keys(rec)) if (rec[k] === undefined) delete rec[k];
+  const rec: EnrollmentRecord = { id: newId(), createdAt: now, updatedAt: now, tags: {}, ...spec, ...enrollmentSecretsAtRest(keys, spec.method, subjectOf(spec), spec.expiresAt ?? now + keys.lifetimeMs) };
+  for (const [k, v] of Object.entries(rec)) if (v === undefined) delete (rec as Rec)[k];
   return rec;
 }
 
@@ -91,18 +91,18 @@ export function newEnrollment(keys: EnrollmentKeys, spec: EnrollmentSpec): Rec {
  * made here.
  */
 export function putNewEnrollment(wctx: WriteCtx, spec: EnrollmentSpec): void {
-  const pre = wctx.prepared as Rec | undefined;
+  const pre = wctx.prepared as EnrollmentRecord | undefined;
   const fits = pre && pre.method === spec.method && subjectOf(pre) === subjectOf(spec) && pre.caId === spec.caId && pre.username === spec.username;
   wctx.tx.put('enrollments', fits ? pre : newEnrollment(keysOf(wctx.ctx.app), spec));
 }
 
 /** The enrollment whose token is `token`, if any. */
-export function enrollmentByToken(store: Store, token: string): Rec | undefined {
+export function enrollmentByToken(store: Store, token: string): EnrollmentRecord | undefined {
   return store.findUnique('enrollments', 'token', digestOf(token));
 }
 
 /** An enrollment's token and JWT as handed out (opened; REDACTED for a caller who may not hold them). */
-export function enrollmentSecrets(store: Store, e: Rec, secrets: boolean): { token: string; jwt: string } {
+export function enrollmentSecrets(store: Store, e: EnrollmentRecord, secrets: boolean): { token: string; jwt: string } {
   if (!secrets) return { token: REDACTED, jwt: REDACTED };
   const jwt = store.sealer.open(e.jwt);
   let token: unknown;
@@ -115,7 +115,7 @@ export function enrollmentSecrets(store: Store, e: Rec, secrets: boolean): { tok
 }
 
 /** Outstanding enrollment of `method` for an identity, if any (at most one per method). */
-export function identityEnrollment(tx: { idsByIndex(c: string, f: string, v: unknown): string[]; get(c: string, id: string): Rec | undefined }, identityId: string, method: string): Rec | undefined {
+export function identityEnrollment(tx: Store | Tx, identityId: string, method: string): EnrollmentRecord | undefined {
   for (const id of tx.idsByIndex('enrollments', 'identityId', identityId)) {
     const e = tx.get('enrollments', id);
     if (e?.method === method) return e;
@@ -123,7 +123,7 @@ export function identityEnrollment(tx: { idsByIndex(c: string, f: string, v: unk
   return undefined;
 }
 
-export const enrollments: ResourceDef = {
+export const enrollments: ResourceDef<'enrollments'> = {
   collection: 'enrollments',
   path: 'enrollments',
   family: 'enrollment',

@@ -2,13 +2,13 @@
 import { errors } from '../core/errors.js';
 import { ALL_PERMISSIONS, dominates } from '../auth/permissions.js';
 import { isDisabledAt } from '../auth/login-policy.js';
-import type { Rec, Tx } from '../store/store.js';
+import type { IdentityRecord, Rec, Tx } from '../store/store.js';
 import { crud, type ResourceDef, type View } from './types.js';
 import { enrollmentSecrets, keysOf, newEnrollment, putNewEnrollment, type EnrollmentSpec } from './enrollments.js';
 
 export const IDENTITY_TYPES = ['Default', 'Router'] as const;
 
-export const identities: ResourceDef = {
+export const identities: ResourceDef<'identities'> = {
   collection: 'identities',
   path: 'identities',
   family: 'identity',
@@ -134,7 +134,7 @@ function checkServiceKeys(tx: Tx, field: string, map: unknown, before: unknown) 
 export const isDisabled = isDisabledAt;
 
 /** `secrets`: whether pending enrollment tokens and JWTs are shown (render.ts readsSecrets). */
-export function renderIdentityExtras(rec: Rec, { store }: View, secrets: boolean): Record<string, unknown> {
+export function renderIdentityExtras(rec: IdentityRecord, { store }: View, secrets: boolean): Record<string, unknown> {
   const authenticators: Record<string, unknown> = {};
   for (const id of store.idsByIndex('authenticators', 'identityId', rec.id)) {
     const a = store.get('authenticators', id);
@@ -163,7 +163,7 @@ export function renderIdentityExtras(rec: Rec, { store }: View, secrets: boolean
     hasEdgeRouterConnection: false,
     edgeRouterConnectionStatus: 'offline',
     disabled,
-    disabledAt: disabled ? new Date(rec.disabledAt).toISOString() : null,
+    disabledAt: disabled ? new Date(rec.disabledAt!).toISOString() : null,
     disabledUntil: disabled && rec.disabledUntil ? new Date(rec.disabledUntil).toISOString() : null,
     isDefaultAdmin: rec.isDefaultAdmin === true,
   };

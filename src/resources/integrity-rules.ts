@@ -13,7 +13,7 @@
  */
 import type { Ctx } from './context.js';
 import type { Finding, GlobalCheck, RecordCheck } from '../store/integrity.js';
-import type { Rec, Store, Tx } from '../store/store.js';
+import type { CollectionName, Rec, RecordOf, Store, Tx } from '../store/store.js';
 import { defaultAuthPolicy, DEFAULT_AUTH_POLICY_ID } from './credentials.js';
 import { BUILTIN_CONFIG_TYPES, builtinConfigTypeRecord } from './builtin-config-types.js';
 import type { Registry } from './registry.js';
@@ -23,13 +23,13 @@ const label = (def: ResourceDef, rec: Rec) => `${def.path} ${rec.id}${typeof rec
 
 export function integrityChecks(reg: Registry, ctx: Ctx): { records: RecordCheck[]; globals: GlobalCheck[] } {
   const records: RecordCheck[] = [];
-  const add = (collection: string, check: (rec: Rec, store: Store) => Finding[]) => records.push({ collection, check });
+  const add = <C extends CollectionName>(collection: C, check: (rec: RecordOf<C>, store: Store) => Finding[]) => records.push({ collection, check });
   /** Delete a record (and what hangs on it) as an admin delete would, bypassing system protection. */
   const remove = (def: ResourceDef, id: string) => (tx: Tx) => {
     const cur = tx.get(def.collection, id);
     if (cur) reg.deleteInTx(tx, def, cur, ctx, { force: true });
   };
-  const update = (collection: string, id: string, change: (cur: Rec, tx: Tx) => Rec | undefined) => (tx: Tx) => {
+  const update = <C extends CollectionName>(collection: C, id: string, change: (cur: RecordOf<C>, tx: Tx) => RecordOf<C> | undefined) => (tx: Tx) => {
     const cur = tx.get(collection, id);
     const next = cur && change(cur, tx);
     if (next) tx.put(collection, { ...next, updatedAt: Math.max(Date.now(), cur!.updatedAt + 1) });
@@ -206,7 +206,7 @@ export function integrityChecks(reg: Registry, ctx: Ctx): { records: RecordCheck
 
   const enrollments = reg.def('enrollments');
   add('enrollments', (rec) => {
-    const owners = ['identityId', 'edgeRouterId', 'transitRouterId'].filter((k) => rec[k] !== undefined && rec[k] !== null);
+    const owners = (['identityId', 'edgeRouterId', 'transitRouterId'] as const).filter((k) => rec[k] !== undefined && rec[k] !== null);
     if (owners.length === 1) return [];
     return [
       {

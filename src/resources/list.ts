@@ -6,7 +6,7 @@ import { sliced } from '../core/slices.js';
 import type { Ctx } from './context.js';
 import type { Reply } from '../core/operation.js';
 import type { Limiter } from '../auth/limiter.js';
-import type { Rec } from '../store/store.js';
+import type { CollectionName, Rec, RecordOf } from '../store/store.js';
 import type { ResourceDef, View } from './types.js';
 import type { Registry } from './registry.js';
 import { hasSecrets, readsSecrets, renderRecord } from './render.js';
@@ -28,12 +28,13 @@ export function listSource(reg: Registry, def: ResourceDef, extra?: Partial<List
  * field) goes on only while few such lists run at once (`app.auth.largeAnswers`; beyond its
  * queue, 429 RATE_LIMITED).
  */
-export function listRecords(reg: Registry, def: ResourceDef, ctx: Ctx, extra?: Partial<ListSource>, render?: (r: Rec) => unknown): Reply | Promise<Reply> {
+export function listRecords<C extends CollectionName>(reg: Registry, def: ResourceDef<C>, ctx: Ctx, extra?: Partial<ListSource>, render?: (r: RecordOf<C>) => unknown): Reply | Promise<Reply> {
   const limiter = ctx.app.auth.largeAnswers;
   // Known large before any work: refused at once while the large answers' slots and queue are
   // full, instead of after the ADMIT_AFTER_MS of main-thread work that tells other lists apart.
   if (limiter.full && ctx.req.query.get('limit') === '-1' && ctx.app.store.count(def.collection) > KNOWN_LARGE_ROWS) throw limiter.refuse();
-  return sliced(listReplySteps(reg, def, ctx, extra, render), (rest) => untilWritten(limiter, rest));
+  // The records listed are def's own, so `render` gets its record type.
+  return sliced(listReplySteps(reg, def, ctx, extra, render as ((r: Rec) => unknown) | undefined), (rest) => untilWritten(limiter, rest));
 }
 
 /**

@@ -13,7 +13,7 @@ function normalizeSemantic(rec: Rec) {
   rec.semantic = s === 'allof' ? 'AllOf' : 'AnyOf';
 }
 
-export const servicePolicies: ResourceDef = {
+export const servicePolicies: ResourceDef<'servicePolicies'> = {
   collection: 'servicePolicies',
   path: 'service-policies',
   family: 'service-policy',
@@ -35,7 +35,7 @@ export const servicePolicies: ResourceDef = {
   },
 };
 
-export const edgeRouterPolicies: ResourceDef = {
+export const edgeRouterPolicies: ResourceDef<'edgeRouterPolicies'> = {
   collection: 'edgeRouterPolicies',
   path: 'edge-router-policies',
   family: 'edge-router-policy',
@@ -61,7 +61,7 @@ export const edgeRouterPolicies: ResourceDef = {
   },
 };
 
-export const serviceEdgeRouterPolicies: ResourceDef = {
+export const serviceEdgeRouterPolicies: ResourceDef<'serviceEdgeRouterPolicies'> = {
   collection: 'serviceEdgeRouterPolicies',
   path: 'service-edge-router-policies',
   family: 'service-edge-router-policy',

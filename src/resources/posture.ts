@@ -2,6 +2,7 @@
 import { errors } from '../core/errors.js';
 import { crud, type FieldDef, type ResourceDef } from './types.js';
 import { normMac } from '../policy/posture.js';
+import type { Rec } from '../store/store.js';
 
 /** Fields each check type carries besides the common ones. */
 export const POSTURE_FIELDS: Record<string, string[]> = {
@@ -19,7 +20,7 @@ const specific: Record<string, FieldDef> = Object.fromEntries(
   [...new Set(Object.values(POSTURE_FIELDS).flat())].map((f) => [f, { optional: true } satisfies FieldDef]),
 );
 
-export const postureChecks: ResourceDef = {
+export const postureChecks: ResourceDef<'postureChecks'> = {
   collection: 'postureChecks',
   path: 'posture-checks',
   family: 'posture-check',
@@ -36,14 +37,17 @@ export const postureChecks: ResourceDef = {
       throw errors.field('typeId', `the type of a posture check can not be changed from ${before!.typeId}`, body.typeId);
     const allowed = POSTURE_FIELDS[rec.typeId];
     if (!allowed) throw errors.field('typeId', `must be one of ${Object.keys(POSTURE_FIELDS).join(', ')}`, rec.typeId);
+    // The type-specific fields, by name.
+    const byName: Rec = rec;
     for (const f of Object.keys(specific)) {
-      if (!allowed.includes(f)) delete rec[f];
-      else if (mode !== 'create' && rec[f] === undefined) rec[f] = before![f];
+      if (!allowed.includes(f)) delete byName[f];
+      else if (mode !== 'create' && byName[f] === undefined) byName[f] = (before as Rec)[f];
     }
-    if (rec.typeId === 'MFA') for (const [k, v] of Object.entries(MFA_DEFAULTS)) if (rec[k] === undefined || rec[k] === null) rec[k] = v;
+    if (rec.typeId === 'MFA') for (const [k, v] of Object.entries(MFA_DEFAULTS)) if (byName[k] === undefined || byName[k] === null) byName[k] = v;
     const required: Record<string, string> = { DOMAIN: 'domains', MAC: 'macAddresses', OS: 'operatingSystems', PROCESS_MULTI: 'processes' };
     const list = required[rec.typeId];
-    if (list && (!Array.isArray(rec[list]) || rec[list].length === 0)) throw errors.field(list, 'must contain at least one entry', rec[list]);
+    const entries = list ? byName[list] : undefined;
+    if (list && (!Array.isArray(entries) || entries.length === 0)) throw errors.field(list, 'must contain at least one entry', entries);
     if (rec.typeId === 'MAC') {
       // Stored like upstream (`AA:BB-cc…` → `aabbcc…`), so what a console formats round-trips.
       rec.macAddresses = (rec.macAddresses as unknown[]).map((m, i) => {

@@ -6,7 +6,7 @@
 import { errors } from '../core/errors.js';
 import type { SymbolTable } from '../core/filter/index.js';
 import type { Ctx } from './context.js';
-import type { CollectionSpec, Rec, Store, Tx } from '../store/store.js';
+import type { CollectionSpec, Rec, Store, Tx, CollectionName, RecordOf } from '../store/store.js';
 import type { FieldDef, ResourceDef, WriteCtx } from './types.js';
 import { RenderCache } from './render-cache.js';
 
@@ -39,10 +39,11 @@ export class Registry {
     }
   }
 
-  def(collection: string): ResourceDef {
+  def<C extends CollectionName>(collection: C): ResourceDef<C> {
     const d = this.byCollection.get(collection);
     if (!d) throw new Error(`unknown collection ${collection}`);
-    return d;
+    // byCollection is keyed by each def's own collection.
+    return d as unknown as ResourceDef<C>;
   }
 
   collectionSpecs(): CollectionSpec[] {
@@ -122,7 +123,7 @@ function buildSymbols(def: ResourceDef): SymbolTable {
   return { ...s, ...def.symbols };
 }
 
-export function mustGet(store: Store | Tx, def: ResourceDef, id: string): Rec {
+export function mustGet<C extends CollectionName>(store: Store | Tx, def: ResourceDef<C>, id: string): RecordOf<C> {
   const rec = store.get(def.collection, id);
   if (!rec) throw errors.notFound();
   return rec;

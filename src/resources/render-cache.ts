@@ -68,9 +68,10 @@ export class RenderCache {
 
   private changed(e: ChangeEvent) {
     this.drop(e.collection, e.id);
+    const { before, after }: { before?: Rec; after?: Rec } = e;
     for (const [family, field] of this.byField.get(e.collection) ?? []) {
-      this.drop(family, e.before?.[field]);
-      this.drop(family, e.after?.[field]);
+      this.drop(family, before?.[field]);
+      this.drop(family, after?.[field]);
     }
     for (const family of this.byAny.get(e.collection) ?? []) this.dropAll(family);
   }

@@ -4,7 +4,7 @@
  * router policy `edge-router-<id>-system` joining the two.
  */
 import { errors } from '../core/errors.js';
-import type { Rec, Store, Tx } from '../store/store.js';
+import type { EdgeRouterRecord, Rec, RouterRecord, Store, Tx } from '../store/store.js';
 import { enrollmentSecrets, keysOf, newEnrollment, putNewEnrollment } from './enrollments.js';
 import { newId } from './write.js';
 import { deleteRouterTerminators } from './services.js';
@@ -26,12 +26,12 @@ const common: Record<string, FieldDef> = {
   unverifiedCertPem: { readOnly: true },
 };
 
-function checkCost(rec: Rec) {
+function checkCost(rec: EdgeRouterRecord | RouterRecord) {
   if (typeof rec.cost === 'number' && (rec.cost < 0 || rec.cost > 65535)) throw errors.field('cost', 'must be between 0 and 65535', rec.cost);
 }
 
 /** Enrollment fields shown on a router while its enrollment is outstanding. */
-function enrollmentView(store: Store, field: string, id: string, secrets: boolean) {
+function enrollmentView(store: Store, field: 'edgeRouterId' | 'transitRouterId', id: string, secrets: boolean) {
   const eid = store.idsByIndex('enrollments', field, id)[0];
   const e = eid ? store.get('enrollments', eid) : undefined;
   const open = e ? enrollmentSecrets(store, e, secrets) : undefined;
@@ -48,7 +48,7 @@ function enrollmentView(store: Store, field: string, id: string, secrets: boolea
  * hostname, supportedProtocols, syncStatus, and versionInfo/interfaces while connected. Offline
  * (and rendered without a request context): not online, empty hostname and protocols.
  */
-function liveState(rec: Rec, view: View): Record<string, unknown> {
+function liveState(rec: EdgeRouterRecord | RouterRecord, view: View): Record<string, unknown> {
   const presence = view.ctx?.app.presence;
   if (!presence) return { isOnline: false, hostname: '', supportedProtocols: {}, syncStatus: 'SYNC_DISCONNECTED' };
   const out: Record<string, unknown> = { ...presence.state(rec.id) };
@@ -69,7 +69,7 @@ export function bindPresence(reg: Registry, presence: Presence): void {
   }
 }
 
-function syncTunnelerIdentity(rec: Rec, { tx, before }: WriteCtx) {
+function syncTunnelerIdentity(rec: EdgeRouterRecord, { tx, before }: WriteCtx<EdgeRouterRecord>) {
   const identityId = tx.idsByIndex('identities', 'edgeRouterId', rec.id)[0];
   const now = Date.now();
   if (rec.isTunnelerEnabled && !identityId) {
@@ -100,7 +100,7 @@ export function removeTunnelerIdentity(tx: Tx, routerId: string) {
     for (const aid of tx.idsByIndex('authenticators', 'identityId', iid)) tx.delete('authenticators', aid);
     for (const eid of tx.idsByIndex('enrollments', 'identityId', iid)) tx.delete('enrollments', eid);
     for (const field of ['identityRoles'] as const) {
-      for (const coll of ['servicePolicies', 'edgeRouterPolicies']) {
+      for (const coll of ['servicePolicies', 'edgeRouterPolicies'] as const) {
         for (const pid of tx.idsByIndex(coll, field, '@' + iid)) {
           const p = tx.get(coll, pid)!;
           tx.put(coll, { ...p, [field]: (p[field] as string[]).filter((r) => r !== '@' + iid) });
@@ -111,7 +111,7 @@ export function removeTunnelerIdentity(tx: Tx, routerId: string) {
   }
 }
 
-export const edgeRouters: ResourceDef = {
+export const edgeRouters: ResourceDef<'edgeRouters'> = {
   collection: 'edgeRouters',
   path: 'edge-routers',
   family: 'router',
@@ -151,7 +151,7 @@ export const edgeRouters: ResourceDef = {
   },
 };
 
-export const routers: ResourceDef = {
+export const routers: ResourceDef<'routers'> = {
   collection: 'routers',
   path: 'routers',
   family: 'router',

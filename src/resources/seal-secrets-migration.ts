@@ -11,7 +11,7 @@
  *
  *   const { enrollments, identities } = await sealSecretsAtRest(store);   // records rewritten
  */
-import type { Rec, Store } from '../store/store.js';
+import type { CollectionName, RecordOf, Store } from '../store/store.js';
 import { digestOf, isSealed } from '../store/sealed.js';
 
 /** Records rewritten per transaction: a large directory (100k pending enrollments) in steps. */
@@ -20,7 +20,7 @@ const BATCH = 1000;
 export async function sealSecretsAtRest(store: Store): Promise<{ enrollments: number; identities: number }> {
   const sealer = store.sealer;
   const seal = (v: string) => (isSealed(v) ? v : sealer.seal(v));
-  const rewrite = async (collection: string, change: (r: Rec) => Rec | undefined) => {
+  const rewrite = async <C extends CollectionName>(collection: C, change: (r: RecordOf<C>) => RecordOf<C> | undefined) => {
     const ids: string[] = [];
     for (const r of store.scan(collection)) if (change(r)) ids.push(r.id);
     for (let i = 0; i < ids.length; i += BATCH) {
@@ -38,7 +38,7 @@ export async function sealSecretsAtRest(store: Store): Promise<{ enrollments: nu
     typeof e.jwt === 'string' && !isSealed(e.jwt) ? { ...e, jwt: seal(e.jwt), ...(typeof e.token === 'string' ? { token: digestOf(e.token) } : {}) } : undefined,
   );
   const identities = await rewrite('identities', (i) => {
-    const mfa = i.mfa as { secret?: unknown; recoveryCodes?: unknown } | undefined;
+    const mfa = i.mfa;
     if (!mfa || typeof mfa.secret !== 'string' || !Array.isArray(mfa.recoveryCodes)) return undefined;
     if (isSealed(mfa.secret) && mfa.recoveryCodes.every(isSealed)) return undefined;
     return { ...i, mfa: { ...mfa, secret: seal(mfa.secret), recoveryCodes: mfa.recoveryCodes.map((c) => (typeof c === 'string' ? seal(c) : c)) } };

@@ -1,13 +1,13 @@
 /** Services, configs, config types and terminators. */
 import { errors } from '../core/errors.js';
-import type { Rec } from '../store/store.js';
+import type { Rec, Store, Tx } from '../store/store.js';
 import { entityRef } from './render.js';
 import type { Ctx } from './context.js';
 import { resolveConfigTypes, serviceExtras, type Caller } from '../policy/service-view.js';
 import { checkConfigData, checkSchema } from './json-schema.js';
 import { crud, type ResourceDef } from './types.js';
 
-export const services: ResourceDef = {
+export const services: ResourceDef<'services'> = {
   collection: 'services',
   path: 'services',
   family: 'service',
@@ -37,7 +37,7 @@ export const services: ResourceDef = {
   },
 };
 
-export const configTypes: ResourceDef = {
+export const configTypes: ResourceDef<'configTypes'> = {
   collection: 'configTypes',
   path: 'config-types',
   family: 'config-type',
@@ -52,7 +52,7 @@ export const configTypes: ResourceDef = {
   },
 };
 
-export const configs: ResourceDef = {
+export const configs: ResourceDef<'configs'> = {
   collection: 'configs',
   path: 'configs',
   family: 'config',
@@ -86,14 +86,14 @@ export const configs: ResourceDef = {
 };
 
 /** A router reference of a terminator may name an edge router or a transit router (so may a fabric router id). */
-export function routerCollection(tx: { get(c: string, id: string): unknown }, id: unknown): string | undefined {
+export function routerCollection(tx: Store | Tx, id: unknown): 'edgeRouters' | 'routers' | undefined {
   if (typeof id !== 'string') return undefined;
   if (tx.get('edgeRouters', id)) return 'edgeRouters';
   if (tx.get('routers', id)) return 'routers';
   return undefined;
 }
 
-export const terminators: ResourceDef = {
+export const terminators: ResourceDef<'terminators'> = {
   collection: 'terminators',
   path: 'terminators',
   family: 'terminator',

@@ -4,7 +4,7 @@ import { iso } from './render.js';
 import type { ResourceDef } from './types.js';
 import { sessionEdgeRouters } from '../policy/router-view.js';
 
-export const apiSessions: ResourceDef = {
+export const apiSessions: ResourceDef<'apiSessions'> = {
   collection: 'apiSessions',
   path: 'api-sessions',
   family: 'ops',
@@ -46,7 +46,7 @@ export const apiSessions: ResourceDef = {
   },
 };
 
-export const sessions: ResourceDef = {
+export const sessions: ResourceDef<'sessions'> = {
   collection: 'sessions',
   path: 'sessions',
   family: 'ops',
@@ -92,7 +92,7 @@ export const sessions: ResourceDef = {
   },
 };
 
-export const controllerSettings: ResourceDef = {
+export const controllerSettings: ResourceDef<'controllerSettings'> = {
   collection: 'controllerSettings',
   path: 'controller-settings',
   family: 'ops',

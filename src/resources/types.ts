@@ -13,7 +13,7 @@
  *   };
  */
 import type { SymbolTable, SymbolType } from '../core/filter/index.js';
-import type { Rec, Tx, Store } from '../store/store.js';
+import type { CollectionName, Rec, RecordOf, Tx, Store } from '../store/store.js';
 import type { Ctx } from './context.js';
 import type { Permission, Reach } from '../core/operation.js';
 import type { ManagementOperationId } from '../core/operation-ids.js';
@@ -54,10 +54,10 @@ export interface FieldDef {
   /** Role attributes of an entity: strings, none starting with `#` or `@`. */
   attributes?: boolean;
   /** Policy role list selecting entities of this collection: `#attr`, `#all` (alone) or `@<existing id>`. */
-  roles?: string;
+  roles?: CollectionName;
   /** Id (or, for arrays, ids) of an entity of this collection. */
   ref?: {
-    collection: string;
+    collection: CollectionName;
     /** What deleting the referenced entity does to this record. */
     onDelete: 'restrict' | 'cascade' | 'pull';
     /** How a missing reference is reported: field error (default) or 404. */
@@ -87,9 +87,10 @@ export function crud<S extends string, P extends string>(singular: S, plural: P)
   } as const;
 }
 
-export interface ResourceDef {
+/** `C`: the family's collection, whose record type its hooks see; generic code uses ResourceDef (records as Rec). */
+export interface ResourceDef<C extends CollectionName = CollectionName, R = RecordOf<C>> {
   /** Store collection name, camelCase: `servicePolicies`. */
-  collection: string;
+  collection: C;
   /** URL segment and entityRef `entity`: `service-policies`. */
   path: string;
   /** Permission family (singular wire name): `service-policy`, or `ops`. */
@@ -116,16 +117,16 @@ export interface ResourceDef {
    * Runs inside the write after the generic field handling: derive fields, cross-field checks,
    * side writes. `body` is the validated request body; `before` is the record before (put/patch).
    */
-  prepare?(rec: Rec, ctx: WriteCtx): void;
+  prepare?(rec: R, ctx: WriteCtx<R>): void;
   /**
    * Runs before a create's write, outside it, for work the write then only stores (an enrollment
    * JWT signed and its secrets sealed); `id` is the new record's. Its result is `prepared`.
    */
   beforeCreate?(id: string, body: any, ctx: Ctx): unknown;
   /** Runs inside the write after the record was put (side records such as enrollments). */
-  afterWrite?(rec: Rec, ctx: WriteCtx): void;
+  afterWrite?(rec: R, ctx: WriteCtx<R>): void;
   /** Runs inside the delete write before generic reference handling: forbid (throw) or cascade. */
-  beforeDelete?(rec: Rec, ctx: WriteCtx): void;
+  beforeDelete?(rec: R, ctx: WriteCtx<R>): void;
   /**
    * Field holding the id of the identity a record belongs to (`id` for identities themselves):
    * its secrets are that identity's (render.ts readsSecrets), and its update, patch and delete
@@ -137,7 +138,7 @@ export interface ResourceDef {
   /** `render` shows credentials of its own (enrollment tokens): it must honour `secrets`. */
   rendersSecrets?: boolean;
   /** Extra or overriding wire fields; `secrets`: whether the caller may read this record's credentials. */
-  render?(rec: Rec, view: View, secrets: boolean): Record<string, unknown>;
+  render?(rec: R, view: View, secrets: boolean): Record<string, unknown>;
   /**
    * List entries of this family may be kept as rendered JSON (render-cache.ts). Only for renders
    * that read no calling context: declare every other record they read. `byField`: a change to a
@@ -145,16 +146,17 @@ export interface ResourceDef {
    * these collections invalidates the whole family; `cacheable`: false for records whose render
    * changes with the clock.
    */
-  renderCache?: { byField?: [collection: string, field: string][]; any?: string[]; cacheable?(rec: Rec): boolean };
+  renderCache?: { byField?: [collection: CollectionName, field: string][]; any?: CollectionName[]; cacheable?(rec: R): boolean };
   /** Entity that may be listed but not created/changed through the standard set (e.g. system records). */
-  protect?(rec: Rec, mode: Mode | 'delete'): void;
+  protect?(rec: R, mode: Mode | 'delete'): void;
 }
 
-export interface WriteCtx {
+/** `R`: the record type of the family being written. */
+export interface WriteCtx<R = Rec> {
   tx: Tx;
   mode: Mode | 'delete';
   body: any;
-  before?: Rec;
+  before?: R;
   ctx: Ctx;
   /** What `beforeCreate` made for this create, if anything. */
   prepared?: unknown;

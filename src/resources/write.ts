@@ -5,7 +5,7 @@
 import { errors } from '../core/errors.js';
 import type { Ctx } from './context.js';
 import { timeOrderedId } from '../store/ids.js';
-import { UniqueViolation, type Rec, type Store, type Tx } from '../store/store.js';
+import { UniqueViolation, type CollectionName, type Rec, type Store, type Tx } from '../store/store.js';
 import type { FieldDef, Mode, ResourceDef, WriteCtx } from './types.js';
 import type { Registry } from './registry.js';
 
@@ -19,7 +19,7 @@ function present(body: any, name: string): boolean {
 }
 
 /** Role list: `#attr`, `#all` alone, or `@<existing id>`; stored sorted and without duplicates. */
-export function checkRoles(tx: Tx, reg: Registry, field: string, roles: unknown, target: string): string[] {
+export function checkRoles(tx: Tx, reg: Registry, field: string, roles: unknown, target: CollectionName): string[] {
   if (roles === undefined || roles === null) return [];
   if (!Array.isArray(roles)) throw errors.field(field, 'must be an array of strings', roles);
   const out = new Set<string>();

@@ -16,7 +16,7 @@
  * repairs indexes first (references are followed through them), then the records; each repair
  * re-checks, inside its write, that the problem still exists.
  */
-import type { Rec, Store, Tx, Coll, IndexKey } from './store.js';
+import type { CollectionName, Rec, Store, Tx, Coll, IndexKey } from './store.js';
 import { indexKeys } from './store.js';
 
 /**
@@ -48,7 +48,7 @@ export interface Finding {
 }
 
 export interface RecordCheck {
-  collection: string;
+  collection: CollectionName;
   check(rec: Rec, store: Store): Finding[];
 }
 
@@ -256,7 +256,7 @@ class Run {
   async records(checks: RecordCheck[], globals: GlobalCheck[]) {
     for (const g of globals) for (const f of g.check(this.store)) this.found(f);
     await this.flush();
-    const byCollection = new Map<string, RecordCheck[]>();
+    const byCollection = new Map<CollectionName, RecordCheck[]>();
     for (const rc of checks) byCollection.set(rc.collection, [...(byCollection.get(rc.collection) ?? []), rc]);
     for (const [name, list] of byCollection) {
       const c = this.store._coll(name);

@@ -17,20 +17,38 @@ import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import fs from 'node:fs';
 import { open, type Database, type RootDatabase } from 'lmdb';
+import type { BaseRecord, CollectionName, Records } from './records.js';
 
-export interface Rec {
-  id: string;
-  createdAt: number;
-  updatedAt: number;
-  [field: string]: any;
-}
+export type * from './records.js';
+
+/**
+ * A record of any collection, for code that works over every collection (write.ts, list.ts,
+ * integrity): its fields are `unknown` until checked. Code that names its collection gets that
+ * collection's record type instead (records.ts).
+ */
+export type Rec = BaseRecord & { [field: string]: unknown };
+
+/**
+ * The record type of a collection: `get('identities', id)` gives an IdentityRecord. Where the
+ * collection is not known (any CollectionName: a family's generic code) it is Rec.
+ */
+export type RecordOf<C extends CollectionName> = RecordIn<Records, C>;
+
+/** A field of a collection's records: a misspelled or renamed field does not compile. */
+export type FieldOf<C extends CollectionName> = FieldIn<Records, C>;
+
+/** Collection name → record type: Records for the controller's store, a test's own for a test store. */
+export type RecordMap = { [collection: string]: BaseRecord };
+export type NameIn<M extends RecordMap> = keyof M & string;
+export type RecordIn<M extends RecordMap, C extends NameIn<M>> = [NameIn<M>] extends [C] ? Rec : M[C];
+export type FieldIn<M extends RecordMap, C extends NameIn<M>> = Extract<keyof RecordIn<M, C>, string>;
 
 /**
  * Example: `{ name: 'identities', unique: ['name'], indexes: ['roleAttributes', 'authPolicyId'] }`.
  * Array-valued index fields index each element.
  */
-export interface CollectionSpec {
-  name: string;
+export interface CollectionSpec<N extends string = CollectionName> {
+  name: N;
   unique?: string[];
   indexes?: string[];
   /**
@@ -42,12 +60,15 @@ export interface CollectionSpec {
   indexesInMemory?: boolean;
 }
 
-export interface ChangeEvent {
-  collection: string;
+/** A committed change; `collection` tells the record type (`if (ev.collection === 'identities') ev.after?.name`). */
+export type ChangeEvent<M extends RecordMap = Records> = { [C in NameIn<M>]: ChangeOf<C, M> }[NameIn<M>];
+
+export interface ChangeOf<C extends NameIn<M>, M extends RecordMap = Records> {
+  collection: C;
   type: 'create' | 'update' | 'delete';
   id: string;
-  before?: Rec;
-  after?: Rec;
+  before?: M[C];
+  after?: M[C];
 }
 
 export class UniqueViolation extends Error {
@@ -71,8 +92,8 @@ export interface WriteOptions {
   revoke?: boolean;
 }
 
-export interface WriteLog {
-  write<T>(fn: (tx: Tx) => T, opts?: WriteOptions): Promise<T>;
+export interface WriteLog<M extends RecordMap = Records> {
+  write<T>(fn: (tx: Tx<M>) => T, opts?: WriteOptions): Promise<T>;
   /** Whether the replica is caught up with the log (readiness). */
   status(): { ready: boolean; detail: string };
   /** The log revision the replica has applied. */
@@ -98,7 +119,7 @@ export interface ReadTracker {
 }
 
 export interface Coll {
-  spec: CollectionSpec;
+  spec: CollectionSpec<string>;
   db: Database<Rec, string>;
   unique: Map<string, Database<string, IndexKey>>;
   indexes: Map<string, Database<string, IndexKey>>;
@@ -194,6 +215,10 @@ export interface Op {
   after?: Rec;
 }
 
+/** The change event of a committed op; its collection's spec names the record type it carries. */
+const changeOf = (op: Op): ChangeEvent =>
+  ({ collection: op.coll.spec.name, type: op.before ? (op.after ? 'update' : 'delete') : 'create', id: op.id, before: op.before, after: op.after }) as ChangeEvent;
+
 /**
  * LMDB keys are at most 1978 bytes. A longer string is indexed under its first 400 characters
  * plus a SHA-256 of the whole, so equality and uniqueness stay exact and order stays close.
@@ -212,12 +237,12 @@ export const indexKeys = (v: unknown): IndexKey[] => {
   return [keyOf(v as IndexKey)];
 };
 
-export class Store extends EventEmitter {
+export class Store<M extends RecordMap = Records> extends EventEmitter {
   readonly env: RootDatabase;
   private readonly colls = new Map<string, Coll>();
   private closed = false;
   /** Set in cluster mode: writes go through the replicated log (src/cluster/replica.ts). */
-  cluster?: WriteLog;
+  cluster?: WriteLog<M>;
   private sealerOrUnset?: Sealer;
   private readonly noSync: boolean;
 
@@ -226,7 +251,7 @@ export class Store extends EventEmitter {
    * `sealer`: what seals the secrets kept in records (sealed.ts); a store without one stores and
    * reads none (the offline tools that need none).
    */
-  constructor(readonly dir: string, specs: CollectionSpec[], opts: { noSync?: boolean; sealer?: Sealer } = {}) {
+  constructor(readonly dir: string, specs: CollectionSpec<NoInfer<NameIn<M>>>[], opts: { noSync?: boolean; sealer?: Sealer } = {}) {
     super();
     this.noSync = opts.noSync === true;
     this.sealerOrUnset = opts.sealer;
@@ -268,7 +293,7 @@ export class Store extends EventEmitter {
     for (const name of stale) (this.env.openDB({ name, dupSort: name.startsWith('i:'), create: false } as { name: string }) as Database | undefined)?.dropSync();
   }
 
-  private addCollection(spec: CollectionSpec) {
+  private addCollection(spec: CollectionSpec<string>) {
     const coll: Coll = {
       spec,
       db: this.env.openDB<Rec, string>({ name: `c:${spec.name}`, sharedStructuresKey: STRUCTURES }),
@@ -308,35 +333,35 @@ export class Store extends EventEmitter {
     return db;
   }
 
-  collections(): CollectionSpec[] {
+  collections(): CollectionSpec<NameIn<M>>[] {
     return [...this.colls.values()].map((c) => c.spec);
   }
 
-  private coll(name: string): Coll {
+  private coll(name: NameIn<M>): Coll {
     const c = this.colls.get(name);
     if (!c) throw new Error(`unknown collection ${name}`);
     return c;
   }
 
-  isUnique(collection: string, field: string): boolean {
+  isUnique<C extends NameIn<M>>(collection: C, field: FieldIn<M, C>): boolean {
     return this.coll(collection).unique.has(field);
   }
 
-  isIndexed(collection: string, field: string): boolean {
+  isIndexed<C extends NameIn<M>>(collection: C, field: FieldIn<M, C>): boolean {
     const c = this.coll(collection);
     return c.unique.has(field) || c.indexes.has(field) || c.memory.has(field);
   }
 
   // ---- committed reads -------------------------------------------------------------------
 
-  get(collection: string, id: string): Rec | undefined {
+  get<C extends NameIn<M>>(collection: C, id: string): RecordIn<M, C> | undefined {
     if (typeof id !== 'string' || id.length === 0 || id.length > 480) return undefined;
-    return this.coll(collection).db.get(id);
+    return this.coll(collection).db.get(id) as RecordIn<M, C> | undefined;
   }
 
   /** Committed records of a collection, from LMDB's page statistics (O(1), unlike getCount()). */
   /** Whether a record exists, without decoding it. */
-  has(collection: string, id: string): boolean {
+  has(collection: NameIn<M>, id: string): boolean {
     if (typeof id !== 'string' || id.length === 0 || id.length > 480) return false;
     return this.coll(collection).db.doesExist(id);
   }
@@ -346,11 +371,11 @@ export class Store extends EventEmitter {
    * the names of what it points at, and decoding a whole service or identity for its name cost more
    * than the rest of the render. Kept per record until a commit changes that record (flush).
    */
-  nameOf(collection: string, id: string): string | null | undefined {
+  nameOf(collection: NameIn<M>, id: string): string | null | undefined {
     const c = this.coll(collection);
     let name = c.names.get(id);
     if (name !== undefined) return name;
-    const rec = this.get(collection, id);
+    const rec = this.get(collection, id) as Rec | undefined;
     if (!rec) return undefined;
     name = typeof rec.name === 'string' ? rec.name : null;
     if (c.names.size >= MAX_NAMES) c.names.clear();
@@ -358,7 +383,7 @@ export class Store extends EventEmitter {
     return name;
   }
 
-  count(collection: string): number {
+  count(collection: NameIn<M>): number {
     const { db } = this.coll(collection);
     const n = (db.getStats() as { entryCount: number }).entryCount;
     // The shapes' entry counts in LMDB's statistics (getRange and getKeys skip it).
@@ -366,27 +391,27 @@ export class Store extends EventEmitter {
   }
 
   /** Ids in order, optionally starting after `offset` records; no record is decoded. */
-  *ids(collection: string, opts: { offset?: number; limit?: number } = {}): Iterable<string> {
+  *ids(collection: NameIn<M>, opts: { offset?: number; limit?: number } = {}): Iterable<string> {
     for (const key of this.coll(collection).db.getKeys({ offset: opts.offset, limit: opts.limit })) yield key;
   }
 
   /** Records in id order, optionally starting after `offset` records. */
-  *scan(collection: string, opts: { offset?: number; limit?: number } = {}): Iterable<Rec> {
-    for (const { value } of this.coll(collection).db.getRange({ offset: opts.offset, limit: opts.limit })) yield value;
+  *scan<C extends NameIn<M>>(collection: C, opts: { offset?: number; limit?: number } = {}): Iterable<RecordIn<M, C>> {
+    for (const { value } of this.coll(collection).db.getRange({ offset: opts.offset, limit: opts.limit })) yield value as RecordIn<M, C>;
   }
 
-  findUnique(collection: string, field: string, value: unknown): Rec | undefined {
+  findUnique<C extends NameIn<M>>(collection: C, field: FieldIn<M, C>, value: unknown): RecordIn<M, C> | undefined {
     const c = this.coll(collection);
     const idx = c.unique.get(field);
     if (!idx) throw new Error(`${collection}.${field} is not unique-indexed`);
     const keys = indexKeys(value);
     if (keys.length !== 1) return undefined;
     const id = idx.get(keys[0]);
-    return id === undefined ? undefined : c.db.get(id);
+    return id === undefined ? undefined : (c.db.get(id) as RecordIn<M, C> | undefined);
   }
 
   /** Ids whose `field` equals (or, for arrays, contains) `value`, in index order. */
-  idsByIndex(collection: string, field: string, value: unknown): string[] {
+  idsByIndex<C extends NameIn<M>>(collection: C, field: FieldIn<M, C>, value: unknown): string[] {
     const c = this.coll(collection);
     const keys = indexKeys(value);
     if (keys.length !== 1) return [];
@@ -403,7 +428,7 @@ export class Store extends EventEmitter {
   }
 
   /** Whether any record has `value` in the indexed `field`, without reading the ids. */
-  anyByIndex(collection: string, field: string, value: unknown): boolean {
+  anyByIndex<C extends NameIn<M>>(collection: C, field: FieldIn<M, C>, value: unknown): boolean {
     const c = this.coll(collection);
     const keys = indexKeys(value);
     if (keys.length !== 1) return false;
@@ -415,9 +440,9 @@ export class Store extends EventEmitter {
   }
 
   /** Ids in index-key order between bounds (inclusive start, exclusive end unless noted). */
-  *idsByRange(
-    collection: string,
-    field: string,
+  *idsByRange<C extends NameIn<M>>(
+    collection: C,
+    field: FieldIn<M, C>,
     range: { start?: IndexKey; end?: IndexKey; reverse?: boolean; offset?: number; limit?: number } = {},
   ): Iterable<string> {
     const c = this.coll(collection);
@@ -433,14 +458,14 @@ export class Store extends EventEmitter {
   }
 
   /** `[value, id]` pairs of a unique index, in value order: a scan that decodes no record. */
-  *uniqueEntries(collection: string, field: string): Iterable<[IndexKey, string]> {
+  *uniqueEntries<C extends NameIn<M>>(collection: C, field: FieldIn<M, C>): Iterable<[IndexKey, string]> {
     const idx = this.coll(collection).unique.get(field);
     if (!idx) throw new Error(`${collection}.${field} is not unique-indexed`);
     for (const { key, value } of idx.getRange({})) yield [key as IndexKey, value];
   }
 
   /** Distinct keys of an index (e.g. every role attribute in use), in key order. */
-  *indexKeys(collection: string, field: string): Iterable<IndexKey> {
+  *indexKeys<C extends NameIn<M>>(collection: C, field: FieldIn<M, C>): Iterable<IndexKey> {
     const c = this.coll(collection);
     const mem = c.memory.get(field);
     if (mem) {
@@ -458,7 +483,7 @@ export class Store extends EventEmitter {
    * Run `fn` synchronously as one atomic write. Throwing inside `fn` applies nothing.
    * Resolves with `fn`'s result once the write is durable; change events fire just before.
    */
-  async write<T>(fn: (tx: Tx) => T, opts?: WriteOptions): Promise<T> {
+  async write<T>(fn: (tx: Tx<M>) => T, opts?: WriteOptions): Promise<T> {
     if (this.closed) throw new Error('store is closed');
     if (this.cluster) return this.cluster.write(fn, opts);
     return this.writeLocal(fn);
@@ -469,9 +494,9 @@ export class Store extends EventEmitter {
    * controller keeps for itself in cluster mode (API sessions and sessions it holds). On a single
    * node it is `write`.
    */
-  async writeLocal<T>(fn: (tx: Tx) => T): Promise<T> {
+  async writeLocal<T>(fn: (tx: Tx<M>) => T): Promise<T> {
     if (this.closed) throw new Error('store is closed');
-    const tx = new Tx(this);
+    const tx = new Tx<M>(this);
     const result = fn(tx);
     await this.commitLocal(tx.finish());
     return result;
@@ -583,13 +608,7 @@ export class Store extends EventEmitter {
         for (const { ops } of items) for (const op of ops) op.coll.names.delete(op.id);
         try {
           for (const { ops, resolve } of items) {
-            const events: ChangeEvent[] = ops.map((op) => ({
-              collection: op.coll.spec.name,
-              type: op.before ? (op.after ? 'update' : 'delete') : 'create',
-              id: op.id,
-              before: op.before,
-              after: op.after,
-            }));
+            const events = ops.map(changeOf);
             if (events.length) this.emit('change', events);
             resolve();
           }
@@ -612,7 +631,7 @@ export class Store extends EventEmitter {
    * kept: records this controller keeps for itself) is
    * deleted (a full load), so the events describe exactly the difference.
    */
-  async applyReplicated(changes: { collection: string; id: string; after?: Rec }[], meta: Record<string, unknown>, replaceAll = false, keep?: (collection: string, id: string) => boolean): Promise<ChangeEvent[]> {
+  async applyReplicated(changes: { collection: string; id: string; after?: Rec }[], meta: Record<string, unknown>, replaceAll = false, keep?: (collection: NameIn<M>, id: string) => boolean): Promise<ChangeEvent[]> {
     const ops: Op[] = [];
     const listed = replaceAll ? new Set<string>() : undefined;
     for (const ch of changes) {
@@ -644,7 +663,7 @@ export class Store extends EventEmitter {
     for (const op of ops) {
       if (!op.before && !op.after) continue;
       op.coll.names.delete(op.id);
-      events.push({ collection: op.coll.spec.name, type: op.before ? (op.after ? 'update' : 'delete') : 'create', id: op.id, before: op.before, after: op.after });
+      events.push(changeOf(op));
     }
     if (events.length) this.emit('change', events);
     return events;
@@ -744,7 +763,7 @@ export class Store extends EventEmitter {
   }
 
   /** Internal, for Tx. */
-  _coll(name: string): Coll {
+  _coll(name: NameIn<M>): Coll {
     return this.coll(name);
   }
 }
@@ -762,23 +781,27 @@ function tooDeep(value: unknown, limit: number): boolean {
   return false;
 }
 
-export class Tx {
+export class Tx<M extends RecordMap = Records> {
   private readonly ops = new Map<string, Op>();
   /** `collection \0 field \0 key` → id of this tx's latest write giving a record that unique value. */
   private readonly ownUnique = new Map<string, string>();
 
   constructor(
-    private readonly store: Store,
+    private readonly store: Store<M>,
     /** Cluster mode: told about every read, so the write can be guarded in the log. */
     private readonly track?: ReadTracker,
   ) {}
 
-  private key(coll: string, id: string) {
+  private key(coll: NameIn<M>, id: string) {
     return `${coll}\u0000${id}`;
   }
 
-  get(collection: string, id: string): Rec | undefined {
+  get<C extends NameIn<M>>(collection: C, id: string): RecordIn<M, C> | undefined {
     if (typeof id !== 'string' || id.length === 0 || id.length > 480) return undefined;
+    return this.getRec(collection, id) as RecordIn<M, C> | undefined;
+  }
+
+  private getRec(collection: NameIn<M>, id: string): Rec | undefined {
     const own = this.ops.get(this.key(collection, id));
     if (own) return own.after;
     const c = this.store._coll(collection);
@@ -791,7 +814,7 @@ export class Tx {
     return rec;
   }
 
-  exists(collection: string, id: string): boolean {
+  exists(collection: NameIn<M>, id: string): boolean {
     if (typeof id !== 'string' || id.length === 0 || id.length > 480) return false;
     const own = this.ops.get(this.key(collection, id));
     if (own) return own.after !== undefined;
@@ -806,19 +829,19 @@ export class Tx {
   }
 
   /** Store.nameOf as this tx sees the record. */
-  nameOf(collection: string, id: string): string | null | undefined {
+  nameOf(collection: NameIn<M>, id: string): string | null | undefined {
     const c = this.store._coll(collection);
     if (!this.ops.has(this.key(collection, id)) && !c.pending.has(id)) {
       const name = this.store.nameOf(collection, id);
       this.track?.record(c, id, false, name !== undefined);
       return name;
     }
-    const rec = this.get(collection, id);
+    const rec = this.getRec(collection, id);
     return rec ? (typeof rec.name === 'string' ? rec.name : null) : undefined;
   }
 
   /** Ids with `field` = value (arrays: containing it), including uncommitted writes. */
-  idsByIndex(collection: string, field: string, value: unknown): string[] {
+  idsByIndex<C extends NameIn<M>>(collection: C, field: FieldIn<M, C>, value: unknown): string[] {
     const committed = this.store.idsByIndex(collection, field, value);
     const out = new Set(committed);
     const c = this.store._coll(collection);
@@ -841,7 +864,7 @@ export class Tx {
     return [...out];
   }
 
-  findUnique(collection: string, field: string, value: unknown): Rec | undefined {
+  findUnique<C extends NameIn<M>>(collection: C, field: FieldIn<M, C>, value: unknown): RecordIn<M, C> | undefined {
     for (const id of this.idsByIndex(collection, field, value)) {
       const rec = this.get(collection, id);
       if (rec && rec[field] === value) return rec;
@@ -861,32 +884,33 @@ export class Tx {
     const candidates = [c.unique.get(field)!.get(keys[0]), c.pendingUnique.get(field)!.get(keys[0]), this.ownUnique.get(`${collection}\u0000${field}\u0000${keys[0]}`)];
     for (const id of candidates) {
       if (id === undefined) continue;
-      const rec = this.get(collection, id);
+      const rec: Rec | undefined = this.get(collection, id);
       if (rec && rec[field] === value) return rec;
     }
     return undefined;
   }
 
   /** Insert or replace a record; unique fields are checked against everything else. */
-  put(collection: string, rec: Rec): void {
+  put<C extends NameIn<M>>(collection: C, rec: RecordIn<M, C>): void {
     // The encoder recurses: refuse here what would overflow its stack inside the commit.
     if (tooDeep(rec, MAX_RECORD_DEPTH)) throw new Error(`${collection}/${rec.id}: record nested more than ${MAX_RECORD_DEPTH} levels deep`);
     const c = this.store._coll(collection);
+    const r: Rec = rec;
     for (const field of c.unique.keys()) {
-      const v = rec[field];
+      const v = r[field];
       if (v === undefined || v === null) continue;
-      const holder = this.track ? this.findUnique(collection, field, v) : this.uniqueHolder(c, field, v);
+      const holder = this.track ? this.findUnique(collection, field as FieldIn<M, C>, v) : this.uniqueHolder(c, field, v);
       if (holder && holder.id !== rec.id) throw new UniqueViolation(collection, field, v);
     }
-    for (const field of c.unique.keys()) for (const key of indexKeys(rec[field])) this.ownUnique.set(`${collection}\u0000${field}\u0000${key}`, rec.id);
+    for (const field of c.unique.keys()) for (const key of indexKeys(r[field])) this.ownUnique.set(`${collection}\u0000${field}\u0000${key}`, rec.id);
     const k = this.key(collection, rec.id);
     const existing = this.ops.get(k);
-    if (existing) existing.after = rec;
-    else this.ops.set(k, { coll: c, id: rec.id, before: this.get(collection, rec.id), after: rec });
+    if (existing) existing.after = r;
+    else this.ops.set(k, { coll: c, id: rec.id, before: this.getRec(collection, rec.id), after: r });
   }
 
-  delete(collection: string, id: string): boolean {
-    const before = this.get(collection, id);
+  delete(collection: NameIn<M>, id: string): boolean {
+    const before = this.getRec(collection, id);
     if (!before) return false;
     const k = this.key(collection, id);
     const existing = this.ops.get(k);
@@ -896,7 +920,7 @@ export class Tx {
   }
 
   /** Every record of a collection as this tx sees it (committed ∪ pending ∪ own). Scans; use sparingly. */
-  *scan(collection: string): Iterable<Rec> {
+  *scan<C extends NameIn<M>>(collection: C): Iterable<RecordIn<M, C>> {
     const c = this.store._coll(collection);
     this.track?.range(c, c.pending.size > 0);
     const seen = new Set<string>();
@@ -911,7 +935,7 @@ export class Tx {
       const cur = this.get(collection, id);
       if (cur) yield cur;
     }
-    for (const op of this.ops.values()) if (op.coll === c && !seen.has(op.id) && op.after) yield op.after;
+    for (const op of this.ops.values()) if (op.coll === c && !seen.has(op.id) && op.after) yield op.after as RecordIn<M, C>;
   }
 
   finish(): Op[] {

@@ -10,7 +10,7 @@ import type { Ctx, Entry, Handler } from '../context.js';
 import type { Reply } from '../../core/operation.js';
 import { ApiError } from '../../core/errors.js';
 import { empty, ok } from '../../core/envelope.js';
-import type { Rec } from '../../store/store.js';
+import type { EnrollmentRecord } from '../../store/store.js';
 import type { Signed } from '../../pki/sign-csr.js';
 
 /** The reply of an identity's certificate enrollment. */
@@ -27,10 +27,10 @@ function routerReply(ctx: Ctx, { client, server }: { client: Signed; server: Sig
 /** The client certificate chain of the mutual-TLS listener, leaf first (none on the API listener). */
 const peerChain = (ctx: Ctx): Buffer[] => ctx.req.peerCertificates ?? [];
 
-const enrollOtt = async (ctx: Ctx, e: Rec, csr: unknown) => certReply(ctx, await ctx.app.enrollments.enrollOtt(e, csr));
-const enrollRouter = async (ctx: Ctx, e: Rec, clientCsr: unknown, serverCsr: unknown) => routerReply(ctx, await ctx.app.enrollments.enrollRouter(e, clientCsr, serverCsr));
+const enrollOtt = async (ctx: Ctx, e: EnrollmentRecord, csr: unknown) => certReply(ctx, await ctx.app.enrollments.enrollOtt(e, csr));
+const enrollRouter = async (ctx: Ctx, e: EnrollmentRecord, clientCsr: unknown, serverCsr: unknown) => routerReply(ctx, await ctx.app.enrollments.enrollRouter(e, clientCsr, serverCsr));
 
-async function enrollOttCa(ctx: Ctx, e: Rec): Promise<Reply> {
+async function enrollOttCa(ctx: Ctx, e: EnrollmentRecord): Promise<Reply> {
   await ctx.app.enrollments.enrollOttCa(e, peerChain(ctx));
   return empty();
 }
@@ -40,7 +40,7 @@ async function enrollCa(ctx: Ctx, requestedName?: unknown): Promise<Reply> {
   return empty();
 }
 
-async function enrollUpdb(ctx: Ctx, e: Rec, body: any): Promise<Reply> {
+async function enrollUpdb(ctx: Ctx, e: EnrollmentRecord, body: any): Promise<Reply> {
   return ok({ username: await ctx.app.enrollments.enrollUpdb(e, body?.username, body?.password) });
 }
 

@@ -10,7 +10,7 @@ export function externalJwtSignerListEntries(reg: Registry): Entry[] {
     { api: 'client', operationId: 'listExternalJwtSigners', auth: 'none',
       handler: (ctx) =>
         listRecords(reg, signerDef, ctx, { where: (r) => r.enabled === true }, (r) => {
-          const issuerUrl = /^https?:\/\/\S+$/i.test(r.issuer ?? '') ? (r.issuer as string).replace(/\/+$/, '') : undefined;
+          const issuerUrl = typeof r.issuer === 'string' && /^https?:\/\/\S+$/i.test(r.issuer) ? r.issuer.replace(/\/+$/, '') : undefined;
           return {
             id: r.id,
             createdAt: new Date(r.createdAt).toISOString(),

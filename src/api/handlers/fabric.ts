@@ -20,7 +20,7 @@ import { errors } from '../../core/errors.js';
 import { created, empty, ok, list } from '../../core/envelope.js';
 import { parseListParams, runList } from '../../core/query.js';
 import type { SymbolTable } from '../../core/filter/index.js';
-import type { Rec, Store, Tx } from '../../store/store.js';
+import type { Rec, Store, Tx, CollectionName, TerminatorRecord } from '../../store/store.js';
 import { mustGet, type Registry } from '../../resources/registry.js';
 import { listRecords } from '../../resources/list.js';
 import { iso } from '../../resources/render.js';
@@ -32,7 +32,7 @@ import { fabricOpsEntries } from './fabric-ops.js';
 type FabricEntity = 'routers' | 'services' | 'terminators';
 
 /** An entityRef with fabric paths (`./routers/<id>`). */
-function ref(store: Store | Tx, entity: FabricEntity, collection: string | undefined, id: string) {
+function ref(store: Store | Tx, entity: FabricEntity, collection: CollectionName | undefined, id: string) {
   return { _links: { self: { href: `./${entity}/${id}` } }, entity, id, name: (collection && store.nameOf(collection, id)) ?? '' };
 }
 
@@ -68,7 +68,7 @@ function serviceView(rec: Rec) {
 const TERMINATOR_FIELDS = ['service', 'router', 'binding', 'address', 'cost', 'precedence', 'tags'];
 const TERMINATOR_RENAMES = { instanceId: 'identity', instanceSecret: 'identitySecret' };
 
-function terminatorView(store: Store, rec: Rec) {
+function terminatorView(store: Store, rec: TerminatorRecord) {
   return {
     ...base(rec, 'terminators'),
     serviceId: rec.serviceId,
@@ -178,7 +178,7 @@ export function fabricEntries(reg: Registry): Entry[] {
     return empty();
   };
 
-  const remove = (collection: (ctx: Ctx) => string): Handler => async (ctx) => {
+  const remove = (collection: (ctx: Ctx) => CollectionName): Handler => async (ctx) => {
     await ctx.app.fabric.remove(collection(ctx), ctx.params.id, ctx);
     return empty();
   };

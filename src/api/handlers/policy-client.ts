@@ -14,7 +14,7 @@ import { renderRecord } from '../../resources/render.js';
 import { standardHandlers } from '../../resources/standard.js';
 import { parseListParams, runList } from '../../core/query.js';
 import { SESSION_TOKEN } from '../../auth/tokens.js';
-import type { Rec } from '../../store/store.js';
+import type { Rec, ServiceRecord, SessionRecord, EdgeRouterRecord } from '../../store/store.js';
 import { commonEdgeRouter, routerLive, routersOnlineFirst } from '../../policy/router-view.js';
 import { serviceVisible } from '../../managers/service-sessions.js';
 import { callerServiceList } from './service-list.js';
@@ -25,14 +25,14 @@ const MAX_SERVICE_ROUTERS = 25;
 const isAdmin = (ctx: Ctx) => ctx.identity?.isAdmin === true;
 
 /** A service the caller may see (admins: every service), else 404. */
-function visibleService(ctx: Ctx, id: string): Rec {
+function visibleService(ctx: Ctx, id: string): ServiceRecord {
   const svc = ctx.app.store.get('services', id);
   if (!svc || !serviceVisible(ctx.app.policy, ctx.identity!, id)) throw errors.notFound();
   return svc;
 }
 
 /** A session the caller may see: its own (admins: any), not being removed. */
-function visibleSession(ctx: Ctx, id: string): Rec {
+function visibleSession(ctx: Ctx, id: string): SessionRecord {
   const s = ctx.app.store.get('sessions', id);
   if (!s || ctx.app.policy.sessions.doomed.has(s.id)) throw errors.notFound();
   if (!isAdmin(ctx) && s.identityId !== ctx.identity!.id) throw errors.notFound();
@@ -100,7 +100,7 @@ export function policyClientEntries(reg: Registry): Entry[] {
         // Without paging asked for, SDKs get the connected routers first, at most MAX_SERVICE_ROUTERS.
         if (!ctx.req.query.has('limit') && p.filter.limit === undefined) p.limit = MAX_SERVICE_ROUTERS;
         const { page, pagination } = runList(ctx.app.store, src, p);
-        const edgeRouters = page.map((r) => commonEdgeRouter(ctx.app, r as Rec));
+        const edgeRouters = page.map((r) => commonEdgeRouter(ctx.app, r as EdgeRouterRecord));
         return envelope({ edgeRouters }, { pagination, filterableFields: src.filterableFields });
       } },
     { api: 'client', operationId: 'listServiceTerminators', auth: 'session',

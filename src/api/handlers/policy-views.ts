@@ -15,7 +15,7 @@ import { parseListParams, runList } from '../../core/query.js';
 import { listRecords } from '../../resources/list.js';
 import { type Registry } from '../../resources/registry.js';
 import { entityRef } from '../../resources/render.js';
-import type { Rec, Store } from '../../store/store.js';
+import type { Rec, Store, IdentityRecord, CollectionName, RecordOf } from '../../store/store.js';
 import { IDENTITY_TYPES } from '../../resources/identities.js';
 import { POSTURE_CHECK_TYPES } from '../../resources/posture.js';
 import type { Kind, PolicyColl, Side } from '../../policy/role-index.js';
@@ -23,16 +23,16 @@ import { isPermitted } from '../../auth/permissions.js';
 import { serviceConfigPairs, type ServiceConfigPair } from '../../managers/identities.js';
 import { routerLive } from '../../policy/router-view.js';
 
-const KIND_COLLECTION: Record<Kind, string> = { identities: 'identities', services: 'services', edgeRouters: 'edgeRouters', postureChecks: 'postureChecks' };
+const KIND_COLLECTION: Record<Kind, CollectionName> = { identities: 'identities', services: 'services', edgeRouters: 'edgeRouters', postureChecks: 'postureChecks' };
 
-function must(ctx: Ctx, collection: string, id: string): Rec {
+function must<C extends CollectionName>(ctx: Ctx, collection: C, id: string): RecordOf<C> {
   const rec = ctx.app.store.get(collection, id);
   if (!rec) throw errors.notFound();
   return rec;
 }
 
 /** List the records of `collection` among `ids` (undefined: the whole collection). */
-function listAmong(reg: Registry, ctx: Ctx, collection: string, ids: Iterable<string> | undefined): Reply | Promise<Reply> {
+function listAmong(reg: Registry, ctx: Ctx, collection: CollectionName, ids: Iterable<string> | undefined): Reply | Promise<Reply> {
   return listRecords(reg, reg.def(collection), ctx, ids === undefined ? {} : { candidates: ids });
 }
 
@@ -52,8 +52,8 @@ function policyType(ctx: Ctx): 'Dial' | 'Bind' | undefined {
  */
 interface Related {
   op: ManagementOperationId;
-  of: string;
-  lists: string;
+  of: CollectionName;
+  lists: CollectionName;
   ids(ctx: Ctx, id: string): Iterable<string> | undefined;
 }
 
@@ -126,7 +126,7 @@ function attributeList(ctx: Ctx, values: Iterable<string>): Reply {
 }
 
 type Count = (store: Store) => number;
-const coll = (name: string): Count => (store) => store.count(name);
+const coll = (name: CollectionName): Count => (store) => store.count(name);
 
 /**
  * Entity counts under upstream's keys (one per upstream store; a store that extends another, like
@@ -259,7 +259,7 @@ export function policyViewEntries(reg: Registry): Entry[] {
 const ZERO_TIME = '0001-01-01T00:00:00.000Z';
 const iso = (ms: number | undefined) => (ms === undefined ? ZERO_TIME : new Date(ms).toISOString());
 
-function renderPostureData(ctx: Ctx, identity: Rec) {
+function renderPostureData(ctx: Ctx, identity: IdentityRecord) {
   const { posture } = ctx.app.policy;
   const d = posture.identities.get(identity.id);
   const stamp = (s: { postureCheckId: string; at: number } | undefined) => ({ postureCheckId: s?.postureCheckId ?? '', timedOut: false, lastUpdatedAt: iso(s?.at) });

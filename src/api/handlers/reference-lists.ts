@@ -2,10 +2,10 @@
 import type { Ctx, Entry, Handler } from '../context.js';
 import { listRecords } from '../../resources/list.js';
 import { mustGet, type Registry } from '../../resources/registry.js';
-import type { Rec } from '../../store/store.js';
+import type { Rec, CollectionName } from '../../store/store.js';
 
 export function referenceListEntries(reg: Registry): Entry[] {
-  const sub = (parent: string, child: string, where: (ctx: Ctx) => (r: Rec) => boolean, candidates?: (ctx: Ctx) => string[]): Handler => (ctx) => {
+  const sub = (parent: CollectionName, child: CollectionName, where: (ctx: Ctx) => (r: Rec) => boolean, candidates?: (ctx: Ctx) => string[]): Handler => (ctx) => {
     mustGet(ctx.app.store, reg.def(parent), ctx.params.id);
     return listRecords(reg, reg.def(child), ctx, { where: where(ctx), candidates: candidates?.(ctx) });
   };

@@ -19,10 +19,10 @@ import type { ResourceDef } from '../../resources/types.js';
 import { callerOf } from '../../resources/services.js';
 import { serviceExtras } from '../../policy/service-view.js';
 import { parseListParams } from '../../core/query.js';
-import type { ChangeEvent, Rec, Store } from '../../store/store.js';
+import type { ChangeEvent, Store, ServiceRecord } from '../../store/store.js';
 
 interface Entry {
-  rec: Rec;
+  rec: ServiceRecord;
   /** JSON of the service's own fields, without the closing brace. */
   head: string;
 }
@@ -45,7 +45,7 @@ function cacheOf(store: Store): Map<string, Entry> {
 /** The extras services.render appends (they come last in renderRecord's output, in this order). */
 const EXTRAS = ['permissions', 'config', 'postureQueries'] as const;
 
-function entryOf(reg: Registry, def: ResourceDef, store: Store, cache: Map<string, Entry>, id: string): Entry | undefined {
+function entryOf(reg: Registry, def: ResourceDef<'services'>, store: Store, cache: Map<string, Entry>, id: string): Entry | undefined {
   let e = cache.get(id);
   if (e) return e;
   const rec = store.get(def.collection, id);
@@ -59,7 +59,7 @@ function entryOf(reg: Registry, def: ResourceDef, store: Store, cache: Map<strin
 }
 
 /** The reply, or undefined when the request needs the generic list (filter, sort, roleFilter). */
-export function callerServiceList(reg: Registry, def: ResourceDef, ctx: Ctx, candidates: string[]): Reply | undefined {
+export function callerServiceList(reg: Registry, def: ResourceDef<'services'>, ctx: Ctx, candidates: string[]): Reply | undefined {
   const q = ctx.req.query;
   if (q.getAll('roleFilter').some((r) => r !== '')) return undefined;
   const src = listSource(reg, def);

@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { Store, type Rec } from '../../../src/store/store.js';
+import { Store, type AuthPolicyRecord, type IdentityRecord } from '../../../src/store/store.js';
 import { createRegistry } from '../../../src/resources/index.js';
 import { mfaStateNow, type MfaState } from '../../../src/auth/mfa.js';
 
@@ -18,14 +18,14 @@ t.teardown(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-const identity = (mfa?: { createdAt: number; isVerified: boolean }, authPolicyId?: string): Rec =>
-  ({ id: 'i1', createdAt: 0, updatedAt: 0, tags: {}, name: 'i1', ...(authPolicyId ? { authPolicyId } : {}), ...(mfa ? { mfa: { id: `m${mfa.createdAt}`, updatedAt: mfa.createdAt, secret: '', recoveryCodes: [], ...mfa } } : {}) }) as Rec;
+const identity = (mfa?: { createdAt: number; isVerified: boolean }, authPolicyId?: string): IdentityRecord =>
+  ({ id: 'i1', createdAt: 0, updatedAt: 0, tags: {}, name: 'i1', ...(authPolicyId ? { authPolicyId } : {}), ...(mfa ? { mfa: { id: `m${mfa.createdAt}`, updatedAt: mfa.createdAt, secret: '', recoveryCodes: [], ...mfa } } : {}) }) as IdentityRecord;
 const passed = (at: number): MfaState => ({ isMfaRequired: true, isMfaComplete: true, mfaPassedAt: at });
 const pending: MfaState = { isMfaRequired: true, isMfaComplete: false };
 const dropped: MfaState = { isMfaRequired: false, isMfaComplete: false };
 
 t.before(async () => {
-  await store.write((tx) => tx.put('authPolicies', { id: 'totp', createdAt: 0, updatedAt: 0, tags: {}, name: 'totp', primary: {}, secondary: { requireTotp: true } }));
+  await store.write((tx) => tx.put('authPolicies', { id: 'totp', createdAt: 0, updatedAt: 0, tags: {}, name: 'totp', primary: {}, secondary: { requireTotp: true } } as AuthPolicyRecord));
 });
 
 t.test('the MFA the state was made with is still there: unchanged', async (t) => {

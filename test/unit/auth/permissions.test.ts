@@ -4,9 +4,9 @@
  */
 import t from 'tap';
 import { ALL_PERMISSIONS, PERMISSION_FAMILIES, TRUST_ANCHOR_FAMILIES, covers, dominates, isPermitted } from '../../../src/auth/permissions.js';
-import type { Rec } from '../../../src/store/store.js';
+import type { IdentityRecord } from '../../../src/store/store.js';
 
-const who = (permissions: string[] | undefined, isAdmin = false): Rec => ({ id: 'x', createdAt: 0, updatedAt: 0, isAdmin, permissions });
+const who = (permissions: string[] | undefined, isAdmin = false) => ({ id: 'x', createdAt: 0, updatedAt: 0, isAdmin, permissions }) as IdentityRecord;
 
 t.test('covers: itself, and a family its actions; admin_readonly only itself', async (t) => {
   t.ok(covers(['service'], 'service'));

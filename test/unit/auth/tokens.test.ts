@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import { createLocalJWKSet } from 'jose';
-import { Store } from '../../../src/store/store.js';
+import { Store, type ServiceRecord } from '../../../src/store/store.js';
 import { createRegistry } from '../../../src/resources/index.js';
 import { SESSION_TOKEN, SigningKeys, merkleLeafHash, merkleRootOf, merkleTree, sessionTokenClaims } from '../../../src/auth/tokens.js';
 import { verifySessionToken } from '../../helpers/session-tokens.js';
@@ -65,7 +65,7 @@ t.test('session tokens: a batch is signed when a commit starts, when one of its 
   await new Promise((r) => setImmediate(r));
   t.equal(settled, 0, 'asked for, no commit, not needed: not signed yet');
   // The commit that carries their sessions' writes starts: they are signed while it commits.
-  await store.write((tx) => tx.put('services', { id: 'x', name: 'x', createdAt: 0, updatedAt: 0, tags: {} }));
+  await store.write((tx) => tx.put('services', { id: 'x', name: 'x', createdAt: 0, updatedAt: 0, tags: {} } as ServiceRecord));
   const tokens = await Promise.all(first.map((p) => p.token));
   t.equal(new Set(tokens.map((tk) => tk.split('~')[0])).size, 1, 'the two asked for before the commit share its batch');
   // Needed with no write: signed at once, with whatever waits.

@@ -22,7 +22,7 @@ t.test('authenticators', async (t) => {
   const authenticators = new Authenticators({ store, reg, config, pool, pki: { signingCertPem: '' } });
   // The family's write hooks read only the store from the request context.
   const ctx = { app: { store } } as unknown as Ctx;
-  const verify = (id: string, password: string) => pool.run('verifyPassword', { hash: store.get('authenticators', id)!.passwordHash, password });
+  const verify = (id: string, password: string) => pool.run('verifyPassword', { hash: store.get('authenticators', id)!.passwordHash!, password });
   await put(store, 'identities', { id: 'ann', name: 'ann', type: 'User' }, { id: 'bob', name: 'bob', type: 'User' });
 
   t.same(await refusal(() => authenticators.create({ identityId: 'nobody', method: 'updb' }, ctx)), { code: 'COULD_NOT_VALIDATE', status: 400, field: 'identityId' });

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Test } from 'tap';
-import { Store, type Rec } from '../../../src/store/store.js';
+import { Store, type CollectionName, type Rec } from '../../../src/store/store.js';
 import { Sealer } from '../../../src/store/sealed.js';
 import { createRegistry } from '../../../src/resources/index.js';
 import { ApiError } from '../../../src/core/errors.js';
@@ -47,7 +47,7 @@ export async function managerStore(t: Test) {
 }
 
 /** Put records as stored (with their times), in one write. */
-export async function put(store: Store, collection: string, ...recs: ({ id: string } & Record<string, unknown>)[]): Promise<void> {
+export async function put(store: Store, collection: CollectionName, ...recs: ({ id: string } & Record<string, unknown>)[]): Promise<void> {
   const now = Date.now();
   await store.write((tx) => {
     for (const r of recs) tx.put(collection, { tags: {}, ...r, createdAt: (r.createdAt as number) ?? now, updatedAt: (r.updatedAt as number) ?? now });
@@ -78,8 +78,8 @@ export async function userWithPassword(store: Store, name: string, password: str
   const identity = { ...base(`id-${name}`), name, type: 'User', isAdmin: false, roleAttributes: [], ...extra } as Rec;
   const passwordHash = await quickHash(password);
   await store.write((tx) => {
-    tx.put('identities', identity);
-    tx.put('authenticators', { ...base(`auth-${name}`), method: 'updb', identityId: identity.id, username: name, passwordHash } as Rec);
+    tx.put<CollectionName>('identities', identity);
+    tx.put<CollectionName>('authenticators', { ...base(`auth-${name}`), method: 'updb', identityId: identity.id, username: name, passwordHash } as Rec);
   });
   return identity;
 }

@@ -21,8 +21,8 @@ t.test('disable: bounded minutes, ends the sessions; enable clears the lockout c
 
   await identities.disable('ann', 5);
   const disabled = store.get('identities', 'ann')!;
-  t.ok(disabled.disabledAt > 0);
-  t.equal(disabled.disabledUntil, disabled.disabledAt + 5 * 60_000, 'until now + 5 minutes');
+  t.ok(disabled.disabledAt! > 0);
+  t.equal(disabled.disabledUntil, disabled.disabledAt! + 5 * 60_000, 'until now + 5 minutes');
   t.notOk(store.has('sessions', 's1'), 'its sessions ended in the same write');
   await identities.disable('ann', 0);
   t.equal(store.get('identities', 'ann')!.disabledUntil, null, '0: indefinitely');

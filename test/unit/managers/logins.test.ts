@@ -4,7 +4,7 @@
  * count towards the lockout; a bad method or field is a validation error, not a failed login.
  */
 import t from 'tap';
-import type { Rec } from '../../../src/store/store.js';
+import type { CollectionName, Rec } from '../../../src/store/store.js';
 import type { WorkerPool } from '../../../src/pool.js';
 import { ApiError } from '../../../src/core/errors.js';
 import { ExtJwtVerifier } from '../../../src/auth/ext-jwt.js';
@@ -24,9 +24,9 @@ const password = (username: string, pw: string, more: Partial<LoginAttempt> = {}
 const code = (e: unknown) => (e instanceof ApiError ? e.code : String(e));
 
 await store.write((tx) => {
-  tx.put('authPolicies', authPolicy('lock-after-2', { primary: { updb: { allowed: true, maxAttempts: 2, lockoutDurationMinutes: 0 } } }));
-  tx.put('authPolicies', authPolicy('totp', { secondary: { requireTotp: true } }));
-  tx.put('configTypes', { id: 'ct-1', createdAt: 0, updatedAt: 0, tags: {}, name: 'intercept.v1', schema: {} } as Rec);
+  tx.put<CollectionName>('authPolicies', authPolicy('lock-after-2', { primary: { updb: { allowed: true, maxAttempts: 2, lockoutDurationMinutes: 0 } } }));
+  tx.put<CollectionName>('authPolicies', authPolicy('totp', { secondary: { requireTotp: true } }));
+  tx.put<CollectionName>('configTypes', { id: 'ct-1', createdAt: 0, updatedAt: 0, tags: {}, name: 'intercept.v1', schema: {} } as Rec);
 });
 
 t.test('a good password makes the API session, with the config types and what the client says of itself', async (t) => {

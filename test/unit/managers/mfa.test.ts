@@ -6,7 +6,7 @@
  */
 import t from 'tap';
 import crypto from 'node:crypto';
-import type { Rec } from '../../../src/store/store.js';
+import type { CollectionName, Rec } from '../../../src/store/store.js';
 import { ApiError } from '../../../src/core/errors.js';
 import { MfaThrottle } from '../../../src/auth/mfa-throttle.js';
 import { mfaSecret, totpCode } from '../../../src/auth/mfa.js';
@@ -27,7 +27,7 @@ let n = 0;
 /** A new identity and an API session of it, as a login would make. */
 async function login(isMfaRequired = false) {
   const id = `ident-${++n}`;
-  await store.write((tx) => tx.put('identities', { id, createdAt: 0, updatedAt: 0, tags: {}, name: id, type: 'User', isAdmin: false, roleAttributes: [] } as Rec));
+  await store.write((tx) => tx.put<CollectionName>('identities', { id, createdAt: 0, updatedAt: 0, tags: {}, name: id, type: 'User', isAdmin: false, roleAttributes: [] } as Rec));
   const { session } = await sessions.create({ identityId: id, authenticatorId: 'a', method: 'password', ipAddress: '::1', configTypes: [], isMfaRequired });
   return { id, session };
 }

@@ -6,6 +6,7 @@
 import t from 'tap';
 import { OidcSessions } from '../../../src/managers/oidc-sessions.js';
 import { managerStore } from './fixture.js';
+import type { CollectionName } from '../../../src/store/store.js';
 
 const { store, sessions } = await managerStore(t);
 const oidcSessions = new OidcSessions({ store });
@@ -19,7 +20,7 @@ async function oidcLogin() {
   return session.id;
 }
 
-t.before(() => store.write((tx) => tx.put('identities', { id: 'i1', createdAt: 0, updatedAt: 0, tags: {}, name: 'i1', type: 'User', isAdmin: false, roleAttributes: [] })));
+t.before(() => store.write((tx) => tx.put<CollectionName>('identities', { id: 'i1', createdAt: 0, updatedAt: 0, tags: {}, name: 'i1', type: 'User', isAdmin: false, roleAttributes: [] })));
 
 t.test('rotation: only the current refresh token rotates; an access-only issue keeps the family', async (t) => {
   const asid = await oidcLogin();

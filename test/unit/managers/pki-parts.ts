@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Test } from 'tap';
-import { Store, type Rec } from '../../../src/store/store.js';
+import { Store, type CollectionName, type Rec } from '../../../src/store/store.js';
 import { Sealer } from '../../../src/store/sealed.js';
 import { createRegistry } from '../../../src/resources/index.js';
 import { loadOrCreatePki, type Pki } from '../../../src/pki/bootstrap.js';
@@ -35,7 +35,7 @@ export async function parts(t: Test): Promise<Parts> {
 }
 
 /** Records written as a test's starting state (what the resource layer would have written). */
-export type Seed = [collection: string, record: Record<string, unknown> & { id: string }];
+export type Seed = [collection: CollectionName, record: Record<string, unknown> & { id: string }];
 
 export async function seed(store: Store, records: Seed[]): Promise<void> {
   const now = Date.now();

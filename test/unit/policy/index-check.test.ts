@@ -12,7 +12,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PolicyEngine } from '../../../src/policy/engine.js';
 import { checkIndex, sampleIds, selects } from '../../../src/policy/verify.js';
-import { Store, type Rec } from '../../../src/store/store.js';
+import { Store, type CollectionName, type Rec } from '../../../src/store/store.js';
 import { createRegistry } from '../../../src/resources/index.js';
 import { ADMIN_PASSWORD, startServer } from '../../helpers/server.js';
 import { SHAPES, writeModelToStore } from '../../../scripts/lib/model.js';
@@ -25,19 +25,19 @@ async function writeModel(store: Store, identities: number) {
   const base = (id: string) => ({ id, name: `n-${id}`, createdAt: now, updatedAt: now, tags: {} });
   const ATTRS = [['a'], ['a', 'b'], ['b', 'c'], [], ['c']];
   await store.write((tx) => {
-    for (let i = 0; i < identities; i++) tx.put('identities', { ...base(`I${String(i).padStart(4, '0')}`), roleAttributes: ATTRS[i % ATTRS.length] } as Rec);
-    for (let i = 0; i < 6; i++) tx.put('services', { ...base(`S${i}`), roleAttributes: [`s${i % 3}`], configs: [] } as Rec);
-    for (let i = 0; i < 4; i++) tx.put('edgeRouters', { ...base(`R${i}`), roleAttributes: [i % 2 ? 'east' : 'west'] } as Rec);
+    for (let i = 0; i < identities; i++) tx.put<CollectionName>('identities', { ...base(`I${String(i).padStart(4, '0')}`), roleAttributes: ATTRS[i % ATTRS.length] } as Rec);
+    for (let i = 0; i < 6; i++) tx.put<CollectionName>('services', { ...base(`S${i}`), roleAttributes: [`s${i % 3}`], configs: [] } as Rec);
+    for (let i = 0; i < 4; i++) tx.put<CollectionName>('edgeRouters', { ...base(`R${i}`), roleAttributes: [i % 2 ? 'east' : 'west'] } as Rec);
     const sp = (id: string, type: string, semantic: string, identityRoles: string[], serviceRoles: string[]) =>
-      tx.put('servicePolicies', { ...base(id), type, semantic, identityRoles, serviceRoles, postureCheckRoles: [] } as Rec);
+      tx.put<CollectionName>('servicePolicies', { ...base(id), type, semantic, identityRoles, serviceRoles, postureCheckRoles: [] } as Rec);
     sp('P1', 'Dial', 'AnyOf', ['#a'], ['#s0']);
     sp('P2', 'Bind', 'AllOf', ['#b', '#c'], ['#s1', '#s2']);
     sp('P3', 'Dial', 'AnyOf', ['#all'], ['@S5']);
     sp('P4', 'Dial', 'AllOf', ['@I0003', '#c'], ['#all']);
     sp('P5', 'Dial', 'AnyOf', [], ['#s2']);
-    tx.put('edgeRouterPolicies', { ...base('E1'), semantic: 'AnyOf', identityRoles: ['#a', '#c'], edgeRouterRoles: ['#east'] } as Rec);
-    tx.put('edgeRouterPolicies', { ...base('E2'), semantic: 'AllOf', identityRoles: ['#all'], edgeRouterRoles: ['@R0'] } as Rec);
-    tx.put('serviceEdgeRouterPolicies', { ...base('X1'), semantic: 'AnyOf', serviceRoles: ['#all'], edgeRouterRoles: ['#west'] } as Rec);
+    tx.put<CollectionName>('edgeRouterPolicies', { ...base('E1'), semantic: 'AnyOf', identityRoles: ['#a', '#c'], edgeRouterRoles: ['#east'] } as Rec);
+    tx.put<CollectionName>('edgeRouterPolicies', { ...base('E2'), semantic: 'AllOf', identityRoles: ['#all'], edgeRouterRoles: ['@R0'] } as Rec);
+    tx.put<CollectionName>('serviceEdgeRouterPolicies', { ...base('X1'), semantic: 'AnyOf', serviceRoles: ['#all'], edgeRouterRoles: ['#west'] } as Rec);
   });
 }
 
@@ -66,9 +66,9 @@ t.test('the check agrees with an index built at start-up and kept current, and r
     for (let i = 0; i < 400; i += 3) tx.delete('identities', `I${String(i).padStart(4, '0')}`);
   });
   await store.write((tx) => {
-    for (let i = 0; i < 200; i++) tx.put('identities', { id: `J${i}`, name: `j-${i}`, createdAt: now, updatedAt: now, tags: {}, roleAttributes: i % 2 ? ['c', 'b'] : ['a'] } as Rec);
-    tx.put('servicePolicies', { ...(tx.get('servicePolicies', 'P2') as Rec), semantic: 'AnyOf', identityRoles: ['#b', '@J7'] });
-    tx.put('identities', { ...(tx.get('identities', 'I0001') as Rec), roleAttributes: ['c'] });
+    for (let i = 0; i < 200; i++) tx.put<CollectionName>('identities', { id: `J${i}`, name: `j-${i}`, createdAt: now, updatedAt: now, tags: {}, roleAttributes: i % 2 ? ['c', 'b'] : ['a'] } as Rec);
+    tx.put('servicePolicies', { ...tx.get('servicePolicies', 'P2')!, semantic: 'AnyOf', identityRoles: ['#b', '@J7'] });
+    tx.put('identities', { ...tx.get('identities', 'I0001')!, roleAttributes: ['c'] });
   });
   r = checkIndex(store, engine, store.ids('identities'));
   t.same(r.mismatches, [], 'after deletes, creates, a policy and an attribute change');

@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { RoleIndex, POLICY_SIDES, KINDS, type Kind, type PolicyColl } from '../../../src/policy/role-index.js';
 import { PolicyEngine } from '../../../src/policy/engine.js';
-import { Store, type Rec } from '../../../src/store/store.js';
+import { Store, type CollectionName, type Rec } from '../../../src/store/store.js';
 import { createRegistry } from '../../../src/resources/index.js';
 
 /** A small deterministic PRNG (mulberry32), so failures reproduce from the seed. */
@@ -226,7 +226,7 @@ function engineOnTempStore(t: Test) {
 
 t.test('engine access through a real store equals a from-scratch evaluation', async (t) => {
   const { store, engine } = engineOnTempStore(t);
-  const COLL: Record<Kind, string> = { identities: 'identities', services: 'services', edgeRouters: 'edgeRouters', postureChecks: 'postureChecks' };
+  const COLL: Record<Kind, CollectionName> = { identities: 'identities', services: 'services', edgeRouters: 'edgeRouters', postureChecks: 'postureChecks' };
   const r = rng(7);
   const m = newModel();
   let compared = 0;
@@ -238,11 +238,11 @@ t.test('engine access through a real store equals a from-scratch evaluation', as
         const prev = tx.get(COLL[op.kind], op.id);
         tx.put(COLL[op.kind], { ...(prev ?? { createdAt: now, name: `${op.kind}-${op.id}`, tags: {} }), id: op.id, updatedAt: now, roleAttributes: op.attrs } as Rec);
       } else if (op.t === 'delEntity') {
-        for (const p of op.pulled) tx.put(p.coll, { ...(tx.get(p.coll, p.id) as Rec), ...p.rec, updatedAt: now });
+        for (const p of op.pulled) tx.put<CollectionName>(p.coll, { ...(tx.get(p.coll, p.id) as Rec), ...p.rec, updatedAt: now });
         tx.delete(COLL[op.kind], op.id);
       } else if (op.t === 'policy') {
         const prev = tx.get(op.coll, op.rec.id);
-        tx.put(op.coll, { ...(prev ?? { createdAt: now, name: `policy-${op.rec.id}`, tags: {} }), ...op.rec, updatedAt: now } as Rec);
+        tx.put<CollectionName>(op.coll, { ...(prev ?? { createdAt: now, name: `policy-${op.rec.id}`, tags: {} }), ...op.rec, updatedAt: now } as Rec);
       } else tx.delete(findColl(store, op.id), op.id);
     });
     if (n % 20 !== 19) continue;
@@ -267,7 +267,7 @@ t.test('engine access through a real store equals a from-scratch evaluation', as
   rebuilt.close();
 });
 
-function findColl(store: Store, id: string): string {
+function findColl(store: Store, id: string): CollectionName {
   for (const c of POLICY_KINDS) if (store.get(c, id)) return c;
   throw new Error(`policy ${id} not found`);
 }
@@ -275,13 +275,14 @@ function findColl(store: Store, id: string): string {
 t.test('engine tracks sessions and follows their deletion', async (t) => {
   const { store, engine } = engineOnTempStore(t);
   const now = Date.now();
-  const base = (id: string, name: string) => ({ id, name, createdAt: now, updatedAt: now, tags: {} });
+  // Fixture records: only the fields the engine reads.
+  const base = (id: string, name: string): Rec => ({ id, name, createdAt: now, updatedAt: now, tags: {} });
   await store.write((tx) => {
-    tx.put('identities', { ...base('I', 'i'), roleAttributes: ['x'] });
-    tx.put('services', { ...base('S', 's'), roleAttributes: ['y'], configs: [] });
-    tx.put('servicePolicies', { ...base('P', 'p'), type: 'Dial', semantic: 'AllOf', identityRoles: ['#x'], serviceRoles: ['#y'], postureCheckRoles: [] });
-    tx.put('apiSessions', { ...base('A', 'a'), identityId: 'I', token: 'tok-a' });
-    tx.put('sessions', { ...base('X', 'x'), identityId: 'I', apiSessionId: 'A', serviceId: 'S', type: 'Dial', token: 'tok-x' });
+    tx.put<CollectionName>('identities', { ...base('I', 'i'), roleAttributes: ['x'] });
+    tx.put<CollectionName>('services', { ...base('S', 's'), roleAttributes: ['y'], configs: [] });
+    tx.put<CollectionName>('servicePolicies', { ...base('P', 'p'), type: 'Dial', semantic: 'AllOf', identityRoles: ['#x'], serviceRoles: ['#y'], postureCheckRoles: [] });
+    tx.put<CollectionName>('apiSessions', { ...base('A', 'a'), identityId: 'I', token: 'tok-a' });
+    tx.put<CollectionName>('sessions', { ...base('X', 'x'), identityId: 'I', apiSessionId: 'A', serviceId: 'S', type: 'Dial', token: 'tok-x' });
   });
   t.ok(engine.updateTimes.isLive('I'), 'identity with an API session is live');
   t.equal(engine.sessions.find('A', 'S', 'Dial'), 'X', 'session found by (API session, service, type)');
@@ -297,8 +298,8 @@ t.test('engine tracks sessions and follows their deletion', async (t) => {
   t.equal(store.get('sessions', 'X'), undefined, 'gone from the store');
   t.equal(engine.sessions.find('A', 'S', 'Dial'), undefined, 'and from the engine');
   // Losing access removes sessions (revalidation after the bump).
-  await store.write((tx) => tx.put('sessions', { ...base('X2', 'x2'), identityId: 'I', apiSessionId: 'A', serviceId: 'S', type: 'Dial', token: 'tok-x2' }));
-  await store.write((tx) => tx.put('identities', { ...base('I', 'i'), roleAttributes: [] }));
+  await store.write((tx) => tx.put<CollectionName>('sessions', { ...base('X2', 'x2'), identityId: 'I', apiSessionId: 'A', serviceId: 'S', type: 'Dial', token: 'tok-x2' }));
+  await store.write((tx) => tx.put<CollectionName>('identities', { ...base('I', 'i'), roleAttributes: [] }));
   t.ok(engine.sessions.doomed.has('X2'), 'hidden at once');
   for (let i = 0; i < 100 && store.get('sessions', 'X2'); i++) await new Promise((r) => setTimeout(r, 10));
   t.equal(store.get('sessions', 'X2'), undefined, 'deleted when the access went');

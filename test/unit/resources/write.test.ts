@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { Store } from '../../../src/store/store.js';
+import { Store, type CollectionName } from '../../../src/store/store.js';
 import { createRegistry } from '../../../src/resources/index.js';
 import { checkAttributes, checkRoles, createRecord, updateRecord } from '../../../src/resources/write.js';
 import { ApiError } from '../../../src/core/errors.js';
@@ -25,7 +25,7 @@ t.teardown(async () => {
 });
 // The writes read only the store from their context (an admin caller: no identity-manager rules).
 const ctx = { app: { store } } as unknown as Ctx;
-const def = (c: string) => reg.def(c);
+const def = (c: CollectionName) => reg.def(c);
 
 /** The ApiError `fn` throws: code and cause field. */
 async function refusal(fn: () => unknown): Promise<{ code?: string; field?: string }> {

@@ -4,11 +4,14 @@ import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { open as openLmdb } from 'lmdb';
-import { Store, UniqueViolation, type ChangeEvent } from '../../../src/store/store.js';
+import { Store, UniqueViolation, type ChangeEvent, type CollectionSpec, type Rec, type Tx } from '../../../src/store/store.js';
+
+/** The collections these tests declare: records of any shape. */
+type TestRecords = { things: Rec; disk: Rec; mem: Rec };
 
 function open(t: { teardown(fn: () => unknown): void }) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-store-'));
-  const store = new Store(dir, [{ name: 'things', unique: ['name'], indexes: ['tags'] }]);
+  const store = new Store<TestRecords>(dir, [{ name: 'things', unique: ['name'], indexes: ['tags'] }]);
   t.teardown(async () => {
     await store.close();
     fs.rmSync(dir, { recursive: true, force: true });
@@ -65,8 +68,8 @@ t.test('names longer than an LMDB key stay unique and findable', async (t) => {
 
 t.test('change events carry before and after, once per write, after the commit', async (t) => {
   const s = open(t);
-  const seen: ChangeEvent[][] = [];
-  s.on('change', (evs: ChangeEvent[]) => seen.push(evs));
+  const seen: ChangeEvent<TestRecords>[][] = [];
+  s.on('change', (evs: ChangeEvent<TestRecords>[]) => seen.push(evs));
   await Promise.all([s.write((tx) => tx.put('things', rec('a', 'a'))), s.write((tx) => tx.put('things', rec('b', 'b')))]);
   await s.write((tx) => tx.put('things', rec('a', 'a2')));
   t.equal(seen.length, 3);
@@ -81,9 +84,9 @@ t.test('writes issued in later turns, while earlier ones still commit, resolve a
   const s = open(t);
   const events: string[] = [];
   const resolved: string[] = [];
-  s.on('change', (evs: ChangeEvent[]) => events.push(...evs.map((e) => `${e.type}:${e.id}:${e.after?.name ?? ''}`)));
+  s.on('change', (evs: ChangeEvent<TestRecords>[]) => events.push(...evs.map((e) => `${e.type}:${e.id}:${e.after?.name ?? ''}`)));
   const writes: Promise<unknown>[] = [];
-  const issue = (label: string, fn: Parameters<Store['write']>[0]) => writes.push(s.write(fn).then(() => resolved.push(label), (e) => resolved.push(`${label}:${e.constructor.name}`)));
+  const issue = (label: string, fn: Parameters<Store<TestRecords>['write']>[0]) => writes.push(s.write(fn).then(() => resolved.push(label), (e) => resolved.push(`${label}:${e.constructor.name}`)));
   // Each write in its own event-loop turn, none waiting for the one before: they overlap in LMDB.
   for (let i = 0; i < 6; i++) {
     issue(`put${i}`, (tx) => tx.put('things', rec(`r${i}`, `n${i}`, ['t'])));
@@ -140,20 +143,20 @@ t.test('an index added to an existing collection is built when the store opens',
   // index database does not exist yet, and must not start out empty.
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-store-'));
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const before = new Store(dir, [{ name: 'things', unique: ['name'], indexes: ['tags'] }]);
+  const before = new Store<TestRecords>(dir, [{ name: 'things', unique: ['name'], indexes: ['tags'] }]);
   await before.write((tx) => {
     tx.put('things', { ...rec('a', 'alpha', ['x']), expiresAt: 30 });
     tx.put('things', { ...rec('b', 'beta'), expiresAt: 10 });
     tx.put('things', rec('c', 'gamma'));
   });
   await before.close();
-  const after = new Store(dir, [{ name: 'things', unique: ['name'], indexes: ['tags', 'expiresAt'] }]);
+  const after = new Store<TestRecords>(dir, [{ name: 'things', unique: ['name'], indexes: ['tags', 'expiresAt'] }]);
   t.same([...after.idsByRange('things', 'expiresAt', { end: 31 })], ['b', 'a'], 'existing records are in the new index, in key order');
   t.same(after.idsByIndex('things', 'tags', 'x'), ['a'], 'the other indexes are untouched');
   await after.write((tx) => tx.put('things', { ...rec('d', 'delta'), expiresAt: 20 }));
   t.same([...after.idsByRange('things', 'expiresAt', {})], ['b', 'd', 'a'], 'and it follows writes');
   await after.close();
-  const again = new Store(dir, [{ name: 'things', unique: ['name'], indexes: ['tags', 'expiresAt'] }]);
+  const again = new Store<TestRecords>(dir, [{ name: 'things', unique: ['name'], indexes: ['tags', 'expiresAt'] }]);
   t.same([...again.idsByRange('things', 'expiresAt', {})], ['b', 'd', 'a'], 'reopened: the index is kept, not rebuilt');
   await again.close();
 });
@@ -169,7 +172,7 @@ t.test('records name a shape shared by the collection; records that carry their 
     for (const id of ['a', 'b']) oldDb.put(id, { ...rec(id, `old-${id}`, ['x']), nested: { k: id } });
   });
   await old.close();
-  let s = new Store(dir, [{ name: 'things', unique: ['name'], indexes: ['tags'] }]);
+  let s = new Store<TestRecords>(dir, [{ name: 'things', unique: ['name'], indexes: ['tags'] }]);
   t.equal(s.count('things'), 2, 'old records counted');
   await s.write((tx) => {
     for (const id of ['c', 'd']) tx.put('things', { ...rec(id, `new-${id}`, ['x']), nested: { k: id } });
@@ -184,7 +187,7 @@ t.test('records name a shape shared by the collection; records that carry their 
   t.equal(s.count('things'), 0, 'an emptied collection counts none');
   await s.write((tx) => tx.put('things', rec('e', 'e')));
   await s.close();
-  s = new Store(dir, [{ name: 'things', unique: ['name'], indexes: ['tags'] }]);
+  s = new Store<TestRecords>(dir, [{ name: 'things', unique: ['name'], indexes: ['tags'] }]);
   t.same([...s.scan('things')].map((r) => r.name), ['e'], 'reopened: shapes are kept');
   t.equal(s.count('things'), 1);
   await s.close();
@@ -195,10 +198,10 @@ t.test('index databases no collection declares any more are dropped when the sto
   // looked up in memory): its index databases go; records and the declared indexes stay.
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-store-'));
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const before = new Store(dir, [{ name: 'things', unique: ['name', 'token'], indexes: ['tags', 'color'] }]);
+  const before = new Store<TestRecords>(dir, [{ name: 'things', unique: ['name', 'token'], indexes: ['tags', 'color'] }]);
   await before.write((tx) => tx.put('things', { ...rec('a', 'alpha', ['x']), token: 't1', color: 'red' }));
   await before.close();
-  const after = new Store(dir, [{ name: 'things', unique: ['name'], indexes: ['tags'] }]);
+  const after = new Store<TestRecords>(dir, [{ name: 'things', unique: ['name'], indexes: ['tags'] }]);
   const names = [...after.env.getKeys({})];
   t.notOk(names.includes('u:things:token'), 'undeclared unique index dropped');
   t.notOk(names.includes('i:things:color'), 'undeclared secondary index dropped');
@@ -211,17 +214,17 @@ t.test('index databases no collection declares any more are dropped when the sto
 t.test('indexes kept in memory answer as LMDB indexes do, and are rebuilt from the records at open', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-store-'));
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const specs = [
+  const specs: CollectionSpec<'disk' | 'mem'>[] = [
     { name: 'disk', indexes: ['tags', 'owner', 'size'] },
     { name: 'mem', indexes: ['tags', 'owner', 'size'], indexesInMemory: true },
   ];
   // The same writes into a collection indexed in LMDB and one indexed in memory.
-  const both = (tx: import('../../../src/store/store.js').Tx, fn: (coll: string) => void) => {
+  const both = (tx: Tx<TestRecords>, fn: (coll: 'disk' | 'mem') => void) => {
     fn('disk');
     fn('mem');
   };
   const thing = (id: string, owner: string, tags: string[], size: number) => ({ id, createdAt: 1, updatedAt: 1, owner, tags, size });
-  const same = (s: Store, what: string) => {
+  const same = (s: Store<TestRecords>, what: string) => {
     for (const [field, value] of [['tags', 'x'], ['tags', 'y'], ['tags', 'none'], ['owner', 'o1'], ['owner', 'o2'], ['size', 3]] as const) {
       t.same(s.idsByIndex('mem', field, value), s.idsByIndex('disk', field, value), `${what}: ids of ${field} = ${value}`);
       t.equal(s.anyByIndex('mem', field, value), s.anyByIndex('disk', field, value), `${what}: any ${field} = ${value}`);
@@ -232,7 +235,7 @@ t.test('indexes kept in memory answer as LMDB indexes do, and are rebuilt from t
     }
     t.same([...s.idsByRange('mem', 'size', { start: 2, end: 10 })], [...s.idsByRange('disk', 'size', { start: 2, end: 10 })], `${what}: numeric range`);
   };
-  let s = new Store(dir, specs);
+  let s = new Store<TestRecords>(dir, specs);
   t.ok(s.isIndexed('mem', 'owner'));
   await s.write((tx) =>
     both(tx, (c) => {
@@ -252,12 +255,12 @@ t.test('indexes kept in memory answer as LMDB indexes do, and are rebuilt from t
   same(s, 'after a delete');
   t.same(s.idsByIndex('mem', 'owner', 'o2'), ['a']);
   await s.close();
-  s = new Store(dir, specs);
+  s = new Store<TestRecords>(dir, specs);
   same(s, 'after reopening');
   t.notOk([...s.env.getKeys({})].some((k) => String(k).startsWith('i:mem:')), 'no LMDB index database for the in-memory ones');
   await s.close();
   // Indexed in LMDB before, in memory now: the old databases go, the answers stay.
-  s = new Store(dir, [{ name: 'disk', indexes: ['tags', 'owner', 'size'], indexesInMemory: true }, specs[1]]);
+  s = new Store<TestRecords>(dir, [{ name: 'disk', indexes: ['tags', 'owner', 'size'], indexesInMemory: true }, specs[1]]);
   t.same(s.idsByIndex('disk', 'owner', 'o1'), ['b']);
   t.notOk([...s.env.getKeys({})].some((k) => String(k).startsWith('i:disk:')), 'the LMDB index databases are dropped');
   await s.close();

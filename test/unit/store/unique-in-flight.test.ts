@@ -7,11 +7,14 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { Store, UniqueViolation } from '../../../src/store/store.js';
+import { Store, UniqueViolation, type Rec } from '../../../src/store/store.js';
+
+/** The collection these tests declare: records of any shape. */
+type TestRecords = { things: Rec };
 
 function open(t: { teardown(fn: () => unknown): void }) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-store-unique-'));
-  const store = new Store(dir, [{ name: 'things', unique: ['name'] }]);
+  const store = new Store<TestRecords>(dir, [{ name: 'things', unique: ['name'] }]);
   t.teardown(async () => {
     await store.close();
     fs.rmSync(dir, { recursive: true, force: true });
@@ -20,7 +23,7 @@ function open(t: { teardown(fn: () => unknown): void }) {
 }
 const rec = (id: string, name: string) => ({ id, createdAt: 1, updatedAt: 1, name });
 /** Issue a write without waiting for it; whether its callback threw comes back at once. */
-const issue = (s: Store, fn: Parameters<Store['write']>[0]) => {
+const issue = (s: Store<TestRecords>, fn: Parameters<Store<TestRecords>['write']>[0]) => {
   const p = s.write(fn);
   return { p, refused: p.then(() => undefined, (e: unknown) => e) };
 };
