@@ -49,14 +49,14 @@ export class WorkerPool {
       filename: TASKS,
       workerData: { signingCa },
       // Every worker from the start: a worker started on demand (piscina's default is one, more
-      // as the queue grows) spends its first ~100 ms loading code while the burst that asked for
-      // it waits (~3% of an enrollment benchmark run).
+      // as the queue grows) spends its first moments loading code while the burst that asked for
+      // it waits.
       minThreads: threads,
       maxThreads: threads,
       maxQueue: opts.maxQueue,
       idleTimeout: 60_000,
-      // Nothing reads piscina's run/wait-time histograms; recording them cost ~10 µs of the event
-      // loop per task (token signing sends thousands of tasks a second).
+      // Nothing reads piscina's run/wait-time histograms; recording them cost the event loop time
+      // per task (token signing sends thousands of tasks a second).
       recordTiming: false,
     });
     this.signer = new Piscina({ filename: TOKEN_TASKS, minThreads: 1, maxThreads: 1, idleTimeout: 60_000, recordTiming: false });

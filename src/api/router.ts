@@ -172,8 +172,8 @@ export class Router {
 
   /**
    * Never rejects: every failure becomes an error envelope. Runs synchronously up to the first
-   * step that really waits (most reads never do): a chain of awaits costs ~0.3 µs each, a tenth
-   * of a service-update poll (docs/policy.md).
+   * step that really waits (most reads never do): a chain of awaits costs a measurable share of a
+   * service-update poll (docs/policy.md).
    */
   handle(req: Req): Promise<Reply> {
     const t: InProgress = { requestId: shortId(), started: performance.now(), matched: {} };

@@ -13,8 +13,8 @@
  * `stillNeeded` callback: an API session created before it retired still lives — every token it
  * signed is such an API session's or one of its sessions'), then its record and file are removed.
  *
- * Signing and verifying use node:crypto with KeyObjects parsed once (ES256 sign ~26–37 µs, verify
- * ~70–110 µs here); callers cache verified tokens (ApiSessions) so a signature is checked once per
+ * Signing and verifying use node:crypto with KeyObjects parsed once (a verify costs a few times a
+ * sign); callers cache verified tokens (ApiSessions) so a signature is checked once per
  * token, not once per request. Tokens minted at request rates (sessions) are signed in batches,
  * one signature over a Merkle tree of many (`signSessionBatch`).
  */

@@ -3,9 +3,8 @@
  * intermediate and server certificates) and enrollments that expired unused.
  *
  * Expired enrollments come from a range read of the enrollments' `expiresAt` index up to now, so
- * a scan costs in proportion to the expired ones only: scanning all 100,000 enrollment records of
- * the "large" model every minute decoded ~100 MB of records (JWTs included) and kept their pages
- * mapped. A record is read only for a newly alerted enrollment (its owner's name).
+ * a scan costs in proportion to the expired ones only: scanning every enrollment record of the
+ * "large" model every minute decoded all of them (JWTs included) and kept their pages mapped. A record is read only for a newly alerted enrollment (its owner's name).
  */
 import crypto from 'node:crypto';
 import type { EventsApp as App } from './context.js';

@@ -23,8 +23,8 @@ export interface PolicyFailure {
  * What is kept per identity (until the index changes): the services it may Dial or Bind, sorted,
  * and the edge routers it may use — each built on first use. Whether a given service is granted,
  * and by which policies, is answered from the service's own (short, shared) policy list instead:
- * a per-identity map of every visible service to its granting policies was ~300 KB for an identity
- * that sees 2,000 services, and a fleet of 1,000 devices rebuilt all of them after every policy change.
+ * a per-identity map of every visible service to its granting policies was hundreds of KB for an
+ * identity that sees 2,000 services, and a fleet of devices rebuilt all of them after every policy change.
  */
 interface IdentityView {
   sortedServices?: string[];
@@ -69,7 +69,7 @@ export class AccessQueries {
   }
 
   // permissions, grantingPolicies and hasAccess walk the service's policies with plain loops:
-  // one generator behind all three cost ~2 µs per call, +40% CPU for a page of 100 services.
+  // one generator behind all three cost markedly more CPU for a page of services (docs/benchmarks.md, "Measurements behind the code").
 
   /** `["Bind", "Dial"]`, `["Dial"]`, … or `["Invalid"]`. */
   permissions(identityId: string, serviceId: string): string[] {
@@ -142,7 +142,7 @@ export class AccessQueries {
    * Whether the identity's and the service's router policies share at least one router. Asked at
    * every session create: when the service's router set is not cached, its policies are tried one
    * by one against the identity's routers, which usually answers at the first policy instead of
-   * building the union of every policy's routers (~170 µs for a service in 50 policies of 500).
+   * building the union of every policy's routers (docs/benchmarks.md, "Measurements behind the code").
    */
   hasCommonRouter(identityId: string, serviceId: string): boolean {
     const mine = this.identityRouters(identityId);

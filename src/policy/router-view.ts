@@ -53,8 +53,8 @@ export function routersOnlineFirst(app: App, ids: Iterable<string>): EdgeRouterR
 
 /** The edge routers a session may use: the policy intersection, connected ones only (they have addresses). */
 export function sessionEdgeRouters(app: App, identityId: string, serviceId: string) {
-  // Usually far fewer routers are connected than the policies allow (shape large: 500 allowed to
-  // the worst-case identity, ~10 µs per session create to intersect): start from the connected ones.
+  // Usually far fewer routers are connected than the policies allow (shape large: all 500 allowed
+  // to the worst-case identity, each session create intersecting them): start from the connected ones.
   const { policy, presence } = app;
   if (presence.size === 0) return [];
   const mine = policy.identityRouters(identityId);

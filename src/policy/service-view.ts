@@ -44,8 +44,8 @@ interface ConfigEntry {
 /**
  * Decoded configs per store, dropped by change events on configs and config types. Every service
  * of a client's service list carries its configs: decoding them (and their types, for the names)
- * from LMDB on every request was ~40% of the controller's CPU in the fleet benchmark's mix, and
- * its garbage grew the heap to ~600 MB.
+ * from LMDB on every request was a large share of the controller's CPU in the fleet benchmark's
+ * mix, and its garbage grew the heap (docs/benchmarks.md, "Measurements behind the code").
  */
 const configCaches = new WeakMap<Store, Map<string, ConfigEntry | null>>();
 

@@ -1,12 +1,12 @@
 /**
  * Rendered JSON of list entries, per family that declares `renderCache` (types.ts).
  *
- * A page of 100 identities is ~160 KB of JSON: rendering the records (entity refs, enrollments,
- * authenticators) and stringifying them took ~2.5 ms of the ~3.3 ms a `?limit=100` list cost
- * (bench/crud at 100k identities), and their garbage showed in p99. With the JSON of each entry
- * kept, a page is the concatenation of strings already made. (Kept as bytes and joined with
- * Buffer.concat instead, each page became a ~160 KB native allocation: V8 counts those as external
- * memory and ran a mark-compact every ~80 ms, a worse p99 than the strings' scavenges.)
+ * A page of 100 identities is a large JSON text: rendering the records (entity refs, enrollments,
+ * authenticators) and stringifying them took most of what a `?limit=100` list cost (bench/crud),
+ * and their garbage showed in p99. With the JSON of each entry kept, a page is the concatenation
+ * of strings already made. (Kept as bytes and joined with Buffer.concat instead, each page became
+ * a native allocation: V8 counts those as external memory and ran frequent mark-compacts, a worse
+ * p99 than the strings' scavenges.) Figures (docs/benchmarks.md, "Measurements behind the code").
  *
  * Correctness rests on invalidation from the store's change events, which fire synchronously
  * after each commit and before the write's response (store.ts): a record's own change drops its

@@ -55,7 +55,7 @@ export interface CollectionSpec<N extends string = CollectionName> {
    * Keep the secondary indexes (`indexes`) in memory instead of in LMDB: built from the records at
    * open, changed as each commit lands. For records written at request rates (sessions), where an
    * LMDB dupSort index costs every write a B-tree update per field in the commit: a session's three
-   * took LMDB's writer threads from ~12 to ~46 µs a create (docs/datastore.md).
+   * made LMDB's writer threads several times slower per create (docs/datastore.md).
    */
   indexesInMemory?: boolean;
 }
@@ -196,7 +196,7 @@ export class MemoryIndex {
 /**
  * The entry where a collection's msgpack record shapes live (lmdb-js shared structures): a record
  * then names its shape in a byte instead of carrying its own definition — an identity of
- * bench:policy's model 275 → 80 bytes, decoded in 0.84 instead of 4.8 µs (docs/datastore.md).
+ * bench:policy's model a third of the size and several times faster to decode (docs/datastore.md).
  * Records written before carry their own definition and read as before.
  */
 export const STRUCTURES = Symbol.for('mesh.structures');
