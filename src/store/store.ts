@@ -516,66 +516,42 @@ export class Store<M extends RecordMap = Records> extends EventEmitter {
   }
 
   /**
-   * Group commit: the writes issued in one event-loop turn go to LMDB as one `env.batch`, at once,
-   * even while earlier batches are still committing. lmdb-js appends each batch to its instruction
-   * queue: its writer thread takes every batch that arrived while it synced into its next
-   * transaction and starts that transaction as soon as the sync ends, without waiting for this
-   * thread. Batches apply and resolve in issue order, so each write stays atomic, unique checks
-   * (the pending overlay) and change events see commit order, and a write resolves only once it
-   * is synced. Holding writes back until the previous commit had resolved on this thread instead
-   * put a hop through this (busy) thread between every two commits (docs/datastore.md).
+   * Group commit: one LMDB transaction at a time; every write issued while it commits waits for
+   * the next one, which takes them all. Each write stays atomic and they apply in issue order; one
+   * commit (and its two syncs) serves them all. Flushing every event-loop turn instead split 16
+   * closed-loop clients into ~3 transactions queued behind each other (5 writes per commit, each
+   * waiting ~6 ms): commits, not CPU, bounded the write rate.
    */
-  /** `settled`: the batch waits until every batch before it has landed (repairs read the indexes as committed). */
-  private queue: { ops: Op[]; raw?: () => void; settled?: boolean; resolve: () => void; reject: (e: unknown) => void }[] = [];
+  private queue: { ops: Op[]; raw?: () => void; resolve: () => void; reject: (e: unknown) => void }[] = [];
   private flushScheduled = false;
-  /** Batches handed to LMDB and not yet resolved. */
-  private committing = 0;
-  private resolvedThisTurn = false;
-  /**
-   * Per unique index, key → holder (null: removed) as the batches handed to LMDB leave it, and the
-   * batch that set it; an entry goes once that batch commits. A removal asks it before the
-   * committed index, which does not yet show the batches still in flight.
-   */
-  private readonly issuedUnique = new Map<Database, Map<IndexKey, { id: string | null; batch: number }>>();
-  private batches = 0;
+  private committing = false;
   /** Group-commit statistics (metrics): transactions, writes they carried, time from start to durable. */
   readonly commitStats = { commits: 0, writes: 0, seconds: 0 };
 
   private scheduleFlush() {
-    if (this.flushScheduled) return;
+    if (this.flushScheduled || this.committing) return;
     this.flushScheduled = true;
     setImmediate(() => this.flush());
   }
 
   private flush() {
     this.flushScheduled = false;
-    // The batch that lands last flushes what waits (next).
-    if (this.committing > 0 && this.queue.some((q) => q.settled)) return;
     const items = this.queue.splice(0);
     if (items.length === 0) return;
-    this.committing++;
-    const batch = ++this.batches;
+    this.committing = true;
     const started = performance.now();
     const next = () => {
-      // Batches that LMDB committed in one transaction resolve in the same turn: the first of them
-      // (the earliest issued) counts the transaction and its time.
-      if (!this.resolvedThisTurn) {
-        this.resolvedThisTurn = true;
-        setImmediate(() => (this.resolvedThisTurn = false));
-        this.commitStats.commits++;
-        this.commitStats.seconds += (performance.now() - started) / 1000;
-      }
+      this.commitStats.commits++;
       this.commitStats.writes += items.length;
-      this.committing--;
-      if (this.committing === 0 && this.queue.length > 0) this.scheduleFlush();
+      this.commitStats.seconds += (performance.now() - started) / 1000;
+      this.committing = false;
+      // The writes that queued meanwhile start committing now, before the answers of this commit
+      // (its writers' continuations run as microtasks after this callback) are rendered and sent:
+      // LMDB's writer thread then works while the main thread answers.
+      if (this.queue.length > 0) this.flush();
     };
     const clearPending = () => {
       for (const { ops } of items) {
-        for (const op of ops)
-          for (const [field, db] of op.coll.unique) {
-            const issued = this.issuedUnique.get(db);
-            for (const k of [...indexKeys(op.before?.[field]), ...indexKeys(op.after?.[field])]) if (issued?.get(k)?.batch === batch) issued.delete(k);
-          }
         for (const op of ops) {
           // Only clear what this write put there; a later write of the same id keeps its entry.
           if (op.coll.pending.get(op.id) === (op.after ?? null)) op.coll.pending.delete(op.id);
@@ -590,7 +566,7 @@ export class Store<M extends RecordMap = Records> extends EventEmitter {
     try {
       committed = this.env.batch(() => {
         for (const { ops, raw } of items) {
-          for (const op of ops) this.applyOp(op, batch);
+          for (const op of ops) this.applyOp(op);
           raw?.();
         }
       });
@@ -685,24 +661,12 @@ export class Store<M extends RecordMap = Records> extends EventEmitter {
     }
   }
 
-  /** `batch`: a group-commit batch (flush), whose reads of the committed index miss the batches before it still in flight. */
-  private applyOp({ coll, id, before, after }: Op, batch?: number) {
+  private applyOp({ coll, id, before, after }: Op) {
     for (const [field, db] of coll.unique) {
       const oldK = indexKeys(before?.[field]);
       const newK = indexKeys(after?.[field]);
-      let issued = batch === undefined ? undefined : this.issuedUnique.get(db);
-      if (batch !== undefined && !issued) this.issuedUnique.set(db, (issued = new Map()));
-      for (const k of oldK) {
-        if (newK.includes(k)) continue;
-        const held = issued?.get(k);
-        if ((held ? held.id : db.get(k)) !== id) continue;
-        db.remove(k);
-        issued?.set(k, { id: null, batch: batch! });
-      }
-      for (const k of newK) {
-        db.put(k, id);
-        issued?.set(k, { id, batch: batch! });
-      }
+      for (const k of oldK) if (!newK.includes(k) && db.get(k) === id) db.remove(k);
+      for (const k of newK) db.put(k, id);
     }
     for (const [field, db] of coll.indexes) {
       const oldK = indexKeys(before?.[field]);
@@ -717,15 +681,14 @@ export class Store<M extends RecordMap = Records> extends EventEmitter {
 
   /**
    * Integrity repairs (src/store/integrity.ts): `fn` runs inside the next group commit, in order
-   * with the record writes around it, once every earlier batch has landed (so the index databases
-   * it reads show them), and may put or remove index entries directly through `_coll(name)`. It
-   * must re-check what it repairs against `pending` (writes of its own batch, still committing).
+   * with the record writes around it, and may put or remove index entries directly through
+   * `_coll(name)`. It must re-check what it repairs against `pending` (writes still committing).
    * No change events: records are not changed.
    */
   async repairRaw(fn: () => void): Promise<void> {
     if (this.closed) throw new Error('store is closed');
     await new Promise<void>((resolve, reject) => {
-      this.queue.push({ ops: [], raw: fn, settled: true, resolve, reject });
+      this.queue.push({ ops: [], raw: fn, resolve, reject });
       this.scheduleFlush();
     });
     // Index entries changed without record events: whatever was derived from them is stale.

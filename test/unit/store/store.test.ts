@@ -109,35 +109,6 @@ t.test('writes issued in later turns, while earlier ones still commit, resolve a
   t.equal(s.commitStats.writes, 9, 'every write counted once (the refused one made none)');
 });
 
-t.test('a name given up while the write that gave it still commits leaves no unique entry behind', async (t) => {
-  const s = open(t);
-  const created = s.write((tx) => tx.put('things', rec('a', 'first')));
-  // The create is handed to LMDB in this turn; the renames follow in later turns, before it lands.
-  await new Promise((r) => setImmediate(r));
-  const renamed = s.write((tx) => tx.put('things', rec('a', 'second')));
-  await new Promise((r) => setImmediate(r));
-  const back = s.write((tx) => tx.put('things', rec('a', 'third')));
-  await Promise.all([created, renamed, back]);
-  t.same([...s.uniqueEntries('things', 'name')], [['third', 'a']], 'only the current name is indexed');
-  t.equal(s.findUnique('things', 'name', 'first'), undefined);
-  await s.write((tx) => tx.put('things', rec('b', 'first')));
-  t.equal(s.findUnique('things', 'name', 'first')?.id, 'b', 'the old name is free');
-});
-
-t.test('a repair runs once every write issued before it has landed, and writes after it wait for it', async (t) => {
-  const s = open(t);
-  const first = s.write((tx) => tx.put('things', rec('a', 'alpha', ['x'])));
-  await new Promise((r) => setImmediate(r));
-  let seen: string | undefined;
-  const repair = s.repairRaw(() => {
-    seen = s._coll('things').unique.get('name')!.get('alpha');
-  });
-  const later = s.write((tx) => tx.put('things', rec('b', 'beta')));
-  await Promise.all([first, repair, later]);
-  t.equal(seen, 'a', 'the repair read the index with the earlier write committed');
-  t.equal(s.findUnique('things', 'name', 'beta')?.id, 'b');
-});
-
 t.test('an index added to an existing collection is built when the store opens', async (t) => {
   // An older data directory (src/resources/enrollments.ts added the expiresAt index): the new
   // index database does not exist yet, and must not start out empty.
