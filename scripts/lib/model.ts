@@ -415,6 +415,8 @@ export async function writeModelToStore(dataDir: string, shape: Shape, opts: Sto
       // Policies name the entities before them by id: those must be durable first.
       await writer.drain();
     }
+    // As the bulk import leaves it (src/cli/import.ts).
+    await store.closeCompacted();
     return summarize(plan, 'store', ids, t0);
   } finally {
     await pool.close();

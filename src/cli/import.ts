@@ -67,8 +67,7 @@ export async function openOffline(dataDir: string, env: Record<string, string | 
   if (format !== undefined && format !== CURRENT_FORMAT)
     throw new CliError(`${dataDir} has data format ${format}, this version writes ${CURRENT_FORMAT}: start the controller once on it (it migrates the data), stop it, then import`);
   const reg = createRegistry();
-  const store = new Store(path.join(dataDir, 'db'), reg.collectionSpecs());
-  store.sealer = Sealer.forPkiDir(path.join(dataDir, 'pki'));
+  const store = new Store(path.join(dataDir, 'db'), reg.collectionSpecs(), { sealer: Sealer.forPkiDir(path.join(dataDir, 'pki')) });
   if (format === undefined) writeDataFormat(dataDir, CURRENT_FORMAT);
   const app = {
     config: { ...settings, advertisedAddress, certAdvertisedAddress },
@@ -225,6 +224,7 @@ export async function importIdentities(file: string | undefined, opts: ImportOpt
     }
     if (bodies.length) await flush();
     await writer.drain();
+    await open.store.closeCompacted();
   } finally {
     await open?.store.close();
     if (imported > 0)
