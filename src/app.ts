@@ -441,7 +441,7 @@ export async function bootstrap(app: App, opts: { showPasswordLater?: boolean } 
 }
 
 /** Printed once, on the console only; never logged through the structured logger. */
-export function showAdminPassword(admin: NewAdmin) {
+function showAdminPassword(admin: NewAdmin) {
   process.stderr.write(`\nmesh-controller: created the default admin "${admin.username}" with password: ${admin.password}\n` +
     'Set MESH_ADMIN_PASSWORD before the first start to choose it. This password is not shown again.\n\n');
 }

@@ -44,11 +44,11 @@ export const LIST_MAX_ITEMS = 1000;
 export const INTEGER_RANGE = { minimum: -Number.MAX_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER };
 
 /** Policy role lists (`identityRoles`, `serviceRoles`, `edgeRouterRoles`, `postureCheckRoles`, CA `identityRoles`). */
-export const ROLE_LIST_MAX_ITEMS = 10000;
+const ROLE_LIST_MAX_ITEMS = 10000;
 /** Role attributes of one entity. */
-export const ATTRIBUTE_LIST_MAX_ITEMS = 1000;
+const ATTRIBUTE_LIST_MAX_ITEMS = 1000;
 /** Keys of one `tags` or `appData` map. */
-export const TAG_MAX_KEYS = 1000;
+const TAG_MAX_KEYS = 1000;
 
 const id: Limit = { maxLength: 1024, plain: true };
 const url: Limit = { maxLength: 2048, plain: true };

@@ -13,9 +13,9 @@
 import type { ApiName, OperationSpec } from '../core/operation.js';
 import { upstreamDocument } from './spec/index.js';
 
-export const SPEC_VERSION = '0.28.0';
+const SPEC_VERSION = '0.28.0';
 /** The fabric spec keeps its own version: upstream numbers it apart from the edge APIs. */
-export const FABRIC_SPEC_VERSION = '0.16.54';
+const FABRIC_SPEC_VERSION = '0.16.54';
 
 /** Spec ids as upstream names them, and the API each one describes. */
 export const SPEC_IDS: Readonly<Record<string, ApiName>> = Object.freeze({
@@ -92,7 +92,7 @@ export function buildServedSpec(api: ApiName, ops: readonly ServedOp[]): object 
 const createdAt = new Date().toISOString();
 
 /** The API a spec id describes, or undefined for an unknown id. */
-export function specApi(id: string): ApiName | undefined {
+function specApi(id: string): ApiName | undefined {
   return Object.prototype.hasOwnProperty.call(SPEC_IDS, id) ? SPEC_IDS[id] : undefined;
 }
 

@@ -41,7 +41,7 @@ let goSecond = NaN;
 let goSecondText = '';
 
 /** Go's time.String() form, which upstream uses for the `expires-at` header: `2026-03-10 12:00:00.123 +0000 UTC`. */
-export function goTime(ms: number): string {
+function goTime(ms: number): string {
   ms = Math.trunc(ms);
   const sec = Math.floor(ms / 1000);
   if (sec !== goSecond) {
@@ -402,7 +402,7 @@ interface InProgress {
 const isPromise = <T>(v: T | Promise<T>): v is Promise<T> => typeof (v as { then?: unknown } | undefined)?.then === 'function';
 
 /** Deeper JSON than any upstream body needs; bounded so storing it can never exhaust the stack. */
-export const MAX_BODY_DEPTH = 32;
+const MAX_BODY_DEPTH = 32;
 
 const wellFormed = (s: string) => (s as string & { isWellFormed(): boolean }).isWellFormed();
 
@@ -436,7 +436,7 @@ function specificity(r: Route): number {
   return r.segments.reduce((n, s, i) => n + (s.startsWith('{') ? 0 : 1 << (16 - i)), 0);
 }
 
-export function normalizePath(p: string): string {
+function normalizePath(p: string): string {
   if (!p.includes('//') && (p.length === 1 || !p.endsWith('/'))) return p;
   let out = p.replace(/\/{2,}/g, '/');
   if (out.length > 1 && out.endsWith('/')) out = out.slice(0, -1);

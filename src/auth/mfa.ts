@@ -22,7 +22,7 @@ import { splitHostPort } from '../config.js';
 import { policyOf } from './login-policy.js';
 import type { Sealer } from '../store/sealed.js';
 
-export const RECOVERY_CODE_COUNT = 20;
+const RECOVERY_CODE_COUNT = 20;
 const RECOVERY_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
 /** ±2 time steps of 30 s. */
 const EPOCH_TOLERANCE_S = 60;
@@ -77,7 +77,7 @@ export function isValidTotp(secret: string, code: unknown): boolean {
 }
 
 /** Index of a matching unused recovery code, compared in constant time per code; -1 if none. */
-export function recoveryCodeIndex(sealer: Sealer, mfa: MfaRecord, code: unknown): number {
+function recoveryCodeIndex(sealer: Sealer, mfa: MfaRecord, code: unknown): number {
   if (typeof code !== 'string' || code.length === 0) return -1;
   const wanted = Buffer.from(code.trim().toUpperCase());
   let found = -1;

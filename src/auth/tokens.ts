@@ -23,7 +23,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { ChangeEvent, Store, SigningKeyRecord, CollectionName } from '../store/store.js';
 
-export const SIGNING_KEYS = 'signingKeys' satisfies CollectionName;
+const SIGNING_KEYS = 'signingKeys' satisfies CollectionName;
 
 export type SigningKeyRec = SigningKeyRecord;
 
@@ -46,10 +46,10 @@ export interface TokenClaims {
 const b64url = (b: Buffer | string) => Buffer.from(b).toString('base64url');
 
 /** The protected header of every token signed with `kid`, encoded. */
-export const jwsHeader = (kid: string) => b64url(JSON.stringify({ alg: 'ES256', kid, typ: 'JWT' }));
+const jwsHeader = (kid: string) => b64url(JSON.stringify({ alg: 'ES256', kid, typ: 'JWT' }));
 
 /** A compact JWS (ES256) of the claims: the one encoding used on the event loop and in the workers. */
-export function signJws(key: KeyObject, header: string, claims: TokenClaims | Record<string, unknown>): string {
+function signJws(key: KeyObject, header: string, claims: TokenClaims | Record<string, unknown>): string {
   const input = `${header}.${b64url(JSON.stringify(claims))}`;
   const sig = crypto.sign('sha256', Buffer.from(input), { key, dsaEncoding: 'ieee-p1363' });
   return `${input}.${sig.toString('base64url')}`;
@@ -60,7 +60,7 @@ export const tokenDigest = (token: string) => crypto.createHash('sha256').update
 
 export const SESSION_TOKEN = 'session';
 /** `z_t` of the signed part of a session token: the root of a batch of sessions' claims. */
-export const SESSION_BATCH = 'session-batch';
+const SESSION_BATCH = 'session-batch';
 
 export interface SessionTokenFacts {
   id: string;
@@ -156,7 +156,7 @@ export function merkleRootOf(index: number, size: number, leaf: MerkleHash, path
  * A verifier checks the batch JWS with the JWKS (once per batch: it is the same in every token of
  * the batch), then that the proof leads from the claims' leaf hash to `z_root`.
  */
-export function signSessionBatch(key: KeyObject, header: string, claims: TokenClaims[]): string[] {
+function signSessionBatch(key: KeyObject, header: string, claims: TokenClaims[]): string[] {
   return signClaimsBatch(key, header, batchFacts(claims), claims.map((c) => JSON.stringify(c)));
 }
 
@@ -212,7 +212,7 @@ export interface SessionBatchTask {
   claims: string;
 }
 
-export function sessionBatchTask(keyPem: string, header: string, claims: TokenClaims[]): SessionBatchTask {
+function sessionBatchTask(keyPem: string, header: string, claims: TokenClaims[]): SessionBatchTask {
   return { keyPem, header, facts: batchFacts(claims), claims: claims.map((c) => JSON.stringify(c)).join('\n') };
 }
 

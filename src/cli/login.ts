@@ -39,11 +39,11 @@ export async function fetchCaBundle(url: string): Promise<{ pem: string; certs: 
   return { pem: pems.join('\n') + '\n', certs: pems.map((p) => new crypto.X509Certificate(p)) };
 }
 
-export function describeCas(certs: crypto.X509Certificate[]): string {
+function describeCas(certs: crypto.X509Certificate[]): string {
   return certs.map((c) => `  ${c.subject.replace(/\n/g, ', ')}\n    SHA-256 ${c.fingerprint256}  valid until ${new Date(c.validTo).toISOString().slice(0, 10)}`).join('\n');
 }
 
-export async function confirm(question: string): Promise<boolean> {
+async function confirm(question: string): Promise<boolean> {
   if (!process.stdin.isTTY) throw usage(`${question.trim()} — no terminal to answer on; pass -y to accept`);
   const rl = readline.createInterface({ input: process.stdin, output: process.stderr });
   try {
@@ -87,7 +87,7 @@ export interface IdentityFile {
 
 const unpem = (v: string) => (v.startsWith('pem:') ? v.slice(4) : v);
 
-export function readIdentityFile(file: string): { url: string; key: string; cert: string; ca: string } {
+function readIdentityFile(file: string): { url: string; key: string; cert: string; ca: string } {
   let f: IdentityFile;
   try {
     f = JSON.parse(fs.readFileSync(file, 'utf8'));

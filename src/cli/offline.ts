@@ -27,7 +27,7 @@ export function dataDirOf(dir: string | undefined): string {
 }
 
 /** The pid of a controller running on `dataDir` (true when its pid is unknown), or false. */
-export function runningController(dataDir: string): number | boolean {
+function runningController(dataDir: string): number | boolean {
   if (!fs.existsSync(dataDir)) return false;
   try {
     lockDataDir(dataDir).release();

@@ -75,7 +75,7 @@ function singular(name: string): string {
   return name.endsWith('s') ? name.slice(0, -1) : name;
 }
 
-export function familyNames(): string[] {
+function familyNames(): string[] {
   return [...new Set([...families().values()].map((f) => f.name))].sort();
 }
 

@@ -30,7 +30,7 @@ export class CliError extends Error {
 /** A mistake in the command line: exit code 2, as for the controller's own bad settings. */
 export const usage = (message: string) => new CliError(message, 2);
 
-export function configDir(env = process.env): string {
+function configDir(env = process.env): string {
   const base = env.XDG_CONFIG_HOME && path.isAbsolute(env.XDG_CONFIG_HOME) ? env.XDG_CONFIG_HOME : path.join(os.homedir(), '.config');
   return path.join(base, 'mesh');
 }

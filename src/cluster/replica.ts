@@ -147,7 +147,7 @@ export function connect(s: ClusterSettings): Etcd3 {
  * request etcd will never take (too many operations, too large): everything but the latter, since
  * the requests themselves are built here.
  */
-export function isUnavailable(e: unknown): boolean {
+function isUnavailable(e: unknown): boolean {
   return !/too many operations|too large|duplicate key|permission denied|invalid argument/i.test(String((e as Error)?.message ?? e));
 }
 

@@ -13,7 +13,7 @@
 import { EventEmitter } from 'node:events';
 
 /** Upstream's sync states (api-reference "Edge router"). We use HELLO → IN_PROGRESS → DONE, and DISCONNECTED. */
-export const SYNC_STATUSES = [
+const SYNC_STATUSES = [
   'SYNC_NEW', 'SYNC_QUEUED', 'SYNC_HELLO', 'SYNC_HELLO_WAIT', 'SYNC_RESYNC_WAIT', 'SYNC_IN_PROGRESS', 'SYNC_DONE',
   'SYNC_UNKNOWN', 'SYNC_DISCONNECTED', 'SYNC_HELLO_TIMEOUT', 'SYNC_ERROR',
 ] as const;

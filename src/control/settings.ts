@@ -12,7 +12,7 @@
 import type { Rec, Store } from '../store/store.js';
 
 export const GLOBAL_SETTINGS_ID = 'global';
-export const OIDC_KEYS = ['redirectUris', 'postLogoutUris'] as const;
+const OIDC_KEYS = ['redirectUris', 'postLogoutUris'] as const;
 export type OidcSettings = Partial<Record<(typeof OIDC_KEYS)[number], string[]>>;
 
 const MAX_URIS = 100;

@@ -19,7 +19,7 @@ export interface StoredTrace {
   channels: string[];
 }
 
-export function traceSpec(identityId: string, t: StoredTrace, now = Date.now()): TraceSpec {
+function traceSpec(identityId: string, t: StoredTrace, now = Date.now()): TraceSpec {
   return { identityId, enabled: t.enabled && t.until > now, traceId: t.traceId, until: new Date(t.until).toISOString(), channels: [...t.channels] };
 }
 

@@ -3,7 +3,7 @@ import crypto from 'node:crypto';
 import { ApiError, defaultRetryAfter, type ErrorCause } from './errors.js';
 import type { Reply } from './operation.js';
 
-export const ERROR_META = { apiEnrollmentVersion: '0.0.1', apiVersion: '0.0.1' } as const;
+const ERROR_META = { apiEnrollmentVersion: '0.0.1', apiVersion: '0.0.1' } as const;
 
 export interface Pagination {
   limit: number;

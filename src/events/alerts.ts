@@ -25,7 +25,7 @@ import { structuralFindings, ERP_EMPTY, NO_SHARED_ROUTER, NO_TERMINATORS } from 
 import { expiryFindings, CERT, ENROLLMENT_EXPIRED } from './alert-expiry.js';
 
 export type { Alert } from './alert-scan.js';
-export const ALERT_INDEX = 'mesh.alerts';
+const ALERT_INDEX = 'mesh.alerts';
 
 const POLICIES = new Set(['servicePolicies', 'edgeRouterPolicies', 'serviceEdgeRouterPolicies']);
 /** Entities the policies select: only their existence and role attributes matter to the checks. */

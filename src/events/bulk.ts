@@ -33,7 +33,7 @@ function tooDeep(v: unknown): boolean {
 const malformed = (line: number, why: string) => new SearchError(400, 'illegal_argument_exception', `Malformed action/metadata line [${line}], ${why}`);
 
 /** Indices only the controller itself writes (alerts). */
-export const RESERVED_PREFIX = 'mesh.';
+const RESERVED_PREFIX = 'mesh.';
 
 export function parseBulk(text: string, defaultIndex: string | undefined): BulkItem[] {
   const lines = text.split('\n');

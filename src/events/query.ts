@@ -42,7 +42,7 @@ export interface Doc {
 
 const KEYWORD_LIMIT = 256;
 const MAX_BUCKETS = 65_535;
-export const MAX_RESULT_WINDOW = 10_000;
+const MAX_RESULT_WINDOW = 10_000;
 
 // ---------------------------------------------------------------------------------------------
 // Fields
@@ -77,7 +77,7 @@ export interface FieldRef {
   keys: string[][];
 }
 
-export function fieldRef(name: unknown): FieldRef {
+function fieldRef(name: unknown): FieldRef {
   if (typeof name !== 'string' || name.length === 0) throw parsing('[field] must be a non-empty string');
   const keyword = name.endsWith('.keyword');
   const base = keyword ? name.slice(0, -'.keyword'.length) : name;
@@ -159,7 +159,7 @@ function eqValue(docV: unknown, q: unknown, f: FieldRef): boolean {
  * Compile a query. `bounds` receives the `@timestamp` range of a mandatory (top-level `range`, or
  * `bool.filter`/`bool.must`) clause, which the store uses to read only that slice of time.
  */
-export function compileQuery(q: unknown, now: number, bounds?: TimeBounds): { match: Matcher; scored: boolean } {
+function compileQuery(q: unknown, now: number, bounds?: TimeBounds): { match: Matcher; scored: boolean } {
   if (q === undefined || q === null) return { match: () => true, scored: true };
   const [type, body] = single(q, 'query');
   switch (type) {
@@ -541,7 +541,7 @@ function filterAgg(spec: unknown, now: number, subs: Record<string, AggFactory>)
   };
 }
 
-export function compileAggs(defs: unknown, now: number, depth = 0): Record<string, AggFactory> {
+function compileAggs(defs: unknown, now: number, depth = 0): Record<string, AggFactory> {
   if (defs === undefined || defs === null) return {};
   if (typeof defs !== 'object' || Array.isArray(defs)) throw parsing('[aggs] must be an object');
   if (depth > 16) throw parsing('aggregations nested too deeply');

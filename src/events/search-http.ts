@@ -20,7 +20,7 @@ import { SearchError, compileSearch } from './query.js';
 import { patternMatcher, type SearchStore } from './search-store.js';
 import { SearchAuth, Unauthenticated } from './search-auth.js';
 
-export const SEARCH_PREFIX = '/search';
+const SEARCH_PREFIX = '/search';
 
 function esError(e: SearchError, headers?: Record<string, string>): Reply {
   const cause = { type: e.type, reason: e.message };

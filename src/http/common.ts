@@ -24,7 +24,7 @@ export const STATUS_TEXT: Record<number, string> = http.STATUS_CODES as Record<n
 
 /** The methods the APIs serve. Anything else (PROPFIND, BREW, TRACE, CONNECT…) is answered by methodNotAllowed before routing. */
 export const KNOWN_METHODS = new Set(['get', 'head', 'post', 'put', 'patch', 'delete', 'options']);
-export const ALLOW = 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS';
+const ALLOW = 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS';
 
 /** 405 in the error envelope, with `Allow`. */
 /**

@@ -9,7 +9,7 @@
  */
 
 /** Seconds; from sub-millisecond lookups to slow password hashing under load. */
-export const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'OTHER'];
 const METHOD_INDEX: Record<string, number> = Object.fromEntries(METHODS.map((m, i) => [m.toLowerCase(), i]));

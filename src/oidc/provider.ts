@@ -34,8 +34,8 @@ import type { MfaRecord } from '../auth/mfa.js';
 import { ACCESS_TOKEN, REFRESH_TOKEN, type ApiSession } from '../auth/api-sessions.js';
 import { effectiveSettings } from '../control/settings.js';
 
-export const CLIENT_IDS = new Set(['openziti', 'native']);
-export const ID_TOKEN = 'id';
+const CLIENT_IDS = new Set(['openziti', 'native']);
+const ID_TOKEN = 'id';
 /** How long an authorization request may take to complete its login, and a code to be exchanged. */
 const REQUEST_TTL_MS = 10 * 60_000;
 const CODE_TTL_MS = 5 * 60_000;
@@ -145,7 +145,7 @@ const SDK_FIELDS = ['appId', 'appVersion', 'branch', 'revision', 'type', 'versio
  * or flat form fields as upstream's SDKs post them (`envArch`, `envOsRelease`, `sdkAppID`…).
  * Only strings of the known fields are kept; undefined when none was sent.
  */
-export function loginInfo(body: Record<string, unknown>, prefix: 'env' | 'sdk'): Record<string, string> | undefined {
+function loginInfo(body: Record<string, unknown>, prefix: 'env' | 'sdk'): Record<string, string> | undefined {
   const fields = prefix === 'env' ? ENV_FIELDS : SDK_FIELDS;
   const nested = body[`${prefix}Info`];
   const obj = nested !== null && typeof nested === 'object' && !Array.isArray(nested) ? (nested as Record<string, unknown>) : {};

@@ -11,7 +11,7 @@ import type { SigningKeys } from '../auth/tokens.js';
 import { OAuthError, parseFields, type OidcProvider } from './provider.js';
 import { enrollPage, enrollStartPage, loginPage, totpPage } from './pages.js';
 
-export const JWKS_PATH = '/oidc/keys';
+const JWKS_PATH = '/oidc/keys';
 
 export function jwksRoute(keys: SigningKeys): RawRoute {
   return {

@@ -23,7 +23,7 @@ const DAY_MS = 24 * 60 * 60 * 1000;
  *  never restarted does not serve an expired certificate after a year, still under the 825-day
  *  ceiling Apple platforms enforce on TLS server certificates even from private CAs. Renewal
  *  happens at load when less than RENEW_BEFORE_MS remain (bootstrap.ts). */
-export const VALIDITY_MS = {
+const VALIDITY_MS = {
   root: 10 * 365 * DAY_MS,
   intermediate: 5 * 365 * DAY_MS,
   server: 2 * 365 * DAY_MS,
@@ -32,8 +32,8 @@ export const VALIDITY_MS = {
 /** Backdating notBefore tolerates clients whose clocks run behind the controller's. */
 const BACKDATE_MS = 60 * 60 * 1000;
 
-export const ROOT_CN = 'mesh-controller root CA';
-export const INTERMEDIATE_CN = 'mesh-controller signing CA';
+const ROOT_CN = 'mesh-controller root CA';
+const INTERMEDIATE_CN = 'mesh-controller signing CA';
 
 /** A certificate plus its private key, as the PEM text written to disk and as a KeyObject. */
 export interface Issued {

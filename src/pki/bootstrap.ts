@@ -111,7 +111,7 @@ interface PendingWrite {
  * `host:port` (the shape of upstream's `edge.api.address`), so callers can pass the configured
  * address as is.
  */
-export function normalizeAdvertisedHost(advertised: string): SubjectAltName {
+function normalizeAdvertisedHost(advertised: string): SubjectAltName {
   let host = advertised.trim();
   if (host.startsWith('[')) {
     const end = host.indexOf(']');

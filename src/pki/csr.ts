@@ -43,7 +43,7 @@ const OID_CN = '2.5.4.3';
 const MAX_CSR_BYTES = 16 * 1024;
 
 /** The DER of the first CSR in `text` (PEM), or of `text` itself when it is bare base64 DER. */
-export function csrDer(text: unknown): Buffer {
+function csrDer(text: unknown): Buffer {
   if (typeof text !== 'string' || text.trim() === '') throw new CsrError('no CSR was provided');
   let blocks;
   try {
@@ -109,7 +109,7 @@ export function parseCsr(text: unknown): ParsedCsr {
   }
 }
 
-export function parseCsrDer(der: Buffer): ParsedCsr {
+function parseCsrDer(der: Buffer): ParsedCsr {
   const top = expectTag(readTlv(der, 0), SEQUENCE, 'CSR');
   if (top.end !== der.length) throw new CsrError('trailing data after the CSR');
   const [criT, algT, sigT, ...extra] = children(der, top);
@@ -176,7 +176,7 @@ export function parseCsrDer(der: Buffer): ParsedCsr {
 }
 
 /** The first CN of a Name TLV ('' when none). */
-export function commonNameOf(der: Buffer, name: ReturnType<typeof readTlv>): string {
+function commonNameOf(der: Buffer, name: ReturnType<typeof readTlv>): string {
   for (const rdn of children(der, name)) {
     for (const atv of children(der, rdn)) {
       const [typeT, valueT] = children(der, atv);

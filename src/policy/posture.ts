@@ -11,7 +11,7 @@ import type { Rec, IdentityRecord } from '../store/store.js';
 import { satisfies } from './version-range.js';
 
 /** Grace window after a wake/unlock during which an MFA check with prompts keeps passing. */
-export const PROMPT_GRACE_SECONDS = 300;
+const PROMPT_GRACE_SECONDS = 300;
 
 interface Stamp {
   postureCheckId: string;

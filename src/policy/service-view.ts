@@ -71,7 +71,7 @@ function configEntry(store: Store, id: string): ConfigEntry | undefined {
 }
 
 /** Config type name → data for the caller's view of a service. */
-export function configMap(store: Store, service: ServiceRecord, identity: IdentityRecord | undefined, types: ReadonlySet<string>): Record<string, unknown> {
+function configMap(store: Store, service: ServiceRecord, identity: IdentityRecord | undefined, types: ReadonlySet<string>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   if (types.size === 0) return out;
   const all = types.has('all');
@@ -92,7 +92,7 @@ export function configMap(store: Store, service: ServiceRecord, identity: Identi
 const iso = (ms: number | null | undefined) => (ms === null || ms === undefined ? null : new Date(ms).toISOString());
 
 /** One posture query as a client sees it. */
-export function renderPostureQuery(check: PostureCheckRecord, r: CheckResult): Record<string, unknown> {
+function renderPostureQuery(check: PostureCheckRecord, r: CheckResult): Record<string, unknown> {
   const q: Record<string, unknown> = {
     _links: { self: { href: `./posture-checks/${check.id}` } },
     id: check.id,

@@ -134,7 +134,7 @@ function checkServiceKeys(tx: Tx, field: string, map: unknown, before: unknown) 
 export const isDisabled = isDisabledAt;
 
 /** `secrets`: whether pending enrollment tokens and JWTs are shown (render.ts readsSecrets). */
-export function renderIdentityExtras(rec: IdentityRecord, { store }: View, secrets: boolean): Record<string, unknown> {
+function renderIdentityExtras(rec: IdentityRecord, { store }: View, secrets: boolean): Record<string, unknown> {
   const authenticators: Record<string, unknown> = {};
   for (const id of store.idsByIndex('authenticators', 'identityId', rec.id)) {
     const a = store.get('authenticators', id);

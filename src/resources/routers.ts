@@ -90,7 +90,7 @@ function syncTunnelerIdentity(rec: EdgeRouterRecord, { tx, before }: WriteCtx<Ed
 }
 
 /** Remove the router identity and the system policy (deleting the router, or tunneling off). */
-export function removeTunnelerIdentity(tx: Tx, routerId: string) {
+function removeTunnelerIdentity(tx: Tx, routerId: string) {
   for (const pid of tx.idsByIndex('edgeRouterPolicies', 'systemFor', routerId)) tx.delete('edgeRouterPolicies', pid);
   for (const iid of tx.idsByIndex('identities', 'edgeRouterId', routerId)) {
     for (const aid of tx.idsByIndex('apiSessions', 'identityId', iid)) {

@@ -51,7 +51,7 @@ const TAGS_FIELD: FieldDef = { default: () => ({}) };
 /** Per family, `tags` and its declared fields as entries, made once (applyBody runs for every write). */
 const bodyFields = new WeakMap<ResourceDef, [string, FieldDef][]>();
 
-export function applyBody(reg: Registry, def: ResourceDef, wctx: WriteCtx, rec: Rec) {
+function applyBody(reg: Registry, def: ResourceDef, wctx: WriteCtx, rec: Rec) {
   const { mode, body, before, tx } = wctx;
   let fields = bodyFields.get(def);
   if (!fields) bodyFields.set(def, (fields = [['tags', TAGS_FIELD], ...Object.entries(def.fields)]));

@@ -16,7 +16,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { tryLock, unlock } from 'fs-native-extensions';
 
-export const LOCK_FILE = 'controller.lock';
+const LOCK_FILE = 'controller.lock';
 
 export class DataDirInUse extends Error {
   constructor(readonly dataDir: string, readonly holderPid: number | undefined) {

@@ -30,9 +30,9 @@ import type { Store } from './store.js';
 import { CURRENT_FORMAT, FORMAT_FILE, readDataFormat } from './data-format.js';
 import { SEALED_KEY_FILE } from './sealed.js';
 
-export const BACKUP_KIND = 'mesh-controller-backup';
+const BACKUP_KIND = 'mesh-controller-backup';
 /** Version of the backup file layout itself (not of the data inside, which is `dataFormat`). */
-export const BACKUP_FORMAT = 1;
+const BACKUP_FORMAT = 1;
 const MANIFEST = 'manifest.json';
 /** Files and directories of the data directory a backup carries, besides the datastore. */
 const CARRIED = ['pki', 'controller.id', FORMAT_FILE];

@@ -223,7 +223,7 @@ const changeOf = (op: Op): ChangeEvent =>
  * LMDB keys are at most 1978 bytes. A longer string is indexed under its first 400 characters
  * plus a SHA-256 of the whole, so equality and uniqueness stay exact and order stays close.
  */
-export const LONG_KEY = 480;
+const LONG_KEY = 480;
 /** Index keys at least this long may be digests, not the value itself. */
 export const DIGEST_PREFIX = 400;
 const keyOf = (k: IndexKey): IndexKey =>

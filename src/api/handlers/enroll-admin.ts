@@ -10,7 +10,7 @@ import { created, empty } from '../../core/envelope.js';
 import { type Registry } from '../../resources/registry.js';
 
 /** A future `expiresAt` from a validated body (format checked by the schema). */
-export function futureExpiry(value: unknown, field = 'expiresAt'): number {
+function futureExpiry(value: unknown, field = 'expiresAt'): number {
   const at = typeof value === 'string' ? Date.parse(value) : NaN;
   if (!Number.isFinite(at)) throw errors.field(field, `${field} is required`, value ?? null);
   if (at <= Date.now()) throw errors.field(field, `${field} must be in the future`, value);

@@ -14,9 +14,9 @@ import { POSTURE_CHECK_TYPES } from '../../resources/posture.js';
 
 const yamlCache = new WeakMap<object, string>();
 
-export const CAPABILITIES = ['OIDC_AUTH', 'HA_CONTROLLER'] as const;
+const CAPABILITIES = ['OIDC_AUTH', 'HA_CONTROLLER'] as const;
 
-export function versionDocument(ctx: Ctx) {
+function versionDocument(ctx: Ctx) {
   // Cluster mode: every live controller serves every API, so each API lists them all, this one
   // first (GET /controllers has the same list with more detail); upstream announces HA_CONTROLLER.
   const members = ctx.app.cluster?.members();

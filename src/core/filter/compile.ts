@@ -67,7 +67,7 @@ function describeLit(l: Literal): string {
 }
 
 /** Code-point (= UTF-8 byte) order, which differs from UTF-16 `<` only around surrogates. */
-export function compareStrings(a: string, b: string): number {
+function compareStrings(a: string, b: string): number {
   if (a === b) return 0;
   const n = Math.min(a.length, b.length);
   for (let i = 0; i < n; i++) {

@@ -112,7 +112,7 @@ function matchAt(re: RegExp, text: string, pos: number): string | undefined {
 }
 
 /** Parse an RFC 3339 timestamp into epoch ms (with sub-ms fraction); undefined if invalid. */
-export function parseRfc3339(s: string): number | undefined {
+function parseRfc3339(s: string): number | undefined {
   RFC3339.lastIndex = 0;
   const m = RFC3339.exec(s);
   if (!m || m[0].length !== s.length) return undefined;
