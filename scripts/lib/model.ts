@@ -357,6 +357,17 @@ function summarize(plan: ModelPlan, via: 'store' | 'api', ids: Record<FamilyKey,
   };
 }
 
+/**
+ * The summary of the model `writeModelToStore` writes for (shape, seed), without writing it: entity
+ * ids come from the seed in write order, so a kept copy of a written model needs no file beside it.
+ */
+export function storeModelSummary(shape: Shape, seed: number): ModelSummary {
+  const plan = planModel(shape, seed);
+  const nextId = idSource(seed);
+  const ids = Object.fromEntries(FAMILIES.map((f) => [f.key, plan[f.key].map(() => nextId())])) as Record<FamilyKey, string[]>;
+  return { ...summarize(plan, 'store', ids, performance.now()), elapsedMs: 0 };
+}
+
 const total = (plan: ModelPlan) => FAMILIES.reduce((n, f) => n + plan[f.key].length, 0);
 
 // ---- writing into the store ------------------------------------------------------------------
