@@ -1,17 +1,21 @@
 /**
- * bench:scale — start-up and memory of the controller against identities (issue #35): the large
+ * bench:scale — start-up, memory and the policy phases of the controller against identities (issue #35): the large
  * shape's services, routers and policies with 100k, 300k and 1M identities, in that order.
  * Writes bench/results/scale-<ts>.json and .svg (and scale-latest.*).
  */
-import { spawn, execFileSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { spawnController, MAIN, type ControllerProcess } from './lib/controller.js';
 import { machineInfo, table, fmt, writeResults, resultsDir } from './lib/report.js';
-import { parseCli, intFlag, intListFlag } from './lib/cli.js';
+import { parseCli, intFlag, intListFlag, numFlag } from './lib/cli.js';
 import { renderChart } from './lib/chart.js';
-import { SHAPES, writeModelToStore, type Shape } from '../scripts/lib/model.js';
+import type { Shape } from '../scripts/lib/model.js';
+import { preparedModel, shapeFor } from './lib/models.js';
+import { measurePolicy } from './lib/policy-phases.js';
+import { RunChart } from './lib/run-chart.js';
+import { pct } from './lib/raw-ceilings.js';
 import { NODE_FLAGS } from '../src/node-flags.js';
 import { Store } from '../src/store/store.js';
 import { createRegistry } from '../src/resources/index.js';
@@ -19,7 +23,7 @@ import { PolicyEngine } from '../src/policy/engine.js';
 import { checkIndex, sampleIds } from '../src/policy/verify.js';
 
 const ADMIN_PASSWORD = 'bench-admin-password';
-const TARGETS = { startupMs: 5000, rssMiB: 1536 };
+const TARGETS = { startupMs: 5000, rssMiB: 1536, listP99Ms: 5, changeVisibleMs: 1000, sessionsOfTrivial: 0.35, pollsOfTrivial: 0.8 };
 
 const argv = parseCli({
   name: 'bench:scale',
@@ -39,8 +43,14 @@ const argv = parseCli({
  4. In this process, on the stopped store: the role index built again (its heap, per identity) and
     checked against a from-scratch evaluation of the records for --verify sampled identities and
     every service (src/policy/verify.ts).
+ 5. Unless --start-only: bench:policy's phases on a controller started on the model (as the
+    worst-case identity: service list p99 at one client, session creates at each --session-clients
+    level, service-update polls at 32, a policy change until every sampled identity sees it), each
+    beside its ceiling of the same run (the trivial answer on the same listener, durable LMDB puts at
+    the same concurrency), and the memory after them.
 Ceiling of the same run: a controller on an empty store (start-up, memory). Targets: start-up ≤ 5 s
-and RSS ≤ 1.5 GiB at every count. On a shared machine wall times are indicative; the controller CPU
+and RSS ≤ 1.5 GiB at every count; service list p99 ≤ 5 ms, session creates ≥ 35% and polls ≥ 80% of
+the trivial answer, change visible ≤ 1 s. On a shared machine wall times are indicative; the controller CPU
 to listening is the steadier figure.`,
   usage: ['npm run bench:scale', 'npm run bench:scale -- --identities 100000,1000000 --models /tmp/mesh-models --kill', 'npm run bench:scale -- --identities 2000 --verify 200   # a smoke run'],
   flags: {
@@ -49,6 +59,9 @@ to listening is the steadier figure.`,
     verify: { type: 'string', default: '1000', arg: 'N', help: 'sampled identities checked against the records (0: none)' },
     kill: { type: 'boolean', help: 'also kill (-9) a start halfway and measure the start after it' },
     compact: { type: 'boolean', help: 'start on a compacted copy of the store (as `mesh backup` writes it: each tree on contiguous pages)' },
+    'start-only': { type: 'boolean', help: 'only start-up and memory (no service list, session creates, polls, policy change)' },
+    duration: { type: 'string', default: '5', arg: 'S', help: 'seconds per timed measure of the policy phases (and per ceiling)' },
+    'session-clients': { type: 'string', default: '64,256', arg: 'LIST', help: 'concurrent session creators per level' },
     seed: { type: 'string', default: '1', help: 'model seed' },
   },
 });
@@ -56,16 +69,12 @@ const counts = intListFlag(argv, 'identities', 1, 10_000_000);
 const verifyN = intFlag(argv, 'verify', 0, 10_000_000);
 const seed = intFlag(argv, 'seed', 0, 2 ** 31);
 const modelsDir = argv.models as string | undefined;
+const durationMs = numFlag(argv, 'duration', 0.1, 600) * 1000;
+const sessionClients = intListFlag(argv, 'session-clients', 1, 4096);
 const ENV = { MESH_LOG_LEVEL: 'info' };
 
 const log = (s: string) => process.stdout.write(s + '\n');
 const MiB = (kib: number | undefined) => (kib ?? NaN) / 1024;
-
-/** The shape for a count: the large shape's services, routers and policies (large and huge by name). */
-function shapeFor(identities: number): Shape {
-  const named = Object.values(SHAPES).find((s) => s.identities === identities && s.services === SHAPES.large.services);
-  return named ?? { ...SHAPES.large, name: `large-${identities}`, identities };
-}
 
 /** Memory of a process from /proc/<pid>/status: RSS, its anonymous and file-backed parts, the peak (KiB). */
 function memoryOf(pid: number) {
@@ -81,6 +90,7 @@ interface Level {
   start: Start;
   afterKill?: Start & { killedBy: string | null; killedAfterMs: number };
   index: ReturnType<typeof inProcess>;
+  policy?: Awaited<ReturnType<typeof policyPhases>>;
 }
 
 interface Start {
@@ -115,23 +125,6 @@ function killedStart(dataDir: string, afterMs: number): Promise<string | null> {
   );
 }
 
-async function prepareModel(shape: Shape, dataDir: string): Promise<number | undefined> {
-  const kept = modelsDir ? path.join(modelsDir, String(shape.identities)) : undefined;
-  if (kept && fs.existsSync(path.join(kept, 'db'))) {
-    execFileSync('cp', ['-a', '--reflink=auto', `${kept}/.`, dataDir]);
-    return undefined;
-  }
-  const first = await spawnController({ password: ADMIN_PASSWORD, env: ENV, dataDir, keepData: true });
-  await first.stop();
-  log(`  writing ${shape.identities.toLocaleString('en')} identities …`);
-  const model = await writeModelToStore(dataDir, shape, { seed, env: { MESH_ADMIN_PASSWORD: ADMIN_PASSWORD, MESH_ADDRESS: '127.0.0.1:0' } });
-  if (kept) {
-    fs.mkdirSync(kept, { recursive: true });
-    execFileSync('cp', ['-a', '--reflink=auto', `${dataDir}/.`, kept]);
-  }
-  return model.elapsedMs;
-}
-
 /** Rewrite the store compacted (lmdb-js backup with compaction, as src/store/snapshot.ts takes it). */
 async function compactStore(dataDir: string) {
   const db = path.join(dataDir, 'db');
@@ -145,6 +138,26 @@ async function compactStore(dataDir: string) {
   }
   fs.rmSync(db, { recursive: true, force: true });
   fs.renameSync(tmp, db);
+}
+
+/** bench:policy's phases on a controller started on the model (bench/lib/policy-phases.ts), and its memory after them. */
+async function policyPhases(dataDir: string, model: Parameters<typeof measurePolicy>[0]['model']) {
+  const ctl = await spawnController({ password: ADMIN_PASSWORD, env: ENV, dataDir, keepData: true, readyTimeoutMs: 600_000 });
+  try {
+    const m = await measurePolicy({ ctl, adminPassword: ADMIN_PASSWORD, model, chart: new RunChart(ctl.pid), durationMs, concurrency: 32, apiSessions: 32, sessionClients, clientKind: 'raw', log: (line) => log(`  ${line}`) });
+    const strip = <T extends { timeline?: unknown }>({ timeline: _, ...rest }: T): Omit<T, 'timeline'> => rest;
+    return {
+      serviceListC1: strip(m.list1),
+      trivialAtOne: strip(m.trivial1),
+      trivial: strip(m.trivialC),
+      sessionLevels: m.sessionLevels.map((l) => ({ clients: l.clients, okPerSec: l.result.okPerSec, latency: l.result.latency, errors: l.result.errors, lmdbPutPerSec: m.lmdb.get(l.clients)?.perSec, ratioToLmdbPut: l.ratio, ratioToTrivial: m.trivialC.perSec ? l.result.okPerSec / m.trivialC.perSec : undefined, cpuMsPerRequest: l.cpuMsPerRequest, mainCpuMsPerRequest: l.mainCpuMsPerRequest })),
+      polls: { ...strip(m.polls), ratioToTrivial: m.pollRatio, cpuMsPerRequest: m.pollCpu },
+      changeVisibleMs: m.changeMs,
+      memoryAfter: memoryOf(ctl.pid),
+    };
+  } finally {
+    await ctl.stop();
+  }
 }
 
 /** The role index built in this process on the stopped store: its time, its heap, and the check. */
@@ -190,7 +203,9 @@ async function main() {
       const dataDir = path.join(work, String(n));
       fs.mkdirSync(dataDir);
       log(`${n.toLocaleString('en')} identities (shape ${shape.name}):`);
-      const writeMs = await prepareModel(shape, dataDir);
+      const prepared = await preparedModel(shape, dataDir, { seed, password: ADMIN_PASSWORD, modelsDir, env: ENV });
+      const writeMs = prepared.writeMs;
+      if (writeMs !== undefined) log(`  model written in ${fmt(writeMs / 1000, 1)} s (${fmt(n / (writeMs / 1000), 0)} identities/s)`);
       if (argv.compact) await compactStore(dataDir);
       const start = await measuredStart(dataDir);
       log(`  start-up ${fmt(start.startupMs, 0)} ms (index ${start.indexMs} ms, controller CPU ${fmt(start.cpuMs, 0)} ms); RSS ${fmt(MiB(start.memory.rssKiB), 0)} MiB = ${fmt(MiB(start.memory.anonKiB), 0)} controller + ${fmt(MiB(start.memory.fileKiB), 0)} mapped files, peak ${fmt(MiB(start.memory.hwmKiB), 0)} MiB`);
@@ -203,7 +218,8 @@ async function main() {
       }
       const index = inProcess(dataDir);
       log(`  role index in this process: ${fmt(index.buildMs, 0)} ms, heap ${fmt(index.heapBytes / 2 ** 20, 0)} MiB + off-heap (bitsets) ${fmt(index.offHeapBytes / 2 ** 20, 0)} MiB (${fmt((index.heapBytes + index.offHeapBytes) / n, 0)} B per identity)${index.check ? `; check of ${index.check.identities} identities and ${index.check.services} services: ${index.check.mismatches.length ? index.check.mismatches.join('\n    ') : 'no mismatch'}` : ''}`);
-      levels.push({ identities: n, shape, modelWriteMs: writeMs && Math.round(writeMs), start, afterKill, index });
+      const policy = argv['start-only'] ? undefined : await policyPhases(dataDir, prepared.summary);
+      levels.push({ identities: n, shape, modelWriteMs: writeMs && Math.round(writeMs), start, afterKill, index, policy });
       fs.rmSync(dataDir, { recursive: true, force: true });
     }
 
@@ -221,15 +237,52 @@ async function main() {
     ]);
     rows.push(['empty store (ceiling)', `${fmt(empty.startupMs, 0)} ms`, `${empty.indexMs} ms`, `${fmt(empty.cpuMs, 0)} ms`, `${fmt(MiB(empty.memory.rssKiB), 0)} MiB`, `${fmt(MiB(empty.memory.anonKiB), 0)} MiB`, `${fmt(MiB(empty.memory.fileKiB), 0)} MiB`, '', '', '']);
     log('\n' + table(['identities', 'start-up', 'index build', 'controller CPU', 'RSS', 'controller', 'mapped files', 'index heap + off-heap/identity', 'check', `≤ ${TARGETS.startupMs / 1000} s, ≤ ${TARGETS.rssMiB / 1024} GiB`], rows));
+    const measured = levels.filter((l) => l.policy);
+    if (measured.length) {
+      const sessionCols = sessionClients.map((c) => `session creates c=${c}`);
+      const prow = measured.map((l) => {
+        const p = l.policy!;
+        return [
+          l.identities.toLocaleString('en'),
+          l.modelWriteMs ? `${fmt(l.identities / (l.modelWriteMs / 1000), 0)}/s` : 'kept',
+          `${fmt(p.serviceListC1.latency.p99)} ms (${pct(p.serviceListC1.okPerSec / p.trivialAtOne.perSec)})`,
+          ...sessionClients.map((c) => {
+            const s = p.sessionLevels.find((x) => x.clients === c);
+            return s ? `${fmt(s.okPerSec, 0)}/s (${pct(s.ratioToTrivial)} trivial, ${pct(s.ratioToLmdbPut)} LMDB)` : '-';
+          }),
+          `${fmt(p.polls.okPerSec, 0)}/s (${pct(p.polls.ratioToTrivial)})`,
+          `${fmt(p.changeVisibleMs, 0)} ms`,
+          `${fmt(MiB(p.memoryAfter.rssKiB), 0)} / ${fmt(MiB(p.memoryAfter.hwmKiB), 0)} MiB`,
+        ];
+      });
+      log('\n' + table(['identities', 'model write', `service list p99 c=1 (of trivial)`, ...sessionCols, 'polls c=32 (of trivial)', 'change visible', 'RSS after / peak'], prow));
+      log(`targets: list p99 ≤ ${TARGETS.listP99Ms} ms, session creates ≥ ${pct(TARGETS.sessionsOfTrivial)} and polls ≥ ${pct(TARGETS.pollsOfTrivial)} of the trivial answer (c=32, same listener and client), change visible ≤ ${TARGETS.changeVisibleMs} ms`);
+    }
     log(`(load average: ${os.loadavg().map((x) => x.toFixed(1)).join(' ')} on ${os.cpus().length} CPUs)`);
 
     const x = (f: (l: Level) => number): [number, number][] => levels.map((l) => [l.identities / 1000, f(l)]);
+    const px = (f: (p: NonNullable<Level['policy']>) => number): [number, number][] => measured.map((l) => [l.identities / 1000, f(l.policy!)]);
     const svg = renderChart({
-      title: 'bench:scale — start-up and memory against identities (thousands)',
+      title: 'bench:scale — start-up, memory and the policy phases against identities (thousands)',
       subtitle: `${started.toISOString()}; ceiling: the same controller on an empty store`,
       panels: [
         { title: 'start-up', unit: 'ms', series: [{ name: 'to serving', points: x((l) => l.start.startupMs) }, { name: 'role index build', points: x((l) => l.start.indexMs) }, { name: 'ceiling: empty store', points: x(() => empty.startupMs) }] },
         { title: 'memory', unit: 'MiB', series: [{ name: 'RSS', points: x((l) => MiB(l.start.memory.rssKiB)) }, { name: 'controller (anonymous)', points: x((l) => MiB(l.start.memory.anonKiB)) }, { name: 'mapped files', points: x((l) => MiB(l.start.memory.fileKiB)) }, { name: 'ceiling: empty store', points: x(() => MiB(empty.memory.rssKiB)) }] },
+        ...(measured.length
+          ? [
+              { title: 'service list p99, c=1', unit: 'ms', series: [{ name: 'service list', points: px((p) => p.serviceListC1.latency.p99) }, { name: 'ceiling: trivial answer', points: px((p) => p.trivialAtOne.p99Ms) }] },
+              {
+                title: 'per second',
+                unit: '/s',
+                series: [
+                  ...sessionClients.map((c) => ({ name: `session creates c=${c}`, points: px((p) => p.sessionLevels.find((s) => s.clients === c)?.okPerSec ?? NaN) })),
+                  { name: 'polls c=32', points: px((p) => p.polls.okPerSec) },
+                  { name: 'ceiling: trivial answer c=32', points: px((p) => p.trivial.perSec) },
+                ],
+              },
+              { title: 'policy change visible', unit: 'ms', series: [{ name: 'every sampled identity', points: px((p) => p.changeVisibleMs) }] },
+            ]
+          : []),
       ],
     });
     fs.mkdirSync(resultsDir(), { recursive: true });
