@@ -237,9 +237,8 @@ export async function importIdentities(file: string | undefined, opts: ImportOpt
     open = await openOffline(dataDir, opts.env ?? process.env);
     const def = open.reg.def('identities');
     const validator = new BodyValidator('management');
-    // The enrollments' signatures and sealing on every core: they cost each identity about twice
-    // what this thread's reading, validating and writing does, so the workers, not it, set the pace.
-    const threads = os.availableParallelism();
+    // The enrollments' signatures and sealing on the other cores; this thread reads, validates and writes.
+    const threads = Math.max(1, os.availableParallelism() - 1);
     pool = new WorkerPool({ threads, maxQueue: 4 * threads + 8 });
     const writer = new BulkWriter(open, { pool });
     let bodies: unknown[] = [];
