@@ -147,6 +147,8 @@ export class BulkWriter {
 
   /** What the family's `beforeCreate` makes for each record, before the write (as a POST makes it). */
   private async prepare(def: ResourceDef, ids: string[], bodies: unknown[]): Promise<unknown[]> {
+    // An identity's beforeCreate is newEnrollment(keysOf(app), enrollmentSpec(id, body)): the same
+    // made for the whole group in one pool task, the signatures and sealing off this thread.
     if (this.pool && def.collection === 'identities') {
       const specs = bodies.map((body, k) => enrollmentSpec(ids[k], body));
       const wanted = specs.filter((s) => s !== undefined);
