@@ -11,6 +11,21 @@ import type { HashPasswordInput } from './auth/argon2.js';
 import type { SessionBatchTask } from './auth/tokens.js';
 import type { SearchInput, SearchOutput } from './events/search-docs.js';
 import type { SignCsrItem, SignCsrResult, SigningCaPem } from './pki/csr-task.js';
+import type { EnrollmentSpec } from './resources/enrollments.js';
+import type { EnrollmentRecord } from './store/store.js';
+
+/**
+ * A group of new enrollments made in a worker as `newEnrollment` makes them (the bulk import's,
+ * src/cli/import.ts): signed with `serverKey` (`kid`), sealed with the key of `pkiDir`.
+ */
+export interface NewEnrollmentsInput {
+  specs: EnrollmentSpec[];
+  serverKey: KeyObject;
+  kid: string;
+  issuer: { url: string; controllers: string[] };
+  lifetimeMs: number;
+  pkiDir: string;
+}
 
 /**
  * The pool's tasks, by name: what each takes and gives. The worker entry (workers/tasks.ts)
@@ -21,6 +36,7 @@ export interface Tasks {
   verifyPassword(input: { hash: string; password: string }): Promise<boolean>;
   signCsrs(input: { items: SignCsrItem[] }): SignCsrResult[];
   searchDocs(input: SearchInput): SearchOutput;
+  newEnrollments(input: NewEnrollmentsInput): EnrollmentRecord[];
 }
 
 type TaskName = keyof Tasks;

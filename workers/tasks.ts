@@ -8,8 +8,9 @@ import type { Tasks } from '../src/pool.js';
 import { hashPassword, verifyPassword } from '../src/auth/argon2.js';
 import { searchDocs } from '../src/events/search-docs.js';
 import { signCsrs } from './pki.js';
+import { newEnrollments } from './enrollments.js';
 
-export { hashPassword, verifyPassword, searchDocs, signCsrs };
+export { hashPassword, verifyPassword, searchDocs, signCsrs, newEnrollments };
 
-const implemented: Tasks = { hashPassword, verifyPassword, searchDocs, signCsrs };
+const implemented: Tasks = { hashPassword, verifyPassword, searchDocs, signCsrs, newEnrollments };
 void implemented;

@@ -403,7 +403,7 @@ export async function writeModelToStore(dataDir: string, shape: Shape, opts: Sto
     Object.assign(app, { pool });
     await bootstrap(app);
     const validator = new BodyValidator('management');
-    const writer = new BulkWriter(open);
+    const writer = new BulkWriter(open, { pool });
     const nextId = idSource(opts.seed);
     const ids: Ids & Record<FamilyKey, string[]> = { configs: [], services: [], edgeRouters: [], identities: [], servicePolicies: [], edgeRouterPolicies: [], serviceEdgeRouterPolicies: [] };
     const all = total(plan);

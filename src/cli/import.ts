@@ -19,6 +19,7 @@
  * `npm run generate-model` writes its models through the same writer (`BulkWriter`).
  */
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
 import { pino } from 'pino';
@@ -27,6 +28,9 @@ import type { App, Ctx } from '../api/context.js';
 import { ApiError } from '../core/errors.js';
 import { BodyValidator } from '../api/validate.js';
 import { loadOrCreatePki } from '../pki/bootstrap.js';
+import { WorkerPool } from '../pool.js';
+import { keysOf } from '../resources/enrollments.js';
+import { enrollmentSpec } from '../resources/identities.js';
 import { createRegistry } from '../resources/index.js';
 import type { Registry } from '../resources/registry.js';
 import type { ResourceDef } from '../resources/types.js';
@@ -43,6 +47,8 @@ export interface OfflineApp {
   ctx: Ctx;
   store: Store;
   reg: Registry;
+  /** Its PKI directory: the keys a worker seals with. */
+  pkiDir: string;
 }
 
 /**
@@ -62,12 +68,13 @@ export async function openOffline(dataDir: string, env: Record<string, string | 
   const advertisedAddress = settings.advertisedAddress ?? `${bracket(advertisedHost)}:${listen.port}`;
   const certPort = settings.certAddress ? splitHostPort(settings.certAddress).port : listen.port === 0 ? 0 : listen.port + 1;
   const certAdvertisedAddress = settings.certAdvertisedAddress ?? `${bracket(advertisedHost)}:${certPort}`;
-  const pki = await loadOrCreatePki(path.join(dataDir, 'pki'), { advertisedHost });
+  const pkiDir = path.join(dataDir, 'pki');
+  const pki = await loadOrCreatePki(pkiDir, { advertisedHost });
   const format = readDataFormat(dataDir);
   if (format !== undefined && format !== CURRENT_FORMAT)
     throw new CliError(`${dataDir} has data format ${format}, this version writes ${CURRENT_FORMAT}: start the controller once on it (it migrates the data), stop it, then import`);
   const reg = createRegistry();
-  const store = new Store(path.join(dataDir, 'db'), reg.collectionSpecs(), { sealer: Sealer.forPkiDir(path.join(dataDir, 'pki')) });
+  const store = new Store(path.join(dataDir, 'db'), reg.collectionSpecs(), { sealer: Sealer.forPkiDir(pkiDir) });
   if (format === undefined) writeDataFormat(dataDir, CURRENT_FORMAT);
   const app = {
     config: { ...settings, advertisedAddress, certAdvertisedAddress },
@@ -78,7 +85,7 @@ export async function openOffline(dataDir: string, env: Record<string, string | 
     certBaseUrl: `https://${certAdvertisedAddress}`,
     startedAt: Date.now(),
   } as unknown as App;
-  return { app, ctx: { app } as Ctx, store, reg };
+  return { app, ctx: { app } as Ctx, store, reg, pkiDir };
 }
 
 /** A create that failed: which item of the group, the error, and its message as the API would say it. */
@@ -96,57 +103,110 @@ function describeError(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
 
+/** The rejection of a group given after one that failed: it is not written. */
+class NotWritten extends Error {}
+
 /**
- * Creates records in large atomic groups with several groups committing at once. Each `create`
- * runs its group's creates at once (so a bad record fails it before anything of it is written)
- * and resolves when the group is handed to the store, waiting only while `depth` groups are
- * still committing; `drain` waits for all of them.
+ * Creates records in large atomic groups with several groups committing at once. A group's
+ * signed and sealed parts are made first (an identity group's enrollments in the worker pool when
+ * there is one, while earlier groups commit and the caller reads the next), then its creates run
+ * at once in one write, in the order the groups were given. A bad record fails its group: the
+ * records before it are written, the error names it, and the groups given after it are not
+ * written. `create` resolves when its group is handed to the store, waiting only while `depth`
+ * groups are still committing; `drain` waits for all of them.
  */
 export class BulkWriter {
   private readonly inFlight: Promise<unknown>[] = [];
+  /** The last group given: settled once it is handed to the store or failed. */
+  private last: Promise<unknown> = Promise.resolve();
+  private readonly depth: number;
+  private readonly pool: WorkerPool | undefined;
 
-  constructor(private readonly o: OfflineApp, private readonly depth = 4) {}
+  /** `depth`: groups committing at once; `pool`: where an identity group's enrollments are made. */
+  constructor(private readonly o: OfflineApp, opts: { depth?: number; pool?: WorkerPool } = {}) {
+    this.depth = opts.depth ?? 4;
+    this.pool = opts.pool;
+  }
 
   /** Create `bodies` (validated already) in `def`'s family; `ids` given (seeded models) or new. */
-  async create(def: ResourceDef, bodies: unknown[], ids?: string[]): Promise<string[]> {
-    const { reg, ctx, store } = this.o;
-    const now = Date.now();
-    const out: string[] = [];
+  create(def: ResourceDef, bodies: unknown[], ids?: string[]): Promise<string[]> {
     const newIds = bodies.map((_, k) => ids?.[k] ?? newId());
-    // Made before the write, as a POST makes them (createRecord): each record's signed and sealed parts.
-    const prepared = bodies.map((body, k) => {
+    const prepared = this.prepare(def, newIds, bodies);
+    // Unhandled until its turn comes; its failure is the group's.
+    prepared.catch(() => undefined);
+    const turn = this.last.then(
+      async () => this.hand(def, bodies, ids, newIds, await prepared),
+      () => {
+        throw new NotWritten('an earlier group failed');
+      },
+    );
+    this.last = turn;
+    turn.catch(() => undefined);
+    return turn;
+  }
+
+  /** What the family's `beforeCreate` makes for each record, before the write (as a POST makes it). */
+  private async prepare(def: ResourceDef, ids: string[], bodies: unknown[]): Promise<unknown[]> {
+    // An identity's beforeCreate is newEnrollment(keysOf(app), enrollmentSpec(id, body)): the same
+    // made for the whole group in one pool task, the signatures and sealing off this thread.
+    if (this.pool && def.collection === 'identities') {
+      const specs = bodies.map((body, k) => enrollmentSpec(ids[k], body));
+      const wanted = specs.filter((s) => s !== undefined);
+      const keys = keysOf(this.o.app);
+      const made = wanted.length
+        ? await this.pool.run('newEnrollments', { specs: wanted, serverKey: keys.pki.serverKey, kid: keys.pki.serverCertSha1Hex, issuer: keys.issuer(), lifetimeMs: keys.lifetimeMs, pkiDir: this.o.pkiDir })
+        : [];
+      let next = 0;
+      return specs.map((s) => (s ? made[next++] : undefined));
+    }
+    return bodies.map((body, k) => {
       try {
-        return def.beforeCreate?.(newIds[k], body, ctx);
+        return def.beforeCreate?.(ids[k], body, this.o.ctx);
       } catch (e) {
         throw new ImportError(k, e);
       }
     });
+  }
+
+  private async hand(def: ResourceDef, bodies: unknown[], ids: string[] | undefined, newIds: string[], prepared: unknown[]): Promise<string[]> {
+    const { reg, ctx, store } = this.o;
+    const now = Date.now();
     let failed: ImportError | undefined;
-    const committed = write(store, (tx) => {
-      for (let k = 0; k < bodies.length; k++) {
-        try {
-          // Given ids repeat with their seed: a second model in the same store must not replace the first.
-          if (ids && tx.exists(def.collection, ids[k])) throw new UniqueViolation(def.collection, 'id', ids[k]);
-          out.push(createInTx(reg, def, ctx, tx, newIds[k], now, bodies[k], undefined, prepared[k]).id);
-        } catch (e) {
-          failed = new ImportError(k, e);
-          throw e;
+    const put = (count: number, out: string[]) =>
+      write(store, (tx) => {
+        for (let k = 0; k < count; k++) {
+          try {
+            // Given ids repeat with their seed: a second model in the same store must not replace the first.
+            if (ids && tx.exists(def.collection, ids[k])) throw new UniqueViolation(def.collection, 'id', ids[k]);
+            out.push(createInTx(reg, def, ctx, tx, newIds[k], now, bodies[k], undefined, prepared[k]).id);
+          } catch (e) {
+            failed = new ImportError(k, e);
+            throw e;
+          }
         }
-      }
-    });
+      });
+    const out: string[] = [];
+    const committed = put(bodies.length, out);
     if (failed) {
       // Nothing of the group was written; the API's rendering of the error (unique values) is kept.
-      const e = await committed.then(() => undefined, (err: unknown) => err);
-      throw new ImportError(failed.index, failed.error, e);
+      const { index, error } = failed;
+      const shown = await committed.then(() => undefined, (err: unknown) => err);
+      if (index > 0) this.track(put(index, []));
+      throw new ImportError(index, error, shown);
     }
-    // Awaited in turn below; a commit that fails meanwhile is not an unhandled rejection.
-    committed.catch(() => undefined);
-    this.inFlight.push(committed);
+    this.track(committed);
     while (this.inFlight.length >= this.depth) await this.inFlight.shift();
     return out;
   }
 
+  private track(committed: Promise<unknown>) {
+    // Awaited in turn; a commit that fails meanwhile is not an unhandled rejection.
+    committed.catch(() => undefined);
+    this.inFlight.push(committed);
+  }
+
   async drain(): Promise<void> {
+    await this.last.catch(() => undefined);
     while (this.inFlight.length > 0) await this.inFlight.shift();
   }
 }
@@ -174,31 +234,41 @@ export async function importIdentities(file: string | undefined, opts: ImportOpt
   const t0 = performance.now();
   let imported = 0;
   let open: OfflineApp | undefined;
+  let pool: WorkerPool | undefined;
   try {
     open = await openOffline(dataDir, opts.env ?? process.env);
     const def = open.reg.def('identities');
     const validator = new BodyValidator('management');
-    const writer = new BulkWriter(open);
+    // The enrollments' signatures and sealing on the other cores; this thread reads, validates and writes.
+    const threads = Math.max(1, os.availableParallelism() - 1);
+    pool = new WorkerPool({ threads, maxQueue: 4 * threads + 8 });
+    const writer = new BulkWriter(open, { pool });
     let bodies: unknown[] = [];
     let lines: number[] = [];
+    /** Groups given to the writer, oldest first: a few ahead, so that the workers always have one. */
+    const given: { written: Promise<string[]>; lines: number[] }[] = [];
     let reported = performance.now();
-    /** Writes the group; on a bad record, what came before it in the group, then stops there. */
-    const flush = async () => {
-      const [b, l] = [bodies, lines];
-      [bodies, lines] = [[], []];
+    /** Waits for the oldest group; on a bad record, what came before it is written, and the import stops there. */
+    const settle = async () => {
+      const g = given.shift()!;
       try {
-        await writer.create(def, b);
-        imported += b.length;
-        if (performance.now() - reported > 5000) {
-          reported = performance.now();
-          process.stderr.write(`mesh import: ${imported} identities so far (line ${l[l.length - 1]})\n`);
-        }
+        await g.written;
       } catch (e) {
         if (!(e instanceof ImportError)) throw e;
-        if (e.index > 0) await writer.create(def, b.slice(0, e.index));
         imported += e.index;
-        return stopAt(l[e.index], e.message);
+        given.length = 0;
+        return stopAt(g.lines[e.index], e.message);
       }
+      imported += g.lines.length;
+      if (performance.now() - reported > 5000) {
+        reported = performance.now();
+        process.stderr.write(`mesh import: ${imported} identities so far (line ${g.lines[g.lines.length - 1]})\n`);
+      }
+    };
+    const flush = async () => {
+      if (bodies.length) given.push({ written: writer.create(def, bodies), lines });
+      [bodies, lines] = [[], []];
+      while (given.length > threads + 1) await settle();
     };
     const stopAt = async (line: number, why: string): Promise<never> => {
       await writer.drain();
@@ -216,16 +286,19 @@ export async function importIdentities(file: string | undefined, opts: ImportOpt
         body = validator.validate('identityCreate', JSON.parse(text), false, true);
       } catch (e) {
         await flush();
+        while (given.length) await settle();
         return await stopAt(n, e instanceof SyntaxError ? `not JSON: ${e.message}` : describeError(e));
       }
       bodies.push(body);
       lines.push(n);
       if (bodies.length >= batch) await flush();
     }
-    if (bodies.length) await flush();
+    await flush();
+    while (given.length) await settle();
     await writer.drain();
     await open.store.closeCompacted();
   } finally {
+    await pool?.close();
     await open?.store.close();
     if (imported > 0)
       await auditOffline(dataDir, {

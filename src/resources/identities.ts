@@ -109,7 +109,7 @@ export const identities: ResourceDef<'identities'> = {
 };
 
 /** The enrollment a create body asks for (`enrollment: {ott: true}`, `{ottca: caId}` or `{updb: username}`). */
-function enrollmentSpec(identityId: string, body: any): EnrollmentSpec | undefined {
+export function enrollmentSpec(identityId: string, body: any): EnrollmentSpec | undefined {
   const e = body?.enrollment as { ott?: boolean; ottca?: string; updb?: string } | undefined;
   if (e?.ott) return { method: 'ott', identityId };
   if (e?.ottca) return { method: 'ottca', identityId, caId: e.ottca };
