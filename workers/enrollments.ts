@@ -6,7 +6,7 @@
  */
 import { newEnrollment, type EnrollmentKeys } from '../src/resources/enrollments.js';
 import { Sealer } from '../src/store/sealed.js';
-import type { Store, EnrollmentRecord } from '../src/store/store.js';
+import type { EnrollmentRecord } from '../src/store/store.js';
 import type { NewEnrollmentsInput } from '../src/pool.js';
 
 const sealers = new Map<string, Sealer>();
@@ -17,7 +17,7 @@ export function newEnrollments(input: NewEnrollmentsInput): EnrollmentRecord[] {
   const keys: EnrollmentKeys = {
     pki: { serverKey: input.serverKey, serverCertSha1Hex: input.kid },
     // newEnrollment reads only the store's sealer.
-    store: { sealer } as Pick<Store, 'sealer'> as Store,
+    store: { sealer },
     issuer: () => input.issuer,
     lifetimeMs: input.lifetimeMs,
   };

@@ -36,6 +36,7 @@ import { certAuthenticator, type Issuing } from './issuing.js';
 
 
 export interface EnrollmentsDeps extends EnrollmentKeys {
+  store: Store;
   issuing: Issuing;
   /** The password rules of an identity's auth policy, and the pool's hash (auth/passwords.ts). */
   passwords: { check(identity: IdentityRecord, password: unknown): string; hash(password: string): Promise<string> };

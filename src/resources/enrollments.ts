@@ -34,7 +34,8 @@ export interface EnrollmentSpec {
  */
 export interface EnrollmentKeys {
   pki: Pick<Pki, 'serverKey' | 'serverCertSha1Hex'>;
-  store: Store;
+  /** Sealing only: a worker thread has the sealer and no store. */
+  store: Pick<Store, 'sealer'>;
   /**
    * `url`: the mutual-TLS listener (`iss`); `controllers`: every controller's (`ctrls`). Read at
    * signing time: the listeners bind, and cluster members join, after the services are built.
