@@ -171,6 +171,7 @@ async function startOn(settings: Static<typeof ConfigSchema>, log: Logger, liste
   await keys.start();
   const sessions: ApiSessions = new ApiSessions(store, keys, {
     timeoutMinutes: settings.sessionTimeoutMinutes,
+    minuteMs: settings.minuteMs,
     flushMs: settings.activityFlushMs,
     // The API's base URL, known once the listener is bound.
     issuer: () => app.baseUrl,
@@ -190,14 +191,14 @@ async function startOn(settings: Static<typeof ConfigSchema>, log: Logger, liste
   const clusterView: ClusterView = { members: () => shared!.members.list() };
   // The managers hold the domain rules and writes the handlers call (src/managers/).
   const authenticators = new Authenticators({ store, reg, config, pool, pki });
-  const identities = new Identities({ store });
+  const identities = new Identities({ store, minuteMs: settings.minuteMs });
   const controllerSettings = new ControllerSettings({ store, controllerId });
   const serviceSessions = new ServiceSessions({ store, policy, keys, sessions, issuer: () => app.baseUrl });
   const postureResponses = new PostureResponses({ store, policy });
   const fabric = new Fabric({ store, reg });
   const auth = new AuthServices(store, config);
   // Both read `app` only when called, once it is built.
-  const logins = new Logins({ store, pool, extJwt: auth.extJwt, sessions, dummyHash: () => dummyPasswordHash(app) });
+  const logins = new Logins({ store, pool, extJwt: auth.extJwt, sessions, dummyHash: () => dummyPasswordHash(app), minuteMs: settings.minuteMs });
   const mfa = new Mfa({ store, throttle: auth.mfaThrottle, pki, issuer: () => app.baseUrl, totpIssuer: () => totpIssuer(app.config.advertisedAddress) });
   const issuing = new Issuing({ store, pool, pki });
   const enrollments = new Enrollments({

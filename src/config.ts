@@ -33,6 +33,10 @@ export const ConfigSchema = Type.Object({
   logLevel: Type.Union([Type.Literal('trace'), Type.Literal('debug'), Type.Literal('info'), Type.Literal('warn'), Type.Literal('error'), Type.Literal('fatal'), Type.Literal('silent')], { description: 'least level of the JSON log on stdout', default: 'info' }),
   /** Sliding inactivity timeout of API sessions. */
   sessionTimeoutMinutes: Type.Integer({ description: 'API sessions end after this long without a request', default: 30, minimum: 1, maximum: 525600 }),
+  /** The minute that `sessionTimeoutMinutes` and the API's disable and lockout durations
+   *  (`durationMinutes`, `lockoutDurationMinutes`) count in: tests shorten it to see those end
+   *  without waiting whole minutes; the API's fields stay in minutes. */
+  minuteMs: Type.Integer({ description: 'length in ms of the minute API-session timeouts and identity disables and lockouts count in (tests shorten it)', default: 60000, minimum: 1000, maximum: 60000 }),
   /** Largest accepted request body. */
   maxBodyBytes: Type.Integer({ description: 'largest request body accepted (413 beyond)', default: 512 * 1024, minimum: 1024, maximum: 64 * 1024 * 1024 }),
   /** Worker threads for CPU-heavy work (password hashing, CSR signing). 0 = number of cores. */
@@ -157,6 +161,7 @@ export const ENV: Record<string, keyof Static<typeof ConfigSchema>> = {
   MESH_ADMIN_USERNAME: 'adminUsername',
   MESH_LOG_LEVEL: 'logLevel',
   MESH_SESSION_TIMEOUT_MINUTES: 'sessionTimeoutMinutes',
+  MESH_MINUTE_MS: 'minuteMs',
   MESH_MAX_BODY_BYTES: 'maxBodyBytes',
   MESH_WORKERS: 'workers',
   MESH_WORKER_QUEUE: 'workerQueue',

@@ -2,7 +2,8 @@
  * Password lockout (auth policy `maxAttempts` / `lockoutDurationMinutes`) and identity
  * disable/enable against the real controller, including a restart in the middle (both the lock
  * and the failure count are persisted) and the automatic re-enable once `disabledUntil` passes
- * (this file waits about a minute for it: durations are whole minutes).
+ * (durations are whole minutes: this controller's are `MINUTE_MS` long, `MESH_MINUTE_MS`, and the
+ * file waits about one for it).
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -16,7 +17,10 @@ const root = t;
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-lockout-'));
 t.teardown(() => fs.rmSync(dataDir, { recursive: true, force: true }));
 
-let srv: Server = await startServer(t, { dataDir, keepData: true });
+/** Long enough for the locks to outlast the restart below on a loaded machine. */
+const MINUTE_MS = 40_000;
+const env = { MESH_MINUTE_MS: String(MINUTE_MS) };
+let srv: Server = await startServer(t, { dataDir, keepData: true, env });
 let admin: Client = await srv.login();
 const login = (username: string, password: string) => srv.client.post('/authenticate?method=password', { username, password });
 const identity = async (id: string) => (await admin.get(`/identities/${id}`)).body.data;
@@ -50,7 +54,7 @@ t.test('three wrong passwords lock the identity out, and end its sessions', asyn
   t.equal(d.disabled, true, 'identity disabled');
   t.type(d.disabledAt, 'string', 'disabledAt');
   const span = Date.parse(d.disabledUntil) - Date.parse(d.disabledAt);
-  t.equal(span, 60_000, 'disabledUntil = disabledAt + lockoutDurationMinutes');
+  t.equal(span, MINUTE_MS, 'disabledUntil = disabledAt + lockoutDurationMinutes');
   unlockAt = Date.parse(d.disabledUntil);
   t.ok(isError(await login('lock-a', 'right-password'), 401, 'INVALID_AUTH'), 'the right password while locked → 401');
   t.ok(isError(await s.get('/current-api-session'), 401, 'UNAUTHORIZED'), 'the earlier session ended');
@@ -116,7 +120,7 @@ t.test('disable and enable', async (t) => {
   ids.timed = await createUser(admin, 'dis-b', 'right-password');
   emptyOk(t, await admin.post(`/identities/${ids.timed}/disable`, { durationMinutes: 1 }), 'disable for a minute');
   const tdis = await identity(ids.timed);
-  t.equal(Date.parse(tdis.disabledUntil) - Date.parse(tdis.disabledAt), 60_000, 'disabledUntil = now + 1 min');
+  t.equal(Date.parse(tdis.disabledUntil) - Date.parse(tdis.disabledAt), MINUTE_MS, 'disabledUntil = now + 1 min');
   unlockAt = Math.max(unlockAt, Date.parse(tdis.disabledUntil));
   t.ok(isError(await login('dis-b', 'right-password'), 401, 'INVALID_AUTH'), 'refused while disabled');
 
@@ -137,9 +141,11 @@ t.test('disable and enable', async (t) => {
 t.test('locks and counts survive a restart', async (t) => {
   await srv.stop();
   // Registered on the root test: this server must outlive this subtest.
-  srv = await startServer(root, { dataDir, keepData: true });
+  srv = await startServer(root, { dataDir, keepData: true, env });
   admin = await srv.login();
-  t.equal((await identity(ids.locked)).disabled, true, 'still locked after restart');
+  const locked = await identity(ids.locked);
+  t.comment(`restarted ${Date.parse(locked.disabledUntil) - Date.now()} ms before the first lock ends`);
+  t.equal(locked.disabled, true, 'still locked after restart');
   t.ok(isError(await login('lock-a', 'right-password'), 401, 'INVALID_AUTH'), 'still refused after restart');
   t.ok(isError(await login('lock-e', 'wrong-password'), 401, 'INVALID_AUTH'), 'third wrong password after restart');
   t.equal((await identity(ids.persisted)).disabled, true, 'the count survived: third strike locks');

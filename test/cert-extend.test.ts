@@ -12,6 +12,9 @@ import { startServer, isError, type Server } from './helpers/server.js';
 import { created, emptyOk, type Tap } from './helpers/assert.js';
 import { newCsr, csrForKey, fingerprint, issueWith } from './helpers/pki.js';
 
+// One controller for the cases below that need no fresh one: each uses names of its own.
+const srv = await startServer(t);
+
 async function enrolledDevice(srv: Server, admin: Awaited<ReturnType<Server['login']>>, name: string) {
   const iid = created(t, await admin.post('/identities', { name, type: 'Device', isAdmin: false, enrollment: { ott: true } }), 'identities');
   const token = (await admin.get(`/identities/${iid}`)).body.data.enrollment.ott.token;
@@ -22,7 +25,6 @@ async function enrolledDevice(srv: Server, admin: Awaited<ReturnType<Server['log
 }
 
 t.test('extend and verify a certificate authenticator', async (t) => {
-  const srv = await startServer(t);
   const admin = await srv.login();
   const dev = await enrolledDevice(srv, admin, 'dev-ext');
   const authId = (await admin.get(`/identities/${dev.iid}`)).body.data.authenticators.cert.id;
@@ -123,7 +125,6 @@ function fieldErrorLike(t: Tap, r: { status: number; body: any }) {
 }
 
 t.test('updb authenticators cannot be extended; expired certificates follow the policy', async (t) => {
-  const srv = await startServer(t);
   const admin = await srv.login();
   const me = (await admin.get('/current-identity')).body.data;
   const updbAuth = me.authenticators.updb.id;
@@ -148,7 +149,6 @@ t.test('updb authenticators cannot be extended; expired certificates follow the 
 });
 
 t.test('API-session certificates', async (t) => {
-  const srv = await startServer(t);
   const admin = await srv.login();
   const c = await srv.login(undefined, undefined, 'client');
   const { key, csr } = newCsr('ephemeral');

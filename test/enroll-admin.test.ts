@@ -9,11 +9,13 @@ import { startServer, isError } from './helpers/server.js';
 import { created, fieldError, emptyOk } from './helpers/assert.js';
 import { newCa } from './helpers/pki.js';
 
+// One controller for the cases below that need no fresh one: each uses names of its own.
+const srv = await startServer(t);
+
 const decode = (jwt: string) => jwt.split('.').slice(0, 2).map((p) => JSON.parse(Buffer.from(p, 'base64url').toString()));
 const inAnHour = () => new Date(Date.now() + 3600_000).toISOString();
 
 t.test('POST /enrollments and refresh', async (t) => {
-  const srv = await startServer(t);
   const admin = await srv.login();
   const iid = created(t, await admin.post('/identities', { name: 'u1', type: 'User', isAdmin: false }), 'identities');
   const ca = newCa('Enroll CA');
@@ -64,7 +66,6 @@ t.test('POST /enrollments and refresh', async (t) => {
 });
 
 t.test('updb enrollment then password login', async (t) => {
-  const srv = await startServer(t);
   const admin = await srv.login();
   const iid = created(t, await admin.post('/identities', { name: 'pw-user', type: 'User', isAdmin: false, enrollment: { updb: 'pw-user-login' } }), 'identities');
   const e = (await admin.get(`/identities/${iid}`)).body.data.enrollment.updb;
@@ -89,7 +90,6 @@ t.test('updb enrollment then password login', async (t) => {
 });
 
 t.test('network JWTs, enrollment JWKS and challenge, protocols', async (t) => {
-  const srv = await startServer(t);
   for (const c of [srv.client, srv.mgmt]) {
     const r = await c.get('/network-jwts');
     t.equal(r.status, 200);

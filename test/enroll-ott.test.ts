@@ -15,6 +15,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import { execFileSync } from 'node:child_process';
 
+// One controller for the cases below that need no fresh one: each uses names of its own.
+const srv = await startServer(t);
+
 const decode = (jwt: string) => jwt.split('.').slice(0, 2).map((p) => JSON.parse(Buffer.from(p, 'base64url').toString()));
 
 function presentedCert(port: number, ca: string): Promise<crypto.X509Certificate> {
@@ -29,7 +32,6 @@ function presentedCert(port: number, ca: string): Promise<crypto.X509Certificate
 }
 
 t.test('ott: enroll, certificate, certificate login', async (t) => {
-  const srv = await startServer(t);
   const admin = await srv.login();
   const iid = created(t, await admin.post('/identities', { name: 'device-1', type: 'Device', isAdmin: false, enrollment: { ott: true } }), 'identities');
   const ident = (await admin.get(`/identities/${iid}`)).body.data;
@@ -136,7 +138,6 @@ t.test('ott: enroll, certificate, certificate login', async (t) => {
 });
 
 t.test('ott: expiry, wrong method, legacy /enroll', async (t) => {
-  const srv = await startServer(t);
   const admin = await srv.login();
   const iid = created(t, await admin.post('/identities', { name: 'short', type: 'Device', isAdmin: false }), 'identities');
   const eid = created(t, await admin.post('/enrollments', { identityId: iid, method: 'ott', expiresAt: new Date(Date.now() + 1500).toISOString() }), 'enrollments');
@@ -166,7 +167,6 @@ t.test('ott: expiry, wrong method, legacy /enroll', async (t) => {
 });
 
 t.test('a token enrolls once, also under concurrent use', async (t) => {
-  const srv = await startServer(t);
   const admin = await srv.login();
   const iid = created(t, await admin.post('/identities', { name: 'racer', type: 'Device', isAdmin: false, enrollment: { ott: true } }), 'identities');
   const token = (await admin.get(`/identities/${iid}`)).body.data.enrollment.ott.token;
@@ -185,7 +185,6 @@ t.test('a token enrolls once, also under concurrent use', async (t) => {
 t.test('concurrent enrollments signed together each get their own answer', async (t) => {
   // CSRs that reach the pool in the same turn of the event loop are signed in one task
   // (src/pki/sign-csr.ts): good and bad CSRs, and a router's two CSRs, must not mix up.
-  const srv = await startServer(t);
   const admin = await srv.login();
   const N = 12;
   const tokens: string[] = [];

@@ -10,10 +10,12 @@ import { startServer, isError } from './helpers/server.js';
 import { created, fieldError } from './helpers/assert.js';
 import { newCsr, opensslVerify, fingerprint } from './helpers/pki.js';
 
+// One controller for both cases: each uses names of its own.
+const srv = await startServer(t);
+
 const firstCert = (chain: string) => chain.slice(0, chain.indexOf('-----END CERTIFICATE-----') + 26);
 
 t.test('edge router: erott enrollment, extension, re-enrollment', async (t) => {
-  const srv = await startServer(t);
   const admin = await srv.login();
   const caFile = path.join(srv.dataDir, 'pki', 'ca-bundle.pem');
   const rid = created(t, await admin.post('/edge-routers', { name: 'er-1', isTunnelerEnabled: true }), 'edge-routers');
@@ -101,7 +103,6 @@ t.test('edge router: erott enrollment, extension, re-enrollment', async (t) => {
 });
 
 t.test('transit router: trott enrollment', async (t) => {
-  const srv = await startServer(t);
   const admin = await srv.login();
   const rid = created(t, await admin.post('/transit-routers', { name: 'tr-1' }), 'transit-routers');
   let tr = (await admin.get(`/transit-routers/${rid}`)).body.data;

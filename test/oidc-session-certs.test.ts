@@ -12,8 +12,10 @@ import { createUser } from './helpers/users.js';
 import { newCsr } from './helpers/pki.js';
 import { REDIRECT, form, FORM, pkce, finish, exchange, enrolledDevice } from './helpers/oidc.js';
 
+// One controller for both cases: each uses names of its own.
+const srv = await startServer(t);
+
 t.test('a CSR at login: a session certificate, and tokens bound to it (refresh and exchange only with it)', async (t) => {
-  const srv = await startServer(t);
   const admin = await srv.login();
   const identityId = await createUser(admin, 'oidc-csr', 'oidc-password-5');
   const JSONH = { 'content-type': 'application/json' };
@@ -94,7 +96,6 @@ t.test('a CSR at login: a session certificate, and tokens bound to it (refresh a
 });
 
 t.test('a certificate login binds its tokens to the certificate', async (t) => {
-  const srv = await startServer(t);
   const admin = await srv.login();
   const dev = await enrolledDevice(t, srv, admin, 'oidc-bound-dev');
   const onCert = dev.onCert;

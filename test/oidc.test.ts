@@ -19,8 +19,10 @@ import { authPolicyBody } from './helpers/bodies.js';
 import { REDIRECT, form, FORM, pkce, codeFlow, finish, exchange, enrolledDevice } from './helpers/oidc.js';
 import { totpCode } from '../src/auth/mfa.js';
 
+// One controller for every case: each uses identities, signers and policies of its own.
+const srv = await startServer(t);
+
 t.test('code flow with PKCE, Bearer access tokens, rotation, reuse, revoke, end session', async (t) => {
-  const srv = await startServer(t);
   const admin = await srv.login();
   const identityId = await createUser(admin, 'oidc-user', 'oidc-password-1');
 
@@ -155,7 +157,6 @@ t.test('code flow with PKCE, Bearer access tokens, rotation, reuse, revoke, end 
 });
 
 t.test("the endpoint names upstream's clients use; a console logout (revoke at /oidc/oauth/revoke) ends the token everywhere", async (t) => {
-  const srv = await startServer(t);
   const admin = await srv.login();
   await createUser(admin, 'alias-user', 'alias-password-1');
   const bearer = (token: string) => ({ headers: { authorization: `Bearer ${token}` } });
@@ -204,7 +205,6 @@ t.test("the endpoint names upstream's clients use; a console logout (revoke at /
 });
 
 t.test('certificate login on the certificate listener; the TOTP step when MFA is required', async (t) => {
-  const srv = await startServer(t);
   const admin = await srv.login();
 
   // Certificate: an enrolled device logs in at /oidc/login/cert over mutual TLS.
@@ -264,7 +264,6 @@ t.test('certificate login on the certificate listener; the TOTP step when MFA is
 });
 
 t.test('ext-JWT login step; token exchange', async (t) => {
-  const srv = await startServer(t);
   const admin = await srv.login();
   const identityId = await createUser(admin, 'oidc-ext', 'oidc-password-3');
   // A certificate-backed external signer (its key signs the IdP token).
@@ -381,7 +380,6 @@ t.test('ext-JWT login step; token exchange', async (t) => {
 });
 
 t.test("the login as upstream's Go SDK posts it: client native, a form with flat env/sdk fields and configTypes", async (t) => {
-  const srv = await startServer(t);
   const admin = await srv.login();
   const identityId = await createUser(admin, 'oidc-sdk', 'oidc-password-7');
   const ct = await admin.post('/config-types', { name: 'oidc-sdk-config', schema: {} });
@@ -409,7 +407,6 @@ t.test("the login as upstream's Go SDK posts it: client native, a form with flat
 });
 
 t.test('bad input anywhere under /oidc: a 4xx with a JSON error, never a 5xx', async (t) => {
-  const srv = await startServer(t);
   const admin = await srv.login();
   await createUser(admin, 'oidc-bad', 'oidc-password-6');
   const { challenge } = pkce();

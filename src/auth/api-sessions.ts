@@ -121,10 +121,10 @@ export class ApiSessions {
   constructor(
     private readonly store: Store,
     private readonly keys: SigningKeys,
-    opts: { timeoutMinutes: number; flushMs: number; issuer?: () => string },
+    opts: { timeoutMinutes: number; flushMs: number; issuer?: () => string; /** config `minuteMs` */ minuteMs?: number },
   ) {
     this.issuer = opts.issuer ?? (() => '');
-    this.timeoutMs = opts.timeoutMinutes * 60_000;
+    this.timeoutMs = opts.timeoutMinutes * (opts.minuteMs ?? 60_000);
     for (const rec of store.scan('apiSessions')) this.remember(rec as ApiSession);
     store.on('change', (events: ChangeEvent[]) => {
       for (const ev of events) {

@@ -19,12 +19,15 @@ import { isDisabledAt } from './login-policy.js';
 /** Longest explicit disable: 100 years (keeps `disabledUntil` a sane date). */
 export const MAX_DISABLE_MINUTES = 100 * 365 * 24 * 60;
 
-/** Disable inside a write: `durationMinutes` 0 = indefinitely. Ends the identity's sessions. */
-export function disableIdentityInTx(tx: Tx, identity: IdentityRecord, durationMinutes: number, now = Date.now()): IdentityRecord {
+/**
+ * Disable inside a write: `durationMinutes` 0 = indefinitely, each minute `minuteMs` long (config
+ * `minuteMs`). Ends the identity's sessions.
+ */
+export function disableIdentityInTx(tx: Tx, identity: IdentityRecord, durationMinutes: number, minuteMs = 60_000, now = Date.now()): IdentityRecord {
   const next = {
     ...identity,
     disabledAt: now,
-    disabledUntil: durationMinutes > 0 ? now + durationMinutes * 60_000 : null,
+    disabledUntil: durationMinutes > 0 ? now + durationMinutes * minuteMs : null,
     updatedAt: Math.max(now, identity.updatedAt + 1),
   };
   tx.put('identities', next);
@@ -47,9 +50,9 @@ export function enableIdentityInTx(tx: Tx, identity: IdentityRecord, now = Date.
 
 /**
  * Count a wrong password against an authenticator; lock the identity out when its auth policy
- * says so. Returns true when this attempt locked the identity.
+ * says so, for its minutes of `minuteMs`. Returns true when this attempt locked the identity.
  */
-export async function recordFailedPassword(store: Store, authenticatorId: string): Promise<boolean> {
+export async function recordFailedPassword(store: Store, authenticatorId: string, minuteMs = 60_000): Promise<boolean> {
   return store.write((tx) => {
     const auth = tx.get('authenticators', authenticatorId);
     if (!auth) return false;
@@ -62,7 +65,7 @@ export async function recordFailedPassword(store: Store, authenticatorId: string
     if (max > 0 && count >= max) {
       const { failedAttempts: _f, ...clean } = auth;
       tx.put('authenticators', clean);
-      disableIdentityInTx(tx, identity, Math.max(0, Number(updb?.lockoutDurationMinutes ?? 0)));
+      disableIdentityInTx(tx, identity, Math.max(0, Number(updb?.lockoutDurationMinutes ?? 0)), minuteMs);
       return true;
     }
     // Not a user-visible change: updatedAt stays.

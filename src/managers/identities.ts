@@ -12,6 +12,8 @@ import type { StoredTrace } from '../control/traces.js';
 
 export interface IdentitiesDeps {
   store: Store;
+  /** The minute `durationMinutes` counts in (config `minuteMs`; default a real one). */
+  minuteMs?: number;
 }
 
 /** A trace request as the body gives it. Example: `{ enabled: true, duration: '1h30m', channels: ['establish'] }`. */
@@ -76,7 +78,7 @@ export class Identities {
     await write(this.deps.store, (tx) => {
       const cur = tx.get('identities', id);
       if (!cur) throw errors.notFound();
-      disableIdentityInTx(tx, cur, minutes);
+      disableIdentityInTx(tx, cur, minutes, this.deps.minuteMs);
     });
   }
 

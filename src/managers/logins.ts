@@ -68,6 +68,8 @@ export interface LoginsDeps {
   sessions: ApiSessions;
   /** A hash of this controller's cost of a password nobody knows (auth/passwords.ts `dummyPasswordHash`). */
   dummyHash: () => Promise<string>;
+  /** The minute `lockoutDurationMinutes` counts in (config `minuteMs`; default a real one). */
+  minuteMs?: number;
 }
 
 export class Logins {
@@ -167,7 +169,7 @@ export class Logins {
       // Attempts against a disabled (e.g. already locked) identity are not counted again; they,
       // like unknown usernames above, wait for a commit all the same: a wrong password's answer
       // waits for its count to be durable, and a faster refusal would tell which usernames exist.
-      if (!isDisabledAt(identity)) await recordFailedPassword(store, auth.id);
+      if (!isDisabledAt(identity)) await recordFailedPassword(store, auth.id, this.deps.minuteMs);
       else await store.commitMark();
       throw errors.invalidAuth();
     }

@@ -22,6 +22,7 @@ t.test('defaults', async (t) => {
   t.equal(c.adminPassword, undefined);
   t.equal(c.logLevel, 'info');
   t.equal(c.sessionTimeoutMinutes, 30);
+  t.equal(c.minuteMs, 60_000, 'minutes are real ones unless a test shortens them');
   t.equal(c.maxBodyBytes, 512 * 1024);
 });
 
@@ -61,6 +62,8 @@ t.test('bad settings are refused with a message naming them', async (t) => {
     [{ MESH_LOG_LEVEL: 'loud' }, /logLevel/],
     [{ MESH_SESSION_TIMEOUT_MINUTES: '0' }, /sessionTimeoutMinutes/],
     [{ MESH_SESSION_TIMEOUT_MINUTES: 'soon' }, /sessionTimeoutMinutes/],
+    [{ MESH_MINUTE_MS: '999' }, /minuteMs/],
+    [{ MESH_MINUTE_MS: '60001' }, /minuteMs/],
     [{ MESH_ADMIN_PASSWORD: 'abc' }, /adminPassword/],
     [{ MESH_CONFIG: '/nonexistent/config.json' }, /does not exist/],
   ];
