@@ -18,6 +18,7 @@ import { AccessQueries } from './access.js';
 import { ServiceUpdateTimes } from './service-update-times.js';
 import { SessionRegistry } from './session-registry.js';
 import { FailedRequests } from './failed-requests.js';
+import { OrdinalsByBytes } from './ordinals-by-bytes.js';
 
 type EntityCollection = 'identities' | 'services' | 'edgeRouters' | 'postureChecks';
 
@@ -78,14 +79,33 @@ export class PolicyEngine extends AccessQueries {
   private build() {
     const { store, index } = this;
     for (const [coll, kind] of Object.entries(ENTITY_KINDS) as [EntityCollection, Kind][]) {
-      for (const [, id] of store.uniqueEntries(coll, 'name')) index.loadEntity(kind, id);
+      // Ids are matched as bytes between the two indexes (ordinals-by-bytes.ts): no string per entry.
+      const ords = new OrdinalsByBytes(store.count(coll));
+      store.scanIndexIdBytes(coll, 'name', (bytes, size, id) => ords.add(bytes, size, index.loadNewEntity(kind, id())));
       const digested = new Set<string>();
-      for (const key of store.indexKeys(coll, 'roleAttributes')) {
-        const attr = String(key);
-        // Attributes longer than the index key limit are digests there: those few records are read.
-        if (attr.includes('\u001fsha256:')) for (const id of store.idsByIndex(coll, 'roleAttributes', key)) digested.add(id);
-        else for (const id of store.idsByIndex(coll, 'roleAttributes', key)) index.loadAttribute(kind, id, attr);
-      }
+      let attr = '';
+      let members: number[] = [];
+      const flush = () => {
+        if (members.length) index.loadAttributeAt(kind, members, attr);
+        members = [];
+      };
+      store.scanIndexIdBytes(
+        coll,
+        'roleAttributes',
+        (bytes, size, id) => {
+          // Attributes longer than the index key limit are digests there: those few records are read.
+          if (attr.includes('\u001fsha256:')) digested.add(id());
+          else {
+            const o = ords.get(bytes, size);
+            if (o >= 0) members.push(o);
+          }
+        },
+        (key) => {
+          flush();
+          attr = String(key);
+        },
+      );
+      flush();
       for (const id of digested) index.loadEntity(kind, id, store.get(coll, id)?.roleAttributes ?? []);
     }
     for (const coll of POLICY_COLLS) for (const rec of store.scan(coll)) index.upsertPolicy(coll, rec);

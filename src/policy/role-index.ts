@@ -146,6 +146,11 @@ export class IdSet implements Iterable<string> {
     if (this.size >= this.minDense && this.size * 128 >= this.ords.span) this.toDense();
   }
 
+  /** About `more` members are about to be added: a bitset at once when they will make one. */
+  expect(more: number) {
+    if (this.sparse && this.size + more >= this.minDense && (this.size + more) * 128 >= this.ords.span) this.toDense();
+  }
+
   deleteOrd(o: number) {
     if (!this.hasOrd(o)) return;
     this.size--;
@@ -296,8 +301,6 @@ class EntityKind {
   readonly sidesByRole = new Map<string, Set<Side>>();
   /** Sides with `#all`. */
   readonly allSides = new Set<Side>();
-  /** While loading (loadAttribute): attribute list → added attribute → the shared longer list. */
-  loadedLists = new Map<readonly string[], Map<string, readonly string[]>>();
 
   constructor(readonly minDense: number) {}
 
@@ -431,30 +434,39 @@ export class RoleIndex {
     for (const a of list) k.addAttr(a, o);
   }
 
-  /** One more attribute of a loaded entity (as read from the attribute index); false: no such entity. */
-  loadAttribute(kind: Kind, id: string, attribute: string): boolean {
+  /** An entity not loaded yet, without attributes (the name index lists each once); returns its ordinal. */
+  loadNewEntity(kind: Kind, id: string): number {
     const k = this.kind(kind);
-    const o = k.ords.get(id);
-    if (o === undefined) return false;
-    const list = k.attrs[o] ?? NONE;
-    if (list.includes(attribute)) return true;
-    // Entities with the same attributes share one list: a list and an added attribute lead to the
-    // same next list every time (a million identities carry a few thousand distinct lists here).
-    let next = k.loadedLists.get(list);
-    if (!next) k.loadedLists.set(list, (next = new Map()));
-    let grown = next.get(attribute);
-    if (!grown) next.set(attribute, (grown = [...list, attribute]));
-    k.attrs[o] = grown;
-    k.addAttr(attribute, o);
-    return true;
+    const o = k.ords.add(id);
+    k.attrs[o] = NONE;
+    return o;
+  }
+
+  /** One more attribute of loaded entities (as read from the attribute index), by the ordinals loadNewEntity gave them. */
+  loadAttributeAt(kind: Kind, ords: ArrayLike<number>, attribute: string) {
+    const k = this.kind(kind);
+    let set = k.byAttr.get(attribute);
+    if (!set) k.byAttr.set(attribute, (set = k.newSet()));
+    set.expect(ords.length);
+    // Entities with the same attributes share one list: all entities with this attribute are here,
+    // so a list and this attribute lead to the same next list for all of them (a million
+    // identities carry a few thousand distinct lists).
+    const grown = new Map<readonly string[], readonly string[]>();
+    for (let i = 0; i < ords.length; i++) {
+      const o = ords[i];
+      const list = k.attrs[o] ?? NONE;
+      if (list.includes(attribute)) continue;
+      let next = grown.get(list);
+      if (!next) grown.set(list, (next = [...list, attribute]));
+      k.attrs[o] = next;
+      set.addOrd(o);
+    }
+    if (set.size === 0) k.byAttr.delete(attribute);
   }
 
   /** End of a change batch: ordinals of entities deleted in it may be reused from now on. */
   settle() {
-    for (const k of this.kinds.values()) {
-      k.ords.settle();
-      k.loadedLists.clear();
-    }
+    for (const k of this.kinds.values()) k.ords.settle();
   }
 
   // ---- entity changes -----------------------------------------------------------------------
