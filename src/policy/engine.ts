@@ -18,7 +18,6 @@ import { AccessQueries } from './access.js';
 import { ServiceUpdateTimes } from './service-update-times.js';
 import { SessionRegistry } from './session-registry.js';
 import { FailedRequests } from './failed-requests.js';
-import { OrdinalsByBytes } from './ordinals-by-bytes.js';
 
 type EntityCollection = 'identities' | 'services' | 'edgeRouters' | 'postureChecks';
 
@@ -79,9 +78,9 @@ export class PolicyEngine extends AccessQueries {
   private build() {
     const { store, index } = this;
     for (const [coll, kind] of Object.entries(ENTITY_KINDS) as [EntityCollection, Kind][]) {
-      // Ids are matched as bytes between the two indexes (ordinals-by-bytes.ts): no string per entry.
-      const ords = new OrdinalsByBytes(store.count(coll));
-      store.scanIndexIdBytes(coll, 'name', (bytes, size, id) => ords.add(bytes, size, index.loadNewEntity(kind, id())));
+      // Ids are matched as bytes between the two indexes (ordinals-by-bytes.ts): no string per attribute entry.
+      index.reserve(kind, store.count(coll));
+      store.scanIndexIdBytes(coll, 'name', (bytes, start, end, id) => index.loadNewEntity(kind, id(), bytes, start, end));
       const digested = new Set<string>();
       let attr = '';
       let members: number[] = [];
@@ -92,11 +91,11 @@ export class PolicyEngine extends AccessQueries {
       store.scanIndexIdBytes(
         coll,
         'roleAttributes',
-        (bytes, size, id) => {
+        (bytes, start, end, id) => {
           // Attributes longer than the index key limit are digests there: those few records are read.
           if (attr.includes('\u001fsha256:')) digested.add(id());
           else {
-            const o = ords.get(bytes, size);
+            const o = index.ordinalOf(kind, bytes, start, end);
             if (o >= 0) members.push(o);
           }
         },

@@ -25,6 +25,8 @@
  *   idx.isMember(idx.policy('P')!.sides.get('identities')!, 'I1') // → true
  */
 
+import { OrdinalsByBytes } from './ordinals-by-bytes.js';
+
 export type Kind = 'identities' | 'services' | 'edgeRouters' | 'postureChecks';
 export type PolicyColl = 'servicePolicies' | 'edgeRouterPolicies' | 'serviceEdgeRouterPolicies';
 export const KINDS: Kind[] = ['identities', 'services', 'edgeRouters', 'postureChecks'];
@@ -67,25 +69,38 @@ export interface PolicyState {
 class Ordinals {
   /** Ordinal → id (undefined: free). */
   readonly ids: (string | undefined)[] = [];
-  readonly byId = new Map<string, number>();
+  /** Id → ordinal, by the id's bytes (ordinals-by-bytes.ts). */
+  readonly byId = new OrdinalsByBytes();
   private readonly free: number[] = [];
   private released: number[] = [];
 
   get(id: string): number | undefined {
-    return this.byId.get(id);
+    const o = this.byId.getString(id);
+    return o < 0 ? undefined : o;
   }
 
   add(id: string): number {
+    const o = this.next(id);
+    this.byId.addString(id, o);
+    return o;
+  }
+
+  /** `add` of an id given also as its UTF-8 bytes `bytes[start..end)` (a bulk load: no encoding). */
+  addBytes(id: string, bytes: Uint8Array, start: number, end: number): number {
+    const o = this.next(id);
+    this.byId.add(bytes, start, end, o);
+    return o;
+  }
+
+  private next(id: string): number {
     const o = this.free.pop() ?? this.ids.length;
     this.ids[o] = id;
-    this.byId.set(id, o);
     return o;
   }
 
   release(id: string) {
-    const o = this.byId.get(id);
-    if (o === undefined) return;
-    this.byId.delete(id);
+    const o = this.byId.deleteString(id);
+    if (o < 0) return;
     this.ids[o] = undefined;
     this.released.push(o);
   }
@@ -93,6 +108,11 @@ class Ordinals {
   settle() {
     for (const o of this.released) this.free.push(o);
     this.released = [];
+  }
+
+  /** Ids in use, by ordinal. */
+  *[Symbol.iterator](): Iterator<string> {
+    for (const id of this.ids) if (id !== undefined) yield id;
   }
 
   /** One past the highest ordinal in use: the width a bitset of this kind may need. */
@@ -361,7 +381,7 @@ export class RoleIndex {
   }
 
   hasEntity(kind: Kind, id: string): boolean {
-    return this.kind(kind).ords.byId.has(id);
+    return this.kind(kind).ords.get(id) !== undefined;
   }
 
   entityCount(kind: Kind): number {
@@ -369,7 +389,7 @@ export class RoleIndex {
   }
 
   entityIds(kind: Kind): Iterable<string> {
-    return this.kind(kind).ords.byId.keys();
+    return this.kind(kind).ords;
   }
 
   attributesOf(kind: Kind, id: string): readonly string[] {
@@ -434,12 +454,26 @@ export class RoleIndex {
     for (const a of list) k.addAttr(a, o);
   }
 
-  /** An entity not loaded yet, without attributes (the name index lists each once); returns its ordinal. */
-  loadNewEntity(kind: Kind, id: string): number {
+  /** Room for `n` more entities of a kind (a bulk load about to add them). */
+  reserve(kind: Kind, n: number) {
+    const ords = this.kind(kind).ords;
+    ords.byId.reserve(ords.byId.size + n);
+  }
+
+  /**
+   * An entity not loaded yet, without attributes (the name index lists each once), given also as
+   * the UTF-8 bytes of its id, `bytes[start..end)`; returns its ordinal.
+   */
+  loadNewEntity(kind: Kind, id: string, bytes: Uint8Array, start: number, end: number): number {
     const k = this.kind(kind);
-    const o = k.ords.add(id);
+    const o = k.ords.addBytes(id, bytes, start, end);
     k.attrs[o] = NONE;
     return o;
+  }
+
+  /** The ordinal of a loaded entity by the UTF-8 bytes of its id, `bytes[start..end)`; -1: none. */
+  ordinalOf(kind: Kind, bytes: Uint8Array, start: number, end: number): number {
+    return this.kind(kind).ords.byId.get(bytes, start, end);
   }
 
   /** One more attribute of loaded entities (as read from the attribute index), by the ordinals loadNewEntity gave them. */
