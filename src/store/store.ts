@@ -494,6 +494,9 @@ export class Store<M extends RecordMap = Records> extends EventEmitter {
     const idx = unique ?? c.indexes.get(field);
     if (!idx) throw new Error(`${collection}.${field} is not indexed in LMDB`);
     const ids = (idx as unknown as { decoder: { decode(bytes: Uint8Array, end: number): string } }).decoder;
+    let current: Uint8Array = new Uint8Array(0);
+    let currentSize = 0;
+    const id = () => ids.decode(current, currentSize);
     // A second handle on the same database whose decoder is the visit: lmdb-js hands a decoder
     // that copies nothing its read buffer as it is. An id is a msgpack string: its header, then its UTF-8.
     const raw = this.env.openDB<number, IndexKey>({
@@ -504,7 +507,8 @@ export class Store<M extends RecordMap = Records> extends EventEmitter {
           throw new Error('read-only handle');
         },
         decode: (bytes: Uint8Array, size: number) => {
-          const id = () => ids.decode(bytes, size);
+          current = bytes;
+          currentSize = size;
           const b = bytes[0];
           const start = (b & 0xe0) === 0xa0 ? 1 : b === 0xd9 ? 2 : b === 0xda ? 3 : b === 0xdb ? 5 : -1;
           if (start > 0) visit(bytes, start, size, id);
