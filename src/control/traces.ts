@@ -29,8 +29,12 @@ export class Traces extends EventEmitter<{ change: [TraceSpec] }> {
 
   constructor(store: Store) {
     super();
-    // One scan at start-up; identities without a trace cost a decode each, once.
-    for (const rec of store.scan('identities')) this.remember(rec);
+    // Only identities whose enabled trace runs past now (the traceUntil index): a start decodes
+    // no other identity record, nor maps its pages.
+    for (const id of store.idsByRange('identities', 'traceUntil', { start: Date.now() })) {
+      const rec = store.get('identities', id);
+      if (rec) this.remember(rec);
+    }
     store.on('change', (events: ChangeEvent[]) => {
       for (const ev of events) {
         if (ev.collection !== 'identities') continue;

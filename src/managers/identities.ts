@@ -118,7 +118,10 @@ export class Identities {
       const traceId = (given as string | null | undefined) || (previous && previous.until > now ? previous.traceId : crypto.randomUUID());
       const trace: StoredTrace = { enabled, traceId, until: now + ms, channels: [...new Set<string>(channels as string[])] };
       // Tracing is not an edit of the identity: its updatedAt stays.
-      tx.put('identities', { ...cur, trace });
+      const next = { ...cur, trace };
+      if (enabled) next.traceUntil = trace.until;
+      else delete next.traceUntil;
+      tx.put('identities', next);
       return trace;
     });
   }

@@ -78,14 +78,33 @@ export class PolicyEngine extends AccessQueries {
   private build() {
     const { store, index } = this;
     for (const [coll, kind] of Object.entries(ENTITY_KINDS) as [EntityCollection, Kind][]) {
-      for (const [, id] of store.uniqueEntries(coll, 'name')) index.loadEntity(kind, id);
+      // Ids are matched as bytes between the two indexes (ordinals-by-bytes.ts): no string per attribute entry.
+      index.reserve(kind, store.count(coll));
+      store.scanIndexIdBytes(coll, 'name', (bytes, start, end, id) => index.loadNewEntity(kind, id(), bytes, start, end));
       const digested = new Set<string>();
-      for (const key of store.indexKeys(coll, 'roleAttributes')) {
-        const attr = String(key);
-        // Attributes longer than the index key limit are digests there: those few records are read.
-        if (attr.includes('\u001fsha256:')) for (const id of store.idsByIndex(coll, 'roleAttributes', key)) digested.add(id);
-        else for (const id of store.idsByIndex(coll, 'roleAttributes', key)) index.loadAttribute(kind, id, attr);
-      }
+      let attr = '';
+      let members: number[] = [];
+      const flush = () => {
+        if (members.length) index.loadAttributeAt(kind, members, attr);
+        members = [];
+      };
+      store.scanIndexIdBytes(
+        coll,
+        'roleAttributes',
+        (bytes, start, end, id) => {
+          // Attributes longer than the index key limit are digests there: those few records are read.
+          if (attr.includes('\u001fsha256:')) digested.add(id());
+          else {
+            const o = index.ordinalOf(kind, bytes, start, end);
+            if (o >= 0) members.push(o);
+          }
+        },
+        (key) => {
+          flush();
+          attr = String(key);
+        },
+      );
+      flush();
       for (const id of digested) index.loadEntity(kind, id, store.get(coll, id)?.roleAttributes ?? []);
     }
     for (const coll of POLICY_COLLS) for (const rec of store.scan(coll)) index.upsertPolicy(coll, rec);

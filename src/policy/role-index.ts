@@ -25,6 +25,8 @@
  *   idx.isMember(idx.policy('P')!.sides.get('identities')!, 'I1') // → true
  */
 
+import { OrdinalsByBytes } from './ordinals-by-bytes.js';
+
 export type Kind = 'identities' | 'services' | 'edgeRouters' | 'postureChecks';
 export type PolicyColl = 'servicePolicies' | 'edgeRouterPolicies' | 'serviceEdgeRouterPolicies';
 export const KINDS: Kind[] = ['identities', 'services', 'edgeRouters', 'postureChecks'];
@@ -67,25 +69,38 @@ export interface PolicyState {
 class Ordinals {
   /** Ordinal → id (undefined: free). */
   readonly ids: (string | undefined)[] = [];
-  readonly byId = new Map<string, number>();
+  /** Id → ordinal, by the id's bytes (ordinals-by-bytes.ts). */
+  readonly byId = new OrdinalsByBytes();
   private readonly free: number[] = [];
   private released: number[] = [];
 
   get(id: string): number | undefined {
-    return this.byId.get(id);
+    const o = this.byId.getString(id);
+    return o < 0 ? undefined : o;
   }
 
   add(id: string): number {
+    const o = this.next(id);
+    this.byId.addString(id, o);
+    return o;
+  }
+
+  /** `add` of an id given also as its UTF-8 bytes `bytes[start..end)` (a bulk load: no encoding). */
+  addBytes(id: string, bytes: Uint8Array, start: number, end: number): number {
+    const o = this.next(id);
+    this.byId.add(bytes, start, end, o);
+    return o;
+  }
+
+  private next(id: string): number {
     const o = this.free.pop() ?? this.ids.length;
     this.ids[o] = id;
-    this.byId.set(id, o);
     return o;
   }
 
   release(id: string) {
-    const o = this.byId.get(id);
-    if (o === undefined) return;
-    this.byId.delete(id);
+    const o = this.byId.deleteString(id);
+    if (o < 0) return;
     this.ids[o] = undefined;
     this.released.push(o);
   }
@@ -93,6 +108,11 @@ class Ordinals {
   settle() {
     for (const o of this.released) this.free.push(o);
     this.released = [];
+  }
+
+  /** Ids in use, by ordinal. */
+  *[Symbol.iterator](): Iterator<string> {
+    for (const id of this.ids) if (id !== undefined) yield id;
   }
 
   /** One past the highest ordinal in use: the width a bitset of this kind may need. */
@@ -144,6 +164,11 @@ export class IdSet implements Iterable<string> {
     s.add(o);
     this.size++;
     if (this.size >= this.minDense && this.size * 128 >= this.ords.span) this.toDense();
+  }
+
+  /** About `more` members are about to be added: a bitset at once when they will make one. */
+  expect(more: number) {
+    if (this.sparse && this.size + more >= this.minDense && (this.size + more) * 128 >= this.ords.span) this.toDense();
   }
 
   deleteOrd(o: number) {
@@ -296,8 +321,6 @@ class EntityKind {
   readonly sidesByRole = new Map<string, Set<Side>>();
   /** Sides with `#all`. */
   readonly allSides = new Set<Side>();
-  /** While loading (loadAttribute): attribute list → added attribute → the shared longer list. */
-  loadedLists = new Map<readonly string[], Map<string, readonly string[]>>();
 
   constructor(readonly minDense: number) {}
 
@@ -358,7 +381,7 @@ export class RoleIndex {
   }
 
   hasEntity(kind: Kind, id: string): boolean {
-    return this.kind(kind).ords.byId.has(id);
+    return this.kind(kind).ords.get(id) !== undefined;
   }
 
   entityCount(kind: Kind): number {
@@ -366,7 +389,7 @@ export class RoleIndex {
   }
 
   entityIds(kind: Kind): Iterable<string> {
-    return this.kind(kind).ords.byId.keys();
+    return this.kind(kind).ords;
   }
 
   attributesOf(kind: Kind, id: string): readonly string[] {
@@ -431,30 +454,53 @@ export class RoleIndex {
     for (const a of list) k.addAttr(a, o);
   }
 
-  /** One more attribute of a loaded entity (as read from the attribute index); false: no such entity. */
-  loadAttribute(kind: Kind, id: string, attribute: string): boolean {
+  /** Room for `n` more entities of a kind (a bulk load about to add them). */
+  reserve(kind: Kind, n: number) {
+    const ords = this.kind(kind).ords;
+    ords.byId.reserve(ords.byId.size + n);
+  }
+
+  /**
+   * An entity not loaded yet, without attributes (the name index lists each once), given also as
+   * the UTF-8 bytes of its id, `bytes[start..end)`; returns its ordinal.
+   */
+  loadNewEntity(kind: Kind, id: string, bytes: Uint8Array, start: number, end: number): number {
     const k = this.kind(kind);
-    const o = k.ords.get(id);
-    if (o === undefined) return false;
-    const list = k.attrs[o] ?? NONE;
-    if (list.includes(attribute)) return true;
-    // Entities with the same attributes share one list: a list and an added attribute lead to the
-    // same next list every time (a million identities carry a few thousand distinct lists here).
-    let next = k.loadedLists.get(list);
-    if (!next) k.loadedLists.set(list, (next = new Map()));
-    let grown = next.get(attribute);
-    if (!grown) next.set(attribute, (grown = [...list, attribute]));
-    k.attrs[o] = grown;
-    k.addAttr(attribute, o);
-    return true;
+    const o = k.ords.addBytes(id, bytes, start, end);
+    k.attrs[o] = NONE;
+    return o;
+  }
+
+  /** The ordinal of a loaded entity by the UTF-8 bytes of its id, `bytes[start..end)`; -1: none. */
+  ordinalOf(kind: Kind, bytes: Uint8Array, start: number, end: number): number {
+    return this.kind(kind).ords.byId.get(bytes, start, end);
+  }
+
+  /** One more attribute of loaded entities (as read from the attribute index), by the ordinals loadNewEntity gave them. */
+  loadAttributeAt(kind: Kind, ords: ArrayLike<number>, attribute: string) {
+    const k = this.kind(kind);
+    let set = k.byAttr.get(attribute);
+    if (!set) k.byAttr.set(attribute, (set = k.newSet()));
+    set.expect(ords.length);
+    // Entities with the same attributes share one list: all entities with this attribute are here,
+    // so a list and this attribute lead to the same next list for all of them (a million
+    // identities carry a few thousand distinct lists).
+    const grown = new Map<readonly string[], readonly string[]>();
+    for (let i = 0; i < ords.length; i++) {
+      const o = ords[i];
+      const list = k.attrs[o] ?? NONE;
+      if (list.includes(attribute)) continue;
+      let next = grown.get(list);
+      if (!next) grown.set(list, (next = [...list, attribute]));
+      k.attrs[o] = next;
+      set.addOrd(o);
+    }
+    if (set.size === 0) k.byAttr.delete(attribute);
   }
 
   /** End of a change batch: ordinals of entities deleted in it may be reused from now on. */
   settle() {
-    for (const k of this.kinds.values()) {
-      k.ords.settle();
-      k.loadedLists.clear();
-    }
+    for (const k of this.kinds.values()) k.ords.settle();
   }
 
   // ---- entity changes -----------------------------------------------------------------------

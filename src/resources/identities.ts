@@ -52,6 +52,8 @@ export const identities: ResourceDef<'identities'> = {
     overrideConfigIds: { readOnly: true, hidden: true, index: true },
     mfa: { readOnly: true, hidden: true },
     trace: { readOnly: true, hidden: true },
+    /** `trace.until` of an enabled trace, indexed so a start reads only the traced identities (src/control/traces.ts). */
+    traceUntil: { readOnly: true, hidden: true, index: true },
   },
   symbols: {
     type: { type: 'string', get: (r: Rec) => r.typeId },

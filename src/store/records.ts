@@ -44,6 +44,8 @@ export type IdentityRecord = BaseRecord & {
   mfa?: { id: string; createdAt: number; updatedAt: number; secret: string; isVerified: boolean; recoveryCodes: string[] };
   /** Data-flow tracing (src/control/traces.ts); `until` in epoch ms. */
   trace?: { enabled: boolean; traceId: string; until: number; channels: string[] };
+  /** `trace.until` while the trace is enabled, indexed: a start reads only the traced identities. */
+  traceUntil?: number;
 };
 
 export type EnrollmentRecord = BaseRecord & {

@@ -477,6 +477,59 @@ export class Store<M extends RecordMap = Records> extends EventEmitter {
     for (const key of idx.getKeys()) yield key as IndexKey;
   }
 
+  /**
+   * For bulk loads (the role index at start-up): the ids of every entry of an LMDB index, in key
+   * order, each given as its UTF-8 bytes `bytes[start..end)`, valid only during the call (lmdb-js's
+   * read buffer), so that a caller matching ids against ones it already holds makes no string per
+   * entry; `id()` decodes one. `onKey` (secondary indexes only) is told each key before its ids.
+   */
+  scanIndexIdBytes<C extends NameIn<M>>(
+    collection: C,
+    field: FieldIn<M, C>,
+    visit: (bytes: Uint8Array, start: number, end: number, id: () => string) => void,
+    onKey?: (key: IndexKey) => void,
+  ): void {
+    const c = this.coll(collection);
+    const unique = c.unique.get(field);
+    const idx = unique ?? c.indexes.get(field);
+    if (!idx) throw new Error(`${collection}.${field} is not indexed in LMDB`);
+    const ids = (idx as unknown as { decoder: { decode(bytes: Uint8Array, end: number): string } }).decoder;
+    let current: Uint8Array = new Uint8Array(0);
+    let currentSize = 0;
+    const id = () => ids.decode(current, currentSize);
+    // A second handle on the same database whose decoder is the visit: lmdb-js hands a decoder
+    // that copies nothing its read buffer as it is. An id is a msgpack string: its header, then its UTF-8.
+    const raw = this.env.openDB<number, IndexKey>({
+      name: `${unique ? 'u' : 'i'}:${collection}:${field}`,
+      dupSort: !unique,
+      encoder: {
+        encode: () => {
+          throw new Error('read-only handle');
+        },
+        decode: (bytes: Uint8Array, size: number) => {
+          current = bytes;
+          currentSize = size;
+          const b = bytes[0];
+          const start = (b & 0xe0) === 0xa0 ? 1 : b === 0xd9 ? 2 : b === 0xda ? 3 : b === 0xdb ? 5 : -1;
+          if (start > 0) visit(bytes, start, size, id);
+          else {
+            const utf8 = Buffer.from(id());
+            visit(utf8, 0, utf8.length, id);
+          }
+          return 0;
+        },
+      },
+    } as { name: string });
+    if (unique) {
+      for (const _ of raw.getRange({})) void _;
+      return;
+    }
+    for (const key of raw.getKeys()) {
+      onKey?.(key as IndexKey);
+      for (const _ of raw.getValues(key)) void _;
+    }
+  }
+
   // ---- writes ----------------------------------------------------------------------------
 
   /**
