@@ -5,6 +5,7 @@
 import { CURRENT_FORMAT, type Migration } from './store/data-format.js';
 import { migrateBuiltinConfigTypeIds } from './resources/config-type-ids-migration.js';
 import { sealSecretsAtRest } from './resources/seal-secrets-migration.js';
+import { indexTraces } from './resources/trace-index-migration.js';
 
 export const MIGRATIONS: Migration[] = [
   // Format 1 had no version file; format 2 is the same data with `format.json` written.
@@ -29,6 +30,15 @@ export const MIGRATIONS: Migration[] = [
   // form. The number is what matters: a controller of format 4 or older cannot read the new form,
   // so it refuses the directory instead of misreading it.
   { to: 5, description: 'records name a msgpack shape shared per collection (src/store/store.ts STRUCTURES)', run: () => {} },
+  // A controller of format 5 would write traces without the indexed field: it must not open the directory again.
+  {
+    to: 6,
+    description: 'identity traces in force indexed by traceUntil (a start reads only traced identities)',
+    run: async ({ store, log }) => {
+      const indexed = await indexTraces(store);
+      log.info({ indexed }, 'identity traces indexed');
+    },
+  },
 ];
 
 if (MIGRATIONS[MIGRATIONS.length - 1].to !== CURRENT_FORMAT)

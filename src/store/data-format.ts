@@ -32,7 +32,7 @@ export interface Migration {
 }
 
 /** The format this controller writes: the `to` of the last migration in src/migrations.ts. */
-export const CURRENT_FORMAT = 5;
+export const CURRENT_FORMAT = 6;
 
 export class DataFormatError extends Error {}
 

@@ -7,6 +7,7 @@ import t from 'tap';
 import { Traces } from '../../../src/control/traces.js';
 import { Identities } from '../../../src/managers/identities.js';
 import { openStore, put } from '../managers/fixture.js';
+import { indexTraces } from '../../../src/resources/trace-index-migration.js';
 
 t.test('a start finds the traces in force through the traceUntil index', async (t) => {
   const { store } = openStore(t, 'traces-index');
@@ -25,4 +26,19 @@ t.test('a start finds the traces in force through the traceUntil index', async (
   t.teardown(() => traces.close());
   t.same(traces.list().map((s) => [s.identityId, s.traceId, s.channels]), [['on', 't-on', ['edge']]], 'only the trace in force');
   t.equal(traces.get('plain'), undefined);
+});
+
+t.test('a trace written before the index is indexed by the format-6 migration and found at start', async (t) => {
+  const { store } = openStore(t, 'traces-migration');
+  const until = Date.now() + 3_600_000;
+  // As a format-5 controller stored it: the trace without traceUntil.
+  await put(store, 'identities', { id: 'old', name: 'old', trace: { enabled: true, traceId: 't-old', until, channels: [] } }, { id: 'gone', name: 'gone', trace: { enabled: false, traceId: 't-gone', until, channels: [] } });
+  const before = new Traces(store);
+  t.same(before.list(), [], 'not found before the migration');
+  before.close();
+  t.equal(await indexTraces(store), 1, 'the enabled trace is indexed');
+  t.equal(await indexTraces(store), 0, 'a second run changes nothing');
+  const traces = new Traces(store);
+  t.teardown(() => traces.close());
+  t.same(traces.list().map((s) => s.identityId), ['old']);
 });
