@@ -9,7 +9,6 @@ import t from 'tap';
 import { Fabric } from '../../../src/managers/fabric.js';
 import { routerCollection } from '../../../src/resources/services.js';
 import { loadOrCreatePki } from '../../../src/pki/bootstrap.js';
-import { Sealer } from '../../../src/store/sealed.js';
 import type { Ctx } from '../../../src/resources/context.js';
 import { openStore, put, refusal } from './fixture.js';
 
@@ -20,7 +19,6 @@ t.test('fabric writes', async (t) => {
   const { reg, store, dir } = openStore(t, 'fabric');
   const pkiDir = path.join(dir, 'pki');
   const pki = await loadOrCreatePki(pkiDir, { advertisedHost: 'localhost' });
-  store.sealer = Sealer.forPkiDir(pkiDir);
   // What the family's write hooks read of the request: the transit router's enrollment needs the PKI.
   const ctx = { app: { store, pki, config: { enrollmentMinutes: 5 }, certBaseUrl: 'https://localhost:1' } } as unknown as Ctx;
   const fabric = new Fabric({ store, reg });
