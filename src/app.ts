@@ -63,7 +63,7 @@ import type { App } from './api/context.js';
 import type { ClusterView } from './cluster/members.js';
 import { Issuing } from './managers/issuing.js';
 import { Enrollments } from './managers/enrollments.js';
-import { issuerOf } from './resources/enrollments.js';
+import { issuerOf, type EnrollmentKeys } from './resources/enrollments.js';
 import { lockDataDir, ownerOnlyFromNowOn, tightenModes } from './store/data-dir.js';
 import { removePartialSnapshots } from './store/snapshot.js';
 import type { Static } from 'typebox';
@@ -204,17 +204,17 @@ async function startOn(settings: Static<typeof ConfigSchema>, log: Logger, liste
   const controllerSettings = new ControllerSettings({ store, controllerId });
   const serviceSessions = new ServiceSessions({ store, policy, keys, sessions, issuer: () => app.baseUrl });
   const postureResponses = new PostureResponses({ store, policy });
-  const fabric = new Fabric({ store, reg });
+  // What enrollments are signed and sealed with. Read when a JWT is signed: the listeners bind,
+  // and cluster members join, further down.
+  const enrollmentKeys: EnrollmentKeys = { store, pki, issuer: () => issuerOf(app), lifetimeMs: settings.enrollmentMinutes * 60_000 };
+  const fabric = new Fabric({ store, reg, enrollments: enrollmentKeys });
   const auth = new AuthServices(store, config);
   // Both read `app` only when called, once it is built.
   const logins = new Logins({ store, pool, extJwt: auth.extJwt, sessions, dummyHash: () => dummyPasswordHash(app) });
   const mfa = new Mfa({ store, throttle: auth.mfaThrottle, pki, issuer: () => app.baseUrl, totpIssuer: () => totpIssuer(app.config.advertisedAddress) });
   const issuing = new Issuing({ store, pool, pki });
   const enrollments = new Enrollments({
-    store, pki, issuing,
-    // Read when a JWT is signed: the listeners bind, and cluster members join, further down.
-    issuer: () => issuerOf(app),
-    lifetimeMs: settings.enrollmentMinutes * 60_000,
+    ...enrollmentKeys, pki, issuing,
     passwords: { check: (identity, password) => checkPassword(app, identity, password), hash: (password) => hashPassword(app, password) },
   });
   const app: App = {

@@ -23,13 +23,14 @@ import path from 'node:path';
 import readline from 'node:readline';
 import { pino } from 'pino';
 import { loadConfig, splitHostPort } from '../config.js';
-import type { App, Ctx } from '../api/context.js';
+import type { App } from '../api/context.js';
 import { ApiError } from '../core/errors.js';
 import { BodyValidator } from '../api/validate.js';
 import { loadOrCreatePki } from '../pki/bootstrap.js';
 import { createRegistry } from '../resources/index.js';
 import type { Registry } from '../resources/registry.js';
-import type { ResourceDef } from '../resources/types.js';
+import type { ResourceDef, Writer } from '../resources/types.js';
+import { keysOf } from '../resources/enrollments.js';
 import { createInTx, newId, write } from '../resources/write.js';
 import { CURRENT_FORMAT, readDataFormat, writeDataFormat } from '../store/data-format.js';
 import { Sealer } from '../store/sealed.js';
@@ -40,7 +41,8 @@ import { CliError, usage } from './state.js';
 /** What record creation reads of the application, for a data directory no controller runs on. */
 export interface OfflineApp {
   app: App;
-  ctx: Ctx;
+  /** The controller's own writes: no acting identity. */
+  writer: Writer;
   store: Store;
   reg: Registry;
 }
@@ -78,7 +80,7 @@ export async function openOffline(dataDir: string, env: Record<string, string | 
     certBaseUrl: `https://${certAdvertisedAddress}`,
     startedAt: Date.now(),
   } as unknown as App;
-  return { app, ctx: { app } as Ctx, store, reg };
+  return { app, writer: { store, enrollments: keysOf(app) }, store, reg };
 }
 
 /** A create that failed: which item of the group, the error, and its message as the API would say it. */
@@ -109,14 +111,14 @@ export class BulkWriter {
 
   /** Create `bodies` (validated already) in `def`'s family; `ids` given (seeded models) or new. */
   async create(def: ResourceDef, bodies: unknown[], ids?: string[]): Promise<string[]> {
-    const { reg, ctx, store } = this.o;
+    const { reg, writer, store } = this.o;
     const now = Date.now();
     const out: string[] = [];
     const newIds = bodies.map((_, k) => ids?.[k] ?? newId());
     // Made before the write, as a POST makes them (createRecord): each record's signed and sealed parts.
     const prepared = bodies.map((body, k) => {
       try {
-        return def.beforeCreate?.(newIds[k], body, ctx);
+        return def.beforeCreate?.(newIds[k], body as Record<string, unknown>, writer);
       } catch (e) {
         throw new ImportError(k, e);
       }
@@ -127,7 +129,7 @@ export class BulkWriter {
         try {
           // Given ids repeat with their seed: a second model in the same store must not replace the first.
           if (ids && tx.exists(def.collection, ids[k])) throw new UniqueViolation(def.collection, 'id', ids[k]);
-          out.push(createInTx(reg, def, ctx, tx, newIds[k], now, bodies[k], undefined, prepared[k]).id);
+          out.push(createInTx(reg, def, writer, tx, newIds[k], now, bodies[k] as Record<string, unknown>, undefined, prepared[k]).id);
         } catch (e) {
           failed = new ImportError(k, e);
           throw e;
