@@ -13,7 +13,7 @@ import type { Config } from './config.js';
 import { splitHostPort } from './config.js';
 import { Store } from './store/store.js';
 import { checkDataFormat, migrate } from './store/data-format.js';
-import { loadOrCreatePki } from './pki/bootstrap.js';
+import { loadOrCreatePki, type Pki } from './pki/bootstrap.js';
 import { Sealer, SEALED_KEY_FILE } from './store/sealed.js';
 import { checkSealingKey } from './resources/seal-secrets-migration.js';
 import { ApiSessions } from './auth/api-sessions.js';
@@ -63,7 +63,7 @@ import type { App } from './api/context.js';
 import type { ClusterView } from './cluster/members.js';
 import { Issuing } from './managers/issuing.js';
 import { Enrollments } from './managers/enrollments.js';
-import { issuerOf } from './resources/enrollments.js';
+import { issuerOf, type EnrollmentKeys } from './resources/enrollments.js';
 import { lockDataDir, ownerOnlyFromNowOn, tightenModes } from './store/data-dir.js';
 import { removePartialSnapshots } from './store/snapshot.js';
 import type { Static } from 'typebox';
@@ -135,27 +135,32 @@ async function startOn(settings: Static<typeof ConfigSchema>, log: Logger, liste
   const reg = createRegistry();
   const presence = new Presence();
   bindPresence(reg, presence);
+  const controllerId = loadOrCreateControllerId(dataDir);
   // Cluster mode (docs/cluster.md): loaded only here, so a single node never loads the etcd client.
   const join = settings.clusterEtcd ? await import('./cluster/join.js') : undefined;
   const clusterLog = log.child({ component: 'cluster' });
   const dbDir = path.join(dataDir, 'db');
-  const replica = join ? join.prepareReplicaDir(dataDir, dbDir, clusterLog) : {};
-  // Cluster mode: replaced by the cluster's shared sealing key once etcd is reached (cluster/join.ts).
-  const store = new Store(dbDir, reg.collectionSpecs(), { ...replica, sealer: Sealer.forPkiDir(path.join(dataDir, 'pki')) });
+  const pkiDir = path.join(dataDir, 'pki');
+  // Cluster mode: etcd and the cluster's sealing key first; the store is the replica of etcd's
+  // log, which opens it and takes its every write.
+  const etcdSettings = join?.clusterSettings(settings);
+  const etcd = join && etcdSettings ? await join.connectEtcd(etcdSettings, pkiDir) : undefined;
+  const cluster = join && etcdSettings && etcd
+    ? new join.Cluster(etcd.client, etcdSettings, controllerId, clusterLog, { dir: dbDir, specs: reg.collectionSpecs(), sealer: etcd.sealer, ...join.prepareReplicaDir(dataDir, dbDir, clusterLog) })
+    : undefined;
+  const store = cluster?.store ?? new Store(dbDir, reg.collectionSpecs(), { sealer: Sealer.forPkiDir(pkiDir) });
   reg.renders.attach(store);
+  const loadPki = () => loadOrCreatePki(pkiDir, { advertisedHost, logger: log });
+  let pki: Pki;
   try {
     await migrate({ dataDir, store, log }, format, MIGRATIONS);
-    if (!settings.clusterEtcd) checkSealingKey(store, path.join(dataDir, 'pki', SEALED_KEY_FILE));
+    if (!cluster) checkSealingKey(store, path.join(pkiDir, SEALED_KEY_FILE));
+    // Cluster mode: the replica brought up to date (the migrations ran on it first), the shared PKI.
+    pki = join && cluster ? await join.joinCluster(cluster, pkiDir, loadPki) : await loadPki();
   } catch (e) {
     await store.close();
     throw e;
   }
-  const controllerId = loadOrCreateControllerId(dataDir);
-  const loadPki = () => loadOrCreatePki(path.join(dataDir, 'pki'), { advertisedHost, logger: log });
-  let pki;
-  let cluster: import('./cluster/replica.js').Cluster | undefined;
-  if (join) ({ pki, cluster } = await join.joinCluster(store, settings, controllerId, path.join(dataDir, 'pki'), loadPki, clusterLog));
-  else pki = await loadPki();
   const pool = new WorkerPool({ threads: settings.workers, maxQueue: settings.workerQueue, signingCa: { certPem: pki.signingCertPem, key: pki.signingKey } });
   // The keys come before the API sessions, which sign and verify with them. The keys ask whether
   // API sessions still need a retired key only from their rotation timer, which first fires once
@@ -169,15 +174,20 @@ async function startOn(settings: Static<typeof ConfigSchema>, log: Logger, liste
     onOffloadError: (err) => log.warn({ err }, 'session tokens signed on the event loop: the signing thread failed'),
   });
   await keys.start();
+  // Cluster mode: API sessions stay on this controller; tokens and revocations cross, and activity
+  // beats tell the others which were used here (docs/cluster.md).
+  const sharedSessions = join && cluster ? new join.SharedSessions(store, cluster, { timeoutMinutes: settings.sessionTimeoutMinutes, log: clusterLog }) : undefined;
   const sessions: ApiSessions = new ApiSessions(store, keys, {
     timeoutMinutes: settings.sessionTimeoutMinutes,
     minuteMs: settings.minuteMs,
     flushMs: settings.activityFlushMs,
     // The API's base URL, known once the listener is bound.
     issuer: () => app.baseUrl,
+    shared: sharedSessions,
   });
-  // Cluster mode: API sessions stay on this controller; tokens and revocations cross (docs/cluster.md).
-  const sharedSessions = join && cluster ? await join.shareSessions(store, cluster, sessions, clusterLog) : undefined;
+  const beats = join && cluster && sharedSessions ? new join.ActivityBeats(cluster, sessions, sharedSessions, clusterLog) : undefined;
+  beats?.start();
+  await sharedSessions?.start();
   const ended = await sessions.endPlainTokenSessions();
   if (ended) log.info({ ended }, 'ended API sessions stored with a plain token');
   // Built on the main thread: it reads only index keys and policies (no entity records); the
@@ -195,17 +205,17 @@ async function startOn(settings: Static<typeof ConfigSchema>, log: Logger, liste
   const controllerSettings = new ControllerSettings({ store, controllerId });
   const serviceSessions = new ServiceSessions({ store, policy, keys, sessions, issuer: () => app.baseUrl });
   const postureResponses = new PostureResponses({ store, policy });
-  const fabric = new Fabric({ store, reg });
+  // What enrollments are signed and sealed with. Read when a JWT is signed: the listeners bind,
+  // and cluster members join, further down.
+  const enrollmentKeys: EnrollmentKeys = { store, pki, issuer: () => issuerOf(app), lifetimeMs: settings.enrollmentMinutes * 60_000 };
+  const fabric = new Fabric({ store, reg, enrollments: enrollmentKeys });
   const auth = new AuthServices(store, config);
   // Both read `app` only when called, once it is built.
   const logins = new Logins({ store, pool, extJwt: auth.extJwt, sessions, dummyHash: () => dummyPasswordHash(app), minuteMs: settings.minuteMs });
   const mfa = new Mfa({ store, throttle: auth.mfaThrottle, pki, issuer: () => app.baseUrl, totpIssuer: () => totpIssuer(app.config.advertisedAddress) });
   const issuing = new Issuing({ store, pool, pki });
   const enrollments = new Enrollments({
-    store, pki, issuing,
-    // Read when a JWT is signed: the listeners bind, and cluster members join, further down.
-    issuer: () => issuerOf(app),
-    lifetimeMs: settings.enrollmentMinutes * 60_000,
+    ...enrollmentKeys, store, pki, issuing,
     passwords: { check: (identity, password) => checkPassword(app, identity, password), hash: (password) => hashPassword(app, password) },
   });
   const app: App = {
@@ -268,7 +278,7 @@ async function startOn(settings: Static<typeof ConfigSchema>, log: Logger, liste
     controllers: settings.clusterEtcd ? () => (app.cluster?.members() ?? []).map((m) => ({ id: m.id, ctrlAddress: m.ctrlAddress })) : undefined,
   });
   // Sessions deleted on another controller: this one tells its own routers.
-  if (sharedSessions) sharedSessions.onSessionsRemoved = (ids) => channel.sessionsRemoved(ids);
+  sharedSessions?.sessionsRemoved.add((ids) => channel.sessionsRemoved(ids));
   const metrics = new Metrics(app, channel, events.audit);
   const health = new Health(app);
   const logRequest = requestLogger(log, settings.requestLog);
@@ -293,7 +303,8 @@ async function startOn(settings: Static<typeof ConfigSchema>, log: Logger, liste
     await events.close();
     await sessions.close();
     // Its final activity beat names what sessions.close() just flushed; the store closes etcd.
-    await sharedSessions?.close();
+    await beats?.close();
+    sharedSessions?.close();
     keys.close();
     oidc.close();
     policy.close();

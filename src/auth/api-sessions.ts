@@ -76,6 +76,26 @@ export interface PeerCertificate {
  */
 const cacheKey = (token: string) => (token.length > 24 ? token.slice(-24) : token);
 
+/** What a token made here carries of its API session, for another controller to take it on. */
+export type SessionClaimsOf = Omit<ApiSession, 'token' | 'lastActivityAt' | 'updatedAt' | 'tags' | 'isMfaComplete'>;
+
+/**
+ * Cluster mode (src/cluster/sessions.ts): API sessions stay on the controller that made them;
+ * their tokens carry what another controller needs to take them on (`claims`), and an unknown
+ * but validly signed token is taken on there (`learn`: the session, held here from then on, or
+ * undefined when it was revoked or may no longer log in).
+ */
+export interface SessionSharing {
+  claims(s: SessionClaimsOf): Record<string, unknown>;
+  learn(claims: TokenClaims, token: string): ApiSession | undefined;
+  /**
+   * How late another controller may learn of a request here (the activity beat's interval):
+   * an OIDC API session, one record for the whole cluster, is ended as idle only when no
+   * controller can have used it for the timeout plus this.
+   */
+  readonly beatMs: number;
+}
+
 export class ApiSessions {
   /**
    * Tokens whose signature was checked (API-session and OIDC access tokens), by `cacheKey`, with
@@ -91,39 +111,27 @@ export class ApiSessions {
   private sweepTimer?: NodeJS.Timeout;
   readonly timeoutMs: number;
 
-  /**
-   * Cluster mode (src/cluster/sessions.ts): API sessions stay on the controller that made them;
-   * their tokens carry what another controller needs to take them on (`claims`), and an unknown
-   * but validly signed token is taken on there (`learn`: the session, now held here too, or
-   * undefined when it was revoked or may no longer log in).
-   */
-  shared?: {
-    claims(s: Omit<ApiSession, 'token' | 'lastActivityAt' | 'updatedAt' | 'tags' | 'isMfaComplete'>): Record<string, unknown>;
-    learn(claims: TokenClaims, token: string): ApiSession | undefined;
-    /**
-     * How late another controller may learn of a request here (the activity beat's interval):
-     * an OIDC API session, one record for the whole cluster, is ended as idle only when no
-     * controller can have used it for the timeout plus this.
-     */
-    beatMs: number;
-  };
+  /** Cluster mode: what the other controllers said of API sessions (`SessionSharing`). */
+  private readonly shared?: SessionSharing;
   /**
    * Cluster mode: the API sessions whose activity was flushed since the last activity beat
    * (src/cluster/sessions.ts), which tells the other controllers of them at a coarse interval.
    * Gathered per flush, not per request (a Set insertion per request cost ~85 ns here).
    */
-  used?: Set<string>;
+  readonly used?: Set<string>;
   private lastBeatAt = 0;
   /** The `iss` of new tokens (the API's base URL, known once the listener is bound). */
   private readonly issuer: () => string;
 
-  /** `keys` sign and verify the tokens. */
+  /** `keys` sign and verify the tokens; `shared`: cluster mode (src/cluster/sessions.ts). */
   constructor(
     private readonly store: Store,
     private readonly keys: SigningKeys,
-    opts: { timeoutMinutes: number; flushMs: number; issuer?: () => string; /** config `minuteMs` */ minuteMs?: number },
+    opts: { timeoutMinutes: number; flushMs: number; issuer?: () => string; shared?: SessionSharing; /** config `minuteMs` */ minuteMs?: number },
   ) {
     this.issuer = opts.issuer ?? (() => '');
+    this.shared = opts.shared;
+    if (opts.shared) this.used = new Set();
     this.timeoutMs = opts.timeoutMinutes * (opts.minuteMs ?? 60_000);
     for (const rec of store.scan('apiSessions')) this.remember(rec as ApiSession);
     store.on('change', (events: ChangeEvent[]) => {
@@ -148,11 +156,6 @@ export class ApiSessions {
 
   get timeoutSeconds(): number {
     return Math.round(this.timeoutMs / 1000);
-  }
-
-  /** Cluster mode: an API session taken on from its token (held here from now on). */
-  adopt(s: ApiSession) {
-    this.remember(s);
   }
 
   private remember(s: ApiSession, known?: number) {
@@ -252,7 +255,7 @@ export class ApiSessions {
       if (hit === undefined) {
         const claims = this.keys.verify(token, API_SESSION_TOKEN);
         if (!claims) return undefined;
-        const rec = this.byId.get(claims.jti) ?? this.shared?.learn(claims, token);
+        const rec = this.byId.get(claims.jti) ?? this.takeOn(claims, token);
         if (!rec || rec.identityId !== claims.sub || rec.token !== tokenDigest(token)) return undefined;
         hit = this.cacheVerified({ token, id: claims.jti });
       }
@@ -267,6 +270,13 @@ export class ApiSessions {
     s.lastActivityAt = now;
     this.activity.set(s.id, now);
     return s;
+  }
+
+  /** Cluster mode: an API session made on another controller, held here from now on (when it may be). */
+  private takeOn(claims: TokenClaims, token: string): ApiSession | undefined {
+    const rec = this.shared?.learn(claims, token);
+    if (rec) this.remember(rec);
+    return rec;
   }
 
   /**

@@ -24,7 +24,7 @@ import path from 'node:path';
 import readline from 'node:readline';
 import { pino } from 'pino';
 import { loadConfig, splitHostPort } from '../config.js';
-import type { App, Ctx } from '../api/context.js';
+import type { App } from '../api/context.js';
 import { ApiError } from '../core/errors.js';
 import { BodyValidator } from '../api/validate.js';
 import { loadOrCreatePki } from '../pki/bootstrap.js';
@@ -33,7 +33,7 @@ import { keysOf } from '../resources/enrollments.js';
 import { enrollmentSpec } from '../resources/identities.js';
 import { createRegistry } from '../resources/index.js';
 import type { Registry } from '../resources/registry.js';
-import type { ResourceDef } from '../resources/types.js';
+import type { ResourceDef, Writer } from '../resources/types.js';
 import { createInTx, newId, write } from '../resources/write.js';
 import { CURRENT_FORMAT, readDataFormat, writeDataFormat } from '../store/data-format.js';
 import { Sealer } from '../store/sealed.js';
@@ -44,7 +44,8 @@ import { CliError, usage } from './state.js';
 /** What record creation reads of the application, for a data directory no controller runs on. */
 export interface OfflineApp {
   app: App;
-  ctx: Ctx;
+  /** The controller's own writes: no acting identity. */
+  writer: Writer;
   store: Store;
   reg: Registry;
   /** Its PKI directory: the keys a worker seals with. */
@@ -85,7 +86,7 @@ export async function openOffline(dataDir: string, env: Record<string, string | 
     certBaseUrl: `https://${certAdvertisedAddress}`,
     startedAt: Date.now(),
   } as unknown as App;
-  return { app, ctx: { app } as Ctx, store, reg, pkiDir };
+  return { app, writer: { store, enrollments: keysOf(app) }, store, reg, pkiDir };
 }
 
 /** A create that failed: which item of the group, the error, and its message as the API would say it. */
@@ -161,7 +162,7 @@ export class BulkWriter {
     }
     return bodies.map((body, k) => {
       try {
-        return def.beforeCreate?.(ids[k], body, this.o.ctx);
+        return def.beforeCreate?.(ids[k], body as Record<string, unknown>, this.o.writer);
       } catch (e) {
         throw new ImportError(k, e);
       }
@@ -169,7 +170,7 @@ export class BulkWriter {
   }
 
   private async hand(def: ResourceDef, bodies: unknown[], ids: string[] | undefined, newIds: string[], prepared: unknown[]): Promise<string[]> {
-    const { reg, ctx, store } = this.o;
+    const { reg, writer, store } = this.o;
     const now = Date.now();
     let failed: ImportError | undefined;
     const put = (count: number, out: string[]) =>
@@ -178,7 +179,7 @@ export class BulkWriter {
           try {
             // Given ids repeat with their seed: a second model in the same store must not replace the first.
             if (ids && tx.exists(def.collection, ids[k])) throw new UniqueViolation(def.collection, 'id', ids[k]);
-            out.push(createInTx(reg, def, ctx, tx, newIds[k], now, bodies[k], undefined, prepared[k]).id);
+            out.push(createInTx(reg, def, writer, tx, newIds[k], now, bodies[k] as Record<string, unknown>, undefined, prepared[k]).id);
           } catch (e) {
             failed = new ImportError(k, e);
             throw e;

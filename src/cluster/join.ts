@@ -1,28 +1,25 @@
 /**
- * Joining a cluster at start-up: connect to etcd, bring the replica up to date (resume or full
- * load), route the store's writes through etcd, and take the shared PKI.
+ * Joining a cluster at start-up, in this order: connect to etcd and take the cluster's sealing key
+ * (`connectEtcd`); open the store as the replica of etcd's log (`new Cluster`, which makes it);
+ * once the data directory's migrations ran, bring the replica up to date and take the shared PKI
+ * (`joinCluster`); share API sessions (`SharedSessions`, `ActivityBeats`); once listening,
+ * `announce`.
  */
 import type { Logger } from 'pino';
 import type { Static } from 'typebox';
 import type { ConfigSchema } from '../config.js';
-import type { Store } from '../store/store.js';
+import type { Etcd3 } from 'etcd3';
 import type { Pki } from '../pki/bootstrap.js';
-import { Cluster, type ClusterSettings } from './replica.js';
+import type { Sealer } from '../store/sealed.js';
+import { Cluster, connect, type ClusterSettings } from './replica.js';
 import { sharedPki, sharedSealKey } from './pki.js';
 import { Members, type Member } from './members.js';
 import { SharedPresence } from './routers.js';
 import type { Presence } from '../control/presence.js';
-import type { ApiSessions } from '../auth/api-sessions.js';
-import { SharedSessions } from './sessions.js';
 
 export { prepareReplicaDir } from './replica-dir.js';
-
-/** API sessions and sessions stay on the controller holding them; their tokens and revocations cross (sessions.ts). */
-export async function shareSessions(store: Store, cluster: Cluster, sessions: ApiSessions, log: Logger): Promise<SharedSessions> {
-  const shared = new SharedSessions(store, cluster, sessions, log);
-  await shared.start();
-  return shared;
-}
+export { Cluster } from './replica.js';
+export { ActivityBeats, SharedSessions } from './sessions.js';
 
 /**
  * Once listening: publish this controller in the membership list, and share router presence.
@@ -55,23 +52,29 @@ export function clusterSettings(s: Static<typeof ConfigSchema>): ClusterSettings
   };
 }
 
-export async function joinCluster(
-  store: Store,
-  settings: Static<typeof ConfigSchema>,
-  controllerId: string,
-  pkiDir: string,
-  loadPki: () => Promise<Pki>,
-  log: Logger,
-): Promise<{ pki: Pki; cluster: Cluster }> {
-  const cluster = new Cluster(store, clusterSettings(settings), controllerId, log);
-  try {
-    await cluster.start();
-    store.cluster = cluster;
-    const pki = await sharedPki(cluster.client, cluster.keys.prefix, pkiDir, loadPki);
-    store.sealer = await sharedSealKey(cluster.client, cluster.keys.prefix, pkiDir);
-    return { pki, cluster };
-  } catch (e) {
-    await cluster.close();
-    throw e;
+/**
+ * Before the store opens: the etcd client, and the key secrets are sealed with, the cluster's
+ * (records replicate sealed; cluster/pki.ts).
+ */
+export async function connectEtcd(settings: ClusterSettings, pkiDir: string): Promise<{ client: Etcd3; sealer: Sealer }> {
+  const client = connect(settings);
+  // The first etcd call of a start: etcd may be coming up with this controller, as the replica's
+  // first read allows (Cluster.start). Taking the key again is harmless (put only if absent).
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return { client, sealer: await sharedSealKey(client, settings.prefix, pkiDir) };
+    } catch (e) {
+      if (attempt >= 20) {
+        client.close();
+        throw e;
+      }
+      await new Promise((r) => setTimeout(r, Math.min(2000, 100 * attempt)));
+    }
   }
+}
+
+/** Once the data directory's migrations ran: the replica brought up to date, and the shared PKI. */
+export async function joinCluster(cluster: Cluster, pkiDir: string, loadPki: () => Promise<Pki>): Promise<Pki> {
+  await cluster.start();
+  return sharedPki(cluster.client, cluster.keys.prefix, pkiDir, loadPki);
 }

@@ -49,9 +49,9 @@ export async function sharedPki(client: Etcd3, prefix: string, dir: string, load
 /**
  * The key secrets are sealed with (src/store/sealed.ts) is the cluster's, since records replicate
  * sealed: the first controller stores its own in etcd, the others take that one into their PKI
- * directory. Upgrading a cluster from a data format before sealing: the data-format migration
- * runs before a member joins, with the key in its own `pki/`, so every member must start with the
- * same `pki/secrets.key` (docs/auth.md).
+ * directory. It is taken before the store opens, so the data-format migrations (run on the
+ * replica before it follows etcd) seal with it too; still, upgrading a cluster from a data format
+ * before sealing, every member must start with the same `pki/secrets.key` (docs/auth.md).
  */
 export async function sharedSealKey(client: Etcd3, prefix: string, dir: string): Promise<Sealer> {
   const name = Buffer.from(`${prefix}/pki/${SEALED_KEY_FILE}`);

@@ -44,7 +44,8 @@ import { prefixEnd, watchPrefix, type Watch, type WatchEvent } from './watch.js'
 import { noop } from 'cockatiel';
 import { Packr } from 'msgpackr';
 import type { Logger } from 'pino';
-import { Tx, type Coll, type IndexKey, type Op, type ReadTracker, type Rec, type Store, type WriteLog, type WriteOptions } from '../store/store.js';
+import { Store, Tx, type CollectionSpec, type Coll, type IndexKey, type Op, type ReadTracker, type Rec, type WriteLog, type WriteOptions } from '../store/store.js';
+import type { Sealer } from '../store/sealed.js';
 import { indexKeys } from '../store/store.js';
 import { ClusterUnavailable, WriteContention } from './errors.js';
 
@@ -231,8 +232,9 @@ function current(ops: Op[]): Op[] {
 }
 
 export class Cluster implements WriteLog {
-  readonly client: Etcd3;
   readonly keys: Keys;
+  /** The replica: this controller's LMDB environment, made here, whose every write goes through this log. */
+  readonly store: Store;
   /** The last log revision applied to the replica. */
   applied = 0;
   private watch?: Watch;
@@ -259,14 +261,16 @@ export class Cluster implements WriteLog {
   /** Statistics: etcd transactions, the writes they carried, writes run again after a failed guard or after waiting for a write in flight. */
   readonly stats = { txns: 0, writes: 0, retries: 0, waits: 0, txnSeconds: 0, applies: 0, applySeconds: 0 };
 
+  /** `client`: connected to etcd already (the shared sealing key is read before the replica opens). */
   constructor(
-    private readonly store: Store,
+    readonly client: Etcd3,
     readonly settings: ClusterSettings,
     private readonly controllerId: string,
     private readonly log: Logger,
+    replica: { dir: string; specs: CollectionSpec[]; noSync: boolean; sealer: Sealer },
   ) {
-    this.client = connect(settings);
     this.keys = new Keys(settings.prefix.replace(/\/+$/, ''));
+    this.store = new Store(replica.dir, replica.specs, { noSync: replica.noSync, sealer: replica.sealer, writeLog: this });
   }
 
   status() {
@@ -808,15 +812,17 @@ export class Cluster implements WriteLog {
     this.setApplied(revision);
   }
 
-  /** Told what this controller learns of API sessions held elsewhere (src/cluster/sessions.ts). */
-  onSessionNews?: (news: SessionNews) => void;
+  /** Told what this controller learns of API sessions held elsewhere (src/cluster/sessions.ts subscribes). */
+  readonly sessionNewsListeners = new Set<(news: SessionNews) => void>();
 
   private deliver(news: SessionNews) {
     if (news.revoked.length + news.states.length + news.identities.length + news.sessions.length === 0) return;
-    try {
-      this.onSessionNews?.(news);
-    } catch (e) {
-      this.log.error({ err: e }, 'cluster: handling session news failed');
+    for (const listener of this.sessionNewsListeners) {
+      try {
+        listener(news);
+      } catch (e) {
+        this.log.error({ err: e }, 'cluster: handling session news failed');
+      }
     }
   }
 

@@ -14,7 +14,7 @@
  *   also news (`~revoked-identity/<id>`), so a token made before it is never taken on afterwards,
  *   even once the identity is enabled again.
  * - Sessions (dial/bind) deleted are news too (`~sessions-removed/…`, in the same transaction):
- *   every other controller tells its own routers (`onSessionsRemoved`), as the deleting one told
+ *   every other controller tells its own routers (`sessionsRemoved`), as the deleting one told
  *   its own at the commit. So the ends above that each controller applies to its own copies go
  *   through the log (without revoking anything again) whenever they delete sessions.
  * - Idle expiry is local: each controller ends its copy by its own activity and what the others'
@@ -34,7 +34,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { ChangeEvent, Store, Tx, ApiSessionRecord } from '../store/store.js';
-import { ApiSessions, type ApiSession } from '../auth/api-sessions.js';
+import { ApiSessions, type ApiSession, type SessionClaimsOf, type SessionSharing } from '../auth/api-sessions.js';
 import { tokenDigest, type TokenClaims } from '../auth/tokens.js';
 import { allowsPrimary, isDisabledAt, type PrimaryMethod } from '../auth/login-policy.js';
 import { mfaStateNow, sameMfaState, type MfaState } from '../auth/mfa.js';
@@ -81,7 +81,12 @@ const FINAL_BEAT_WAIT_MS = 2000;
 /** The interval of activity beats for an inactivity timeout: a tenth of it, from 1 s to 60 s. */
 export const beatInterval = (timeoutMs: number) => Math.min(60_000, Math.max(1000, Math.floor(timeoutMs / 10)));
 
-export class SharedSessions {
+/**
+ * What this controller learns of API sessions held elsewhere: the news (ended, identities
+ * disabled, MFA states) and the activity beats heard (ActivityBeats), and from those whether a
+ * token made elsewhere may be taken on. Built before the ApiSessions it is handed to.
+ */
+export class SharedSessions implements SessionSharing {
   /** API session id → when the revocation stops mattering (ms). */
   private readonly revoked = new Map<string, number>();
   /**
@@ -95,46 +100,50 @@ export class SharedSessions {
   /** API session id → the latest activity beat (any controller's) that named it (ms). */
   private readonly active = new Map<string, number>();
   private timer?: NodeJS.Timeout;
-  private beatTimer?: NodeJS.Timeout;
-  private watch?: { close(): void };
   private closed = false;
-  /** The regular beat in flight, if any. */
-  private beating: Promise<void> = Promise.resolve();
-  private inFlight = false;
   /** Told of sessions another controller deleted (their ids), to tell this controller's routers. */
-  onSessionsRemoved?: (ids: string[]) => void;
+  readonly sessionsRemoved = new Set<(ids: string[]) => void>();
+  readonly timeoutMs: number;
   readonly beatMs: number;
-  private readonly beatDir: string;
+  private readonly log: Logger;
+  private readonly onNews = (news: SessionNews) => this.news(news);
 
   constructor(
     private readonly store: Store,
     private readonly cluster: Cluster,
-    private readonly sessions: ApiSessions,
-    private readonly log: Logger,
+    opts: { timeoutMinutes: number; log: Logger },
   ) {
-    this.beatMs = beatInterval(sessions.timeoutMs);
-    this.beatDir = `${cluster.keys.prefix}/activity/`;
+    this.timeoutMs = opts.timeoutMinutes * 60_000;
+    this.beatMs = beatInterval(this.timeoutMs);
+    this.log = opts.log;
   }
 
   /** Resolves once the API-session news etcd keeps was read (or etcd did not answer in time). */
   async start(): Promise<void> {
-    this.sessions.shared = {
-      claims: (s) => ({ z_as: { a: s.authenticatorId, m: s.method, ps: s.primarySignerId, es: s.extJwtSignerId, ct: s.configTypes, mr: s.isMfaRequired, ip: s.ipAddress, c: s.createdAt, r: this.cluster.applied } satisfies Carried }),
-      learn: (claims, token) => this.learn(claims, token),
-      beatMs: this.beatMs,
-    };
-    this.sessions.used = new Set();
-    this.cluster.onSessionNews = (news) => this.news(news);
+    this.cluster.sessionNewsListeners.add(this.onNews);
     this.store.on('change', (events: ChangeEvent[]) => this.changed(events));
     this.timer = setInterval(() => this.purge(), PURGE_MS);
     this.timer.unref();
-    this.beatTimer = setInterval(() => this.beat(), this.beatMs);
-    this.beatTimer.unref();
-    void this.followBeats();
     const first = this.readNews();
     // Tokens are taken on only once it was read (a token logged out or made before a disable would
     // pass); with etcd failing now, this controller goes on and reads it as soon as etcd answers.
     await Promise.race([first, new Promise((r) => setTimeout(r, FIRST_READ_WAIT_MS).unref())]);
+  }
+
+  close() {
+    this.closed = true;
+    clearInterval(this.timer);
+    this.cluster.sessionNewsListeners.delete(this.onNews);
+  }
+
+  /** What a token made here carries, for another controller to take its API session on (`learn`). */
+  claims(s: SessionClaimsOf): Record<string, unknown> {
+    return { z_as: { a: s.authenticatorId, m: s.method, ps: s.primarySignerId, es: s.extJwtSignerId, ct: s.configTypes, mr: s.isMfaRequired, ip: s.ipAddress, c: s.createdAt, r: this.cluster.applied } satisfies Carried };
+  }
+
+  /** An activity beat named the API session: it was used somewhere until `at` (ms). */
+  heardActive(id: string, at: number) {
+    if ((this.active.get(id) ?? 0) < at) this.active.set(id, at);
   }
 
   /**
@@ -166,108 +175,8 @@ export class SharedSessions {
     }
   }
 
-  /**
-   * Stop, after putting the final beat: the API sessions used here since the last beat would
-   * otherwise look idle elsewhere up to a beat early. Call it once requests have stopped and their
-   * activity was flushed (ApiSessions.close), before the etcd client closes; with etcd unreachable
-   * it gives up after FINAL_BEAT_WAIT_MS, so a stop never hangs on it.
-   */
-  async close(): Promise<void> {
-    if (this.closed) return;
-    this.closed = true;
-    clearInterval(this.timer);
-    clearInterval(this.beatTimer);
-    this.watch?.close();
-    let timer: NodeJS.Timeout | undefined;
-    const waited = new Promise<void>((r) => (timer = setTimeout(r, FINAL_BEAT_WAIT_MS)));
-    // A beat in flight gives its ids back when etcd fails it: the final one then carries them.
-    const final = this.beating.then(() => this.putBeat(this.sessions.takeUsed(), Date.now() + FINAL_BEAT_WAIT_MS));
-    await Promise.race([final, waited.then(() => Promise.reject(new Error(`etcd did not answer within ${FINAL_BEAT_WAIT_MS} ms`)))])
-      .catch((e) => this.log.warn({ err: String((e as Error).message ?? e) }, 'cluster: could not write the final activity beat; API sessions used since the last one may look idle elsewhere up to a beat early'))
-      .finally(() => clearTimeout(timer));
-    this.cluster.onSessionNews = undefined;
-    this.sessions.shared = undefined;
-    this.sessions.used = undefined;
-  }
-
-  /** Tell the other controllers which API sessions were used here since the last beat. */
-  private beat() {
-    // One at a time: while one waits for etcd, what is used meanwhile goes with the next.
-    if (this.closed || this.inFlight) return;
-    const ids = this.sessions.takeUsed();
-    this.inFlight = true;
-    this.beating = this.putBeat(ids, Date.now() + Math.max(this.beatMs, CALL_TIMEOUT_MS))
-      .catch((e) => {
-        // etcd unreachable: they go with the next beat.
-        for (const id of ids) this.sessions.used?.add(id);
-        this.log.warn({ err: String((e as Error).message ?? e) }, 'cluster: could not write an activity beat; trying with the next one');
-      })
-      .finally(() => (this.inFlight = false));
-  }
-
-  /** Put one beat naming `ids` (none: nothing to put), giving up at `deadline` (ms). */
-  private async putBeat(ids: string[], deadline: number): Promise<void> {
-    if (ids.length === 0) return;
-    // The beat's time, not each request's: the API sessions count as used until then, so they are
-    // refused at most one beat later than on a single node, never too early. Only a controller
-    // reading the key at its start uses it (clamped to its own clock); a watching one takes the
-    // time it receives the beat.
-    const at = Date.now();
-    // The key is worth keeping until an API session it names would be idle anyway.
-    const lease = await this.cluster.client.lease(Math.ceil((this.sessions.timeoutMs + 2 * this.beatMs) / 1000), { autoKeepAlive: false, deadline }).grant();
-    for (let i = 0; i < ids.length; i += IDS_PER_BEAT_KEY) {
-      await this.cluster.client.kv.put({ key: Buffer.from(`${this.beatDir}${randomUUID()}`), value: packr.pack({ at, ids: ids.slice(i, i + IDS_PER_BEAT_KEY) }), lease }, { deadline });
-    }
-  }
-
-  /** Read every activity beat in etcd, then watch for new ones (listing again after a compaction). */
-  private async followBeats(): Promise<void> {
-    for (let attempt = 1; !this.closed; attempt++) {
-      try {
-        const res = await this.cluster.client.kv.range({ key: Buffer.from(this.beatDir), range_end: Buffer.from(prefixEnd(this.beatDir)) });
-        // Beats put before this controller watched: their writer's time, but never later than
-        // now here (a writer's clock ahead would keep its API sessions alive longer).
-        const now = Date.now();
-        for (const kv of res.kvs) this.heard(kv, (at) => Math.min(at, now));
-        if (this.closed) return;
-        this.watch = watchPrefix(this.cluster.client, this.beatDir, Number(res.header.revision) + 1, {
-          // A beat as it arrives: used until now by this controller's clock, whatever the
-          // writer's (later than the real use by the watch latency: refused that much later at
-          // most, never too early).
-          events: (events) => {
-            const now = Date.now();
-            for (const ev of events) if (ev.type === 'Put') this.heard(ev.kv, () => now);
-          },
-          compacted: () => void this.followBeats(),
-        });
-        return;
-      } catch (e) {
-        if (attempt === 1) this.log.warn({ err: String((e as Error).message ?? e) }, 'cluster: could not read the activity beats; trying again');
-        await new Promise((r) => setTimeout(r, 1000).unref());
-      }
-    }
-  }
-
-  /** One beat: the API sessions it names were used until `time(its writer's time)` here. */
-  private heard(kv: { value: Buffer }, time: (writerAt: number) => number) {
-    let v: { at?: unknown; ids?: unknown };
-    try {
-      v = packr.unpack(kv.value) as typeof v;
-    } catch {
-      return;
-    }
-    const writerAt = Number(v?.at);
-    if (!Number.isFinite(writerAt) || !Array.isArray(v.ids)) return;
-    const at = time(writerAt);
-    for (const id of v.ids) {
-      if (typeof id !== 'string') continue;
-      if ((this.active.get(id) ?? 0) < at) this.active.set(id, at);
-      this.sessions.noteActivity(id, at);
-    }
-  }
-
   /** A validly signed API-session token this controller does not hold: take it on, or refuse it. */
-  private learn(claims: TokenClaims, token: string): ApiSession | undefined {
+  learn(claims: TokenClaims, token: string): ApiSession | undefined {
     const c = claims.z_as as Carried | undefined;
     if (!c || typeof c !== 'object' || typeof c.a !== 'string' || !Array.isArray(c.ct) || typeof c.c !== 'number') return undefined;
     const now = Date.now();
@@ -286,7 +195,7 @@ export class SharedSessions {
     // Idle for longer than the timeout, as far as the activity beats tell: refused as its own
     // controller refuses it (it expired there, with no news).
     const lastActive = Math.max(c.c, this.active.get(claims.jti) ?? 0);
-    if (now - lastActive > this.sessions.timeoutMs) return undefined;
+    if (now - lastActive > this.timeoutMs) return undefined;
     const news = this.states.get(claims.jti);
     // MFA removed since (on any controller) takes the pass the news or the token tell of.
     const state = mfaStateNow(this.store, identity, news ?? { isMfaRequired: c.mr === true, isMfaComplete: false });
@@ -308,7 +217,6 @@ export class SharedSessions {
     if (c.ps) rec.primarySignerId = c.ps;
     if (c.es) rec.extJwtSignerId = c.es;
     if (state.mfaPassedAt !== undefined) rec.mfaPassedAt = state.mfaPassedAt;
-    this.sessions.adopt(rec);
     // Held here from now on (sessions made under it refer to it); written here only.
     void this.store
       .writeLocal((tx) => {
@@ -320,7 +228,10 @@ export class SharedSessions {
 
   /** News from etcd: API sessions ended, MFA states changed. */
   private news(news: SessionNews) {
-    if (news.sessions.length) this.onSessionsRemoved?.(news.sessions.map((s) => s.jti));
+    if (news.sessions.length) {
+      const ids = news.sessions.map((s) => s.jti);
+      for (const listener of this.sessionsRemoved) listener(ids);
+    }
     const until = Date.now() + SESSION_NEWS_RETENTION_MS;
     for (const r of news.revoked) this.revoked.set(r.id, until);
     for (const s of news.states) this.states.set(s.id, { ...s, until });
@@ -398,9 +309,135 @@ export class SharedSessions {
     for (const [id, until] of this.revoked) if (until <= now) this.revoked.delete(id);
     for (const [id, s] of this.states) if (s.until <= now) this.states.delete(id);
     for (const [id, s] of this.identities) if (s.until <= now) this.identities.delete(id);
-    for (const [id, at] of this.active) if (now - at > this.sessions.timeoutMs + this.beatMs) this.active.delete(id);
+    for (const [id, at] of this.active) if (now - at > this.timeoutMs + this.beatMs) this.active.delete(id);
   }
 }
+
+/**
+ * The activity beats (see above): this controller's, naming the API sessions used here, and the
+ * other controllers', which keep the copies held here from looking idle.
+ */
+export class ActivityBeats {
+  private beatTimer?: NodeJS.Timeout;
+  private watch?: { close(): void };
+  private closed = false;
+  /** The regular beat in flight, if any. */
+  private beating: Promise<void> = Promise.resolve();
+  private inFlight = false;
+  private readonly beatDir: string;
+
+  constructor(
+    private readonly cluster: Cluster,
+    private readonly sessions: ApiSessions,
+    private readonly shared: SharedSessions,
+    private readonly log: Logger,
+  ) {
+    this.beatDir = `${cluster.keys.prefix}/activity/`;
+  }
+
+  start() {
+    this.beatTimer = setInterval(() => this.beat(), this.shared.beatMs);
+    this.beatTimer.unref();
+    void this.followBeats();
+  }
+
+  /**
+   * Stop, after putting the final beat: the API sessions used here since the last beat would
+   * otherwise look idle elsewhere up to a beat early. Call it once requests have stopped and their
+   * activity was flushed (ApiSessions.close), before the etcd client closes; with etcd unreachable
+   * it gives up after FINAL_BEAT_WAIT_MS, so a stop never hangs on it.
+   */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    clearInterval(this.beatTimer);
+    this.watch?.close();
+    let timer: NodeJS.Timeout | undefined;
+    const waited = new Promise<void>((r) => (timer = setTimeout(r, FINAL_BEAT_WAIT_MS)));
+    // A beat in flight gives its ids back when etcd fails it: the final one then carries them.
+    const final = this.beating.then(() => this.putBeat(this.sessions.takeUsed(), Date.now() + FINAL_BEAT_WAIT_MS));
+    await Promise.race([final, waited.then(() => Promise.reject(new Error(`etcd did not answer within ${FINAL_BEAT_WAIT_MS} ms`)))])
+      .catch((e) => this.log.warn({ err: String((e as Error).message ?? e) }, 'cluster: could not write the final activity beat; API sessions used since the last one may look idle elsewhere up to a beat early'))
+      .finally(() => clearTimeout(timer));
+  }
+
+  /** Tell the other controllers which API sessions were used here since the last beat. */
+  private beat() {
+    // One at a time: while one waits for etcd, what is used meanwhile goes with the next.
+    if (this.closed || this.inFlight) return;
+    const ids = this.sessions.takeUsed();
+    this.inFlight = true;
+    this.beating = this.putBeat(ids, Date.now() + Math.max(this.shared.beatMs, CALL_TIMEOUT_MS))
+      .catch((e) => {
+        // etcd unreachable: they go with the next beat.
+        for (const id of ids) this.sessions.used?.add(id);
+        this.log.warn({ err: String((e as Error).message ?? e) }, 'cluster: could not write an activity beat; trying with the next one');
+      })
+      .finally(() => (this.inFlight = false));
+  }
+
+  /** Put one beat naming `ids` (none: nothing to put), giving up at `deadline` (ms). */
+  private async putBeat(ids: string[], deadline: number): Promise<void> {
+    if (ids.length === 0) return;
+    // The beat's time, not each request's: the API sessions count as used until then, so they are
+    // refused at most one beat later than on a single node, never too early. Only a controller
+    // reading the key at its start uses it (clamped to its own clock); a watching one takes the
+    // time it receives the beat.
+    const at = Date.now();
+    // The key is worth keeping until an API session it names would be idle anyway.
+    const lease = await this.cluster.client.lease(Math.ceil((this.shared.timeoutMs + 2 * this.shared.beatMs) / 1000), { autoKeepAlive: false, deadline }).grant();
+    for (let i = 0; i < ids.length; i += IDS_PER_BEAT_KEY) {
+      await this.cluster.client.kv.put({ key: Buffer.from(`${this.beatDir}${randomUUID()}`), value: packr.pack({ at, ids: ids.slice(i, i + IDS_PER_BEAT_KEY) }), lease }, { deadline });
+    }
+  }
+
+  /** Read every activity beat in etcd, then watch for new ones (listing again after a compaction). */
+  private async followBeats(): Promise<void> {
+    for (let attempt = 1; !this.closed; attempt++) {
+      try {
+        const res = await this.cluster.client.kv.range({ key: Buffer.from(this.beatDir), range_end: Buffer.from(prefixEnd(this.beatDir)) });
+        // Beats put before this controller watched: their writer's time, but never later than
+        // now here (a writer's clock ahead would keep its API sessions alive longer).
+        const now = Date.now();
+        for (const kv of res.kvs) this.heard(kv, (at) => Math.min(at, now));
+        if (this.closed) return;
+        this.watch = watchPrefix(this.cluster.client, this.beatDir, Number(res.header.revision) + 1, {
+          // A beat as it arrives: used until now by this controller's clock, whatever the
+          // writer's (later than the real use by the watch latency: refused that much later at
+          // most, never too early).
+          events: (events) => {
+            const now = Date.now();
+            for (const ev of events) if (ev.type === 'Put') this.heard(ev.kv, () => now);
+          },
+          compacted: () => void this.followBeats(),
+        });
+        return;
+      } catch (e) {
+        if (attempt === 1) this.log.warn({ err: String((e as Error).message ?? e) }, 'cluster: could not read the activity beats; trying again');
+        await new Promise((r) => setTimeout(r, 1000).unref());
+      }
+    }
+  }
+
+  /** One beat: the API sessions it names were used until `time(its writer's time)` here. */
+  private heard(kv: { value: Buffer }, time: (writerAt: number) => number) {
+    let v: { at?: unknown; ids?: unknown };
+    try {
+      v = packr.unpack(kv.value) as typeof v;
+    } catch {
+      return;
+    }
+    const writerAt = Number(v?.at);
+    if (!Number.isFinite(writerAt) || !Array.isArray(v.ids)) return;
+    const at = time(writerAt);
+    for (const id of v.ids) {
+      if (typeof id !== 'string') continue;
+      this.shared.heardActive(id, at);
+      this.sessions.noteActivity(id, at);
+    }
+  }
+}
+
 
 /** Put an API session's MFA state into its record, when it changes it. */
 function setMfaState(tx: Tx, cur: ApiSessionRecord, s: MfaState) {

@@ -5,16 +5,18 @@
  * transit router with the id the body names, known by its certificate's fingerprint; a PUT resets
  * the fabric fields only and leaves the edge fields as they are.
  */
-import type { Ctx } from '../resources/context.js';
 import { errors } from '../core/errors.js';
 import type { CollectionName, Rec, Store } from '../store/store.js';
 import type { Registry } from '../resources/registry.js';
 import { createRecord, updateRecord, write } from '../resources/write.js';
 import { routerCollection } from '../resources/services.js';
+import type { EnrollmentKeys, Writer } from '../resources/types.js';
 
 export interface FabricDeps {
   store: Store;
   reg: Registry;
+  /** A transit router created here gets its enrollment, signed and sealed with these. */
+  enrollments: EnrollmentKeys;
 }
 
 export type FabricUpdate = 'put' | 'patch';
@@ -46,20 +48,24 @@ function withDefaults(fields: Fields, mode: FabricUpdate, defaults: Fields): Fie
   return out;
 }
 
-/** Every method takes the request `ctx` last: the resource definitions' write hooks read it. */
 export class Fabric {
-  constructor(private readonly deps: FabricDeps) {}
+  /** The fabric's families write no identity: who asks changes nothing in their write hooks. */
+  private readonly writer: Writer;
+
+  constructor(private readonly deps: FabricDeps) {
+    this.writer = { store: deps.store, enrollments: deps.enrollments };
+  }
 
   /**
    * A transit router with the given id. With a fingerprint it is verified at once: upstream's
    * fabric router is known by its certificate's fingerprint alone, so a router presenting it may
    * connect, as one that enrolled would.
    */
-  async createRouter(id: unknown, fingerprint: unknown, fields: Fields, ctx: Ctx): Promise<Rec> {
+  async createRouter(id: unknown, fingerprint: unknown, fields: Fields): Promise<Rec> {
     if (typeof id !== 'string' || !ROUTER_ID.test(id)) throw errors.field('id', 'must be 1-64 letters, digits or . _ ~ -', id);
     const print = fingerprintOf(fingerprint);
     const { reg } = this.deps;
-    return createRecord(reg, reg.def('routers'), ctx, fields, (r, tx) => {
+    return createRecord(reg, reg.def('routers'), this.writer, fields, (r, tx) => {
       if (routerCollection(tx, id)) throw errors.field('id', 'a router with this id exists', id);
       r.id = id;
       if (print) {
@@ -72,7 +78,7 @@ export class Fabric {
   }
 
   /** Update a router, edge or transit; the fingerprint comes from its enrollment: a body may repeat it, not change it. */
-  async updateRouter(id: string, mode: FabricUpdate, fingerprint: unknown, fields: Fields, ctx: Ctx): Promise<void> {
+  async updateRouter(id: string, mode: FabricUpdate, fingerprint: unknown, fields: Fields): Promise<void> {
     const { store, reg } = this.deps;
     const coll = routerCollection(store, id);
     if (!coll) throw errors.notFound();
@@ -80,32 +86,32 @@ export class Fabric {
     const given = fingerprintOf(fingerprint);
     if (given !== undefined && given !== (rec.fingerprint ?? ''))
       throw errors.field('fingerprint', 'is set by the router\'s enrollment and cannot be changed here (re-enroll the router instead)', fingerprint);
-    await updateRecord(reg, reg.def(coll), ctx, id, withDefaults(fields, mode, PUT_DEFAULTS.routers), 'patch');
+    await updateRecord(reg, reg.def(coll), this.writer, id, withDefaults(fields, mode, PUT_DEFAULTS.routers), 'patch');
   }
 
-  createService(fields: Fields, ctx: Ctx): Promise<Rec> {
-    return createRecord(this.deps.reg, this.deps.reg.def('services'), ctx, fields);
+  createService(fields: Fields): Promise<Rec> {
+    return createRecord(this.deps.reg, this.deps.reg.def('services'), this.writer, fields);
   }
 
-  async updateService(id: string, mode: FabricUpdate, fields: Fields, ctx: Ctx): Promise<void> {
-    await updateRecord(this.deps.reg, this.deps.reg.def('services'), ctx, id, withDefaults(fields, mode, PUT_DEFAULTS.services), 'patch');
+  async updateService(id: string, mode: FabricUpdate, fields: Fields): Promise<void> {
+    await updateRecord(this.deps.reg, this.deps.reg.def('services'), this.writer, id, withDefaults(fields, mode, PUT_DEFAULTS.services), 'patch');
   }
 
-  createTerminator(fields: Fields, ctx: Ctx): Promise<Rec> {
-    return createRecord(this.deps.reg, this.deps.reg.def('terminators'), ctx, fields);
+  createTerminator(fields: Fields): Promise<Rec> {
+    return createRecord(this.deps.reg, this.deps.reg.def('terminators'), this.writer, fields);
   }
 
-  async updateTerminator(id: string, mode: FabricUpdate, fields: Fields, ctx: Ctx): Promise<void> {
-    await updateRecord(this.deps.reg, this.deps.reg.def('terminators'), ctx, id, withDefaults(fields, mode, PUT_DEFAULTS.terminators), 'patch');
+  async updateTerminator(id: string, mode: FabricUpdate, fields: Fields): Promise<void> {
+    await updateRecord(this.deps.reg, this.deps.reg.def('terminators'), this.writer, id, withDefaults(fields, mode, PUT_DEFAULTS.terminators), 'patch');
   }
 
   /** Delete a record of `collection` with the family's delete rules (cascades, refusals). */
-  async remove(collection: CollectionName, id: string, ctx: Ctx): Promise<void> {
+  async remove(collection: CollectionName, id: string): Promise<void> {
     const def = this.deps.reg.def(collection);
     await write(this.deps.store, (tx) => {
       const rec = tx.get(def.collection, id);
       if (!rec) throw errors.notFound();
-      this.deps.reg.deleteInTx(tx, def, rec, ctx);
+      this.deps.reg.deleteInTx(tx, def, rec);
     });
   }
 }

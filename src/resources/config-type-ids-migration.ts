@@ -25,7 +25,8 @@ export async function migrateBuiltinConfigTypeIds(store: Store): Promise<number>
     if (Array.isArray(s.configTypes) && s.configTypes.some((c: unknown) => typeof c === 'string' && newId.has(c))) sessions.push(s.id);
   }
   const now = Date.now();
-  await store.write((tx) => {
+  // The data directory's own records (in a cluster, the replica's, before it follows etcd's log).
+  await store.writeLocal((tx) => {
     for (const t of moves) {
       const old = tx.get('configTypes', t.name);
       if (!old || old.name !== t.name || tx.exists('configTypes', t.id)) continue;

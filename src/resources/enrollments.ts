@@ -13,8 +13,10 @@ import type { EnrollmentRecord, Rec, Store, Tx } from '../store/store.js';
 import { digestOf } from '../store/sealed.js';
 import { REDACTED } from './render.js';
 import { signJwt } from '../pki/jwt.js';
-import { newId } from './write.js';
-import type { ResourceDef, WriteCtx } from './types.js';
+import { timeOrderedId } from '../store/ids.js';
+import type { EnrollmentKeys, ResourceDef, WriteCtx, Writer } from './types.js';
+
+export type { EnrollmentKeys };
 
 export type EnrollmentMethod = 'ott' | 'ottca' | 'updb' | 'erott' | 'trott';
 
@@ -26,22 +28,6 @@ export interface EnrollmentSpec {
   caId?: string;
   username?: string;
   expiresAt?: number;
-}
-
-/**
- * What an enrollment's secrets are made with: the key that signs its JWT, where the JWT sends a
- * device, the store whose sealer seals it, and the lifetime of one made without an expiry.
- */
-export interface EnrollmentKeys {
-  pki: Pick<Pki, 'serverKey' | 'serverCertSha1Hex'>;
-  /** Sealing only: a worker thread has the sealer and no store. */
-  store: Pick<Store, 'sealer'>;
-  /**
-   * `url`: the mutual-TLS listener (`iss`); `controllers`: every controller's (`ctrls`). Read at
-   * signing time: the listeners bind, and cluster members join, after the services are built.
-   */
-  issuer(): { url: string; controllers: string[] };
-  lifetimeMs: number;
 }
 
 /** Where an application's enrollment JWTs send a device (`EnrollmentKeys.issuer`). */
@@ -80,7 +66,7 @@ const subjectOf = (e: EnrollmentSpec | EnrollmentRecord): string => (e.identityI
 /** A new enrollment record, ready to be put by a write (nothing in it is signed or sealed inside the write). */
 export function newEnrollment(keys: EnrollmentKeys, spec: EnrollmentSpec): EnrollmentRecord {
   const now = Date.now();
-  const rec: EnrollmentRecord = { id: newId(), createdAt: now, updatedAt: now, tags: {}, ...spec, ...enrollmentSecretsAtRest(keys, spec.method, subjectOf(spec), spec.expiresAt ?? now + keys.lifetimeMs) };
+  const rec: EnrollmentRecord = { id: timeOrderedId(), createdAt: now, updatedAt: now, tags: {}, ...spec, ...enrollmentSecretsAtRest(keys, spec.method, subjectOf(spec), spec.expiresAt ?? now + keys.lifetimeMs) };
   for (const [k, v] of Object.entries(rec)) if (v === undefined) delete (rec as Rec)[k];
   return rec;
 }
@@ -94,7 +80,13 @@ export function newEnrollment(keys: EnrollmentKeys, spec: EnrollmentSpec): Enrol
 export function putNewEnrollment(wctx: WriteCtx, spec: EnrollmentSpec): void {
   const pre = wctx.prepared as EnrollmentRecord | undefined;
   const fits = pre && pre.method === spec.method && subjectOf(pre) === subjectOf(spec) && pre.caId === spec.caId && pre.username === spec.username;
-  wctx.tx.put('enrollments', fits ? pre : newEnrollment(keysOf(wctx.ctx.app), spec));
+  wctx.tx.put('enrollments', fits ? pre : newEnrollment(enrollmentKeysOf(wctx.writer), spec));
+}
+
+/** The writer's enrollment keys: a writer that creates identities or routers must have them. */
+export function enrollmentKeysOf(writer: Writer): EnrollmentKeys {
+  if (!writer.enrollments) throw new Error('this write makes an enrollment, and its writer has no enrollment keys');
+  return writer.enrollments;
 }
 
 /** The enrollment whose token is `token`, if any. */

@@ -4,7 +4,7 @@ import { ALL_PERMISSIONS, dominates } from '../auth/permissions.js';
 import { isDisabledAt } from '../auth/login-policy.js';
 import type { IdentityRecord, Rec, Tx } from '../store/store.js';
 import { crud, type ResourceDef, type View } from './types.js';
-import { enrollmentSecrets, keysOf, newEnrollment, putNewEnrollment, type EnrollmentSpec } from './enrollments.js';
+import { enrollmentKeysOf, enrollmentSecrets, newEnrollment, putNewEnrollment, type EnrollmentSpec } from './enrollments.js';
 
 export const IDENTITY_TYPES = ['Default', 'Router'] as const;
 
@@ -59,7 +59,7 @@ export const identities: ResourceDef<'identities'> = {
     type: { type: 'string', get: (r: Rec) => r.typeId },
     disabled: { type: 'bool', get: (r: Rec) => isDisabled(r) },
   },
-  prepare(rec, { mode, body, before, tx, ctx }) {
+  prepare(rec, { mode, body, before, tx, writer }) {
     rec.typeId = before?.typeId ?? (body?.type === 'Router' ? 'Router' : 'Default');
     if (rec.isDefaultAdmin === undefined) rec.isDefaultAdmin = false;
     if (rec.permissions !== undefined && rec.permissions !== null) {
@@ -70,7 +70,7 @@ export const identities: ResourceDef<'identities'> = {
     // Containment (docs/auth.md): the router checked the identity as it was (`reaches`); as this
     // write leaves it, it must be one the caller dominates too, so no caller gives `isAdmin` or a
     // permission it lacks. (Identities made by signer or CA enrollment are written directly, not here.)
-    if (ctx.identity && !dominates(ctx.identity, rec)) throw errors.unauthorized();
+    if (writer.identity && !dominates(writer.identity, rec)) throw errors.unauthorized();
     if (before?.edgeRouterId && rec.name !== before.name) throw errors.field('name', 'the name of a router identity can not be changed', rec.name);
     for (const field of ['serviceHostingCosts', 'serviceHostingPrecedences'] as const) checkServiceKeys(tx, field, rec[field], before?.[field]);
     if (mode === 'create' && body?.enrollment) {
@@ -85,9 +85,9 @@ export const identities: ResourceDef<'identities'> = {
   },
   // The enrollment asked for in the create body is signed and sealed before the write and put in
   // the same write as the identity.
-  beforeCreate(id, body, ctx) {
+  beforeCreate(id, body, writer) {
     const spec = enrollmentSpec(id, body);
-    return spec && newEnrollment(keysOf(ctx.app), spec);
+    return spec && newEnrollment(enrollmentKeysOf(writer), spec);
   },
   afterWrite(rec, wctx) {
     const spec = wctx.mode === 'create' ? enrollmentSpec(rec.id, wctx.body) : undefined;

@@ -11,7 +11,6 @@
  *   enrollments with exactly one owner, usable authenticators;
  * - system records: the default auth policy, the built-in config types, a default admin.
  */
-import type { Ctx } from './context.js';
 import type { Finding, GlobalCheck, RecordCheck } from '../store/integrity.js';
 import type { CollectionName, Rec, RecordOf, Store, Tx } from '../store/store.js';
 import { defaultAuthPolicy, DEFAULT_AUTH_POLICY_ID } from './credentials.js';
@@ -21,13 +20,13 @@ import type { ResourceDef } from './types.js';
 
 const label = (def: ResourceDef, rec: Rec) => `${def.path} ${rec.id}${typeof rec.name === 'string' ? ` (${rec.name})` : ''}`;
 
-export function integrityChecks(reg: Registry, ctx: Ctx): { records: RecordCheck[]; globals: GlobalCheck[] } {
+export function integrityChecks(reg: Registry): { records: RecordCheck[]; globals: GlobalCheck[] } {
   const records: RecordCheck[] = [];
   const add = <C extends CollectionName>(collection: C, check: (rec: RecordOf<C>, store: Store) => Finding[]) => records.push({ collection, check });
   /** Delete a record (and what hangs on it) as an admin delete would, bypassing system protection. */
   const remove = (def: ResourceDef, id: string) => (tx: Tx) => {
     const cur = tx.get(def.collection, id);
-    if (cur) reg.deleteInTx(tx, def, cur, ctx, { force: true });
+    if (cur) reg.deleteInTx(tx, def, cur, { force: true });
   };
   const update = <C extends CollectionName>(collection: C, id: string, change: (cur: RecordOf<C>, tx: Tx) => RecordOf<C> | undefined) => (tx: Tx) => {
     const cur = tx.get(collection, id);
@@ -67,7 +66,7 @@ export function integrityChecks(reg: Registry, ctx: Ctx): { records: RecordCheck
           } else {
             repair = (tx) => {
               const cur = tx.get(def.collection, rec.id);
-              if (cur && stillMissing(tx, cur).length) reg.deleteInTx(tx, def, cur, ctx, { force: true });
+              if (cur && stillMissing(tx, cur).length) reg.deleteInTx(tx, def, cur, { force: true });
             };
           }
           return [{ description, repair }];
@@ -119,7 +118,7 @@ export function integrityChecks(reg: Registry, ctx: Ctx): { records: RecordCheck
         description: `${label(identities, rec)}: router identity of edge router ${rec.edgeRouterId}, which does not exist`,
         repair: (tx) => {
           const cur = tx.get('identities', rec.id);
-          if (cur?.edgeRouterId !== undefined && !tx.exists('edgeRouters', cur.edgeRouterId)) reg.deleteInTx(tx, identities, cur, ctx, { force: true });
+          if (cur?.edgeRouterId !== undefined && !tx.exists('edgeRouters', cur.edgeRouterId)) reg.deleteInTx(tx, identities, cur, { force: true });
         },
       });
     }

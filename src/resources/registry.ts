@@ -5,9 +5,8 @@
  */
 import { errors } from '../core/errors.js';
 import type { SymbolTable } from '../core/filter/index.js';
-import type { Ctx } from './context.js';
 import type { CollectionSpec, Rec, Store, Tx, CollectionName, RecordOf } from '../store/store.js';
-import type { FieldDef, ResourceDef, WriteCtx } from './types.js';
+import type { FieldDef, ResourceDef } from './types.js';
 import { RenderCache } from './render-cache.js';
 
 /** The registry of every resource family; built once at start-up. */
@@ -64,13 +63,12 @@ export class Registry {
    * Delete an entity inside a write, with everything its references demand: restrict (409),
    * cascade (delete the referrer), pull (drop the id from the referrer), and `@id` roles removed.
    */
-  deleteInTx(tx: Tx, def: ResourceDef, rec: Rec, ctx: Ctx, opts: { depth?: number; force?: boolean } = {}) {
+  deleteInTx(tx: Tx, def: ResourceDef, rec: Rec, opts: { depth?: number; force?: boolean } = {}) {
     const depth = opts.depth ?? 0;
     if (depth > 8) throw new Error('delete cascade too deep');
     if (!tx.exists(def.collection, rec.id)) return;
-    const wctx: WriteCtx = { tx, mode: 'delete', body: undefined, before: rec, ctx };
     if (!opts.force) def.protect?.(rec, 'delete');
-    def.beforeDelete?.(rec, wctx);
+    def.beforeDelete?.(rec, { tx });
     for (const [refDef, field, f] of this.refsTo.get(def.collection) ?? []) {
       const ids = tx.idsByIndex(refDef.collection, field, rec.id).filter((id) => !(refDef === def && id === rec.id));
       if (ids.length === 0) continue;
@@ -85,7 +83,7 @@ export class Registry {
       for (const id of ids) {
         const other = tx.get(refDef.collection, id);
         if (!other) continue;
-        if (mode === 'cascade') this.deleteInTx(tx, refDef, other, ctx, { depth: depth + 1, force: true });
+        if (mode === 'cascade') this.deleteInTx(tx, refDef, other, { depth: depth + 1, force: true });
         else {
           const cur = other[field];
           const next = Array.isArray(cur) ? cur.filter((x: string) => x !== rec.id) : undefined;

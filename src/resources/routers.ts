@@ -5,7 +5,7 @@
  */
 import { errors } from '../core/errors.js';
 import type { EdgeRouterRecord, Rec, RouterRecord, Store, Tx } from '../store/store.js';
-import { enrollmentSecrets, keysOf, newEnrollment, putNewEnrollment } from './enrollments.js';
+import { enrollmentKeysOf, enrollmentSecrets, newEnrollment, putNewEnrollment } from './enrollments.js';
 import { newId } from './write.js';
 import { deleteRouterTerminators } from './services.js';
 import { crud, type FieldDef, type ResourceDef, type View, type WriteCtx } from './types.js';
@@ -136,7 +136,7 @@ export const edgeRouters: ResourceDef<'edgeRouters'> = {
     if (!rec.isTunnelerEnabled && wctx.before?.isTunnelerEnabled) removeTunnelerIdentity(wctx.tx, rec.id);
   },
   // Its enrollment is signed and sealed before the write and put in the same write as the router.
-  beforeCreate: (id, _body, ctx) => newEnrollment(keysOf(ctx.app), { method: 'erott', edgeRouterId: id }),
+  beforeCreate: (id, _body, writer) => newEnrollment(enrollmentKeysOf(writer), { method: 'erott', edgeRouterId: id }),
   afterWrite(rec, wctx) {
     if (wctx.mode === 'create') putNewEnrollment(wctx, { method: 'erott', edgeRouterId: rec.id });
     syncTunnelerIdentity(rec, wctx);
@@ -164,7 +164,7 @@ export const routers: ResourceDef<'routers'> = {
     if (mode === 'create') rec.isVerified = false;
     checkCost(rec);
   },
-  beforeCreate: (id, _body, ctx) => newEnrollment(keysOf(ctx.app), { method: 'trott', transitRouterId: id }),
+  beforeCreate: (id, _body, writer) => newEnrollment(enrollmentKeysOf(writer), { method: 'trott', transitRouterId: id }),
   afterWrite(rec, wctx) {
     if (wctx.mode === 'create') putNewEnrollment(wctx, { method: 'trott', transitRouterId: rec.id });
   },

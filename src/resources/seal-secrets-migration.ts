@@ -24,7 +24,8 @@ export async function sealSecretsAtRest(store: Store): Promise<{ enrollments: nu
     const ids: string[] = [];
     for (const r of store.scan(collection)) if (change(r)) ids.push(r.id);
     for (let i = 0; i < ids.length; i += BATCH) {
-      await store.write((tx) => {
+      // The data directory's own records (in a cluster, the replica's, before it follows etcd's log).
+      await store.writeLocal((tx) => {
         for (const id of ids.slice(i, i + BATCH)) {
           const cur = tx.get(collection, id);
           const next = cur && change(cur);

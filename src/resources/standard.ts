@@ -6,7 +6,7 @@ import type { PermissionAction, Reach } from '../core/operation.js';
 import type { ResourceDef, StandardOp } from './types.js';
 import { mustGet, type Registry } from './registry.js';
 import { renderRecord } from './render.js';
-import { createRecord, updateRecord, write } from './write.js';
+import { createRecord, updateRecord, write, writerOf } from './write.js';
 import { listRecords } from './list.js';
 
 /** The six standard handlers of a family, whichever of them it offers. */
@@ -15,22 +15,22 @@ export function standardHandlers(reg: Registry, def: ResourceDef): Record<Standa
     list: (ctx) => listRecords(reg, def, ctx),
     detail: (ctx) => ok(renderRecord(reg, def, mustGet(ctx.app.store, def, ctx.params.id), { store: ctx.app.store, ctx })),
     create: async (ctx) => {
-      const rec = await createRecord(reg, def, ctx, ctx.body);
+      const rec = await createRecord(reg, def, writerOf(ctx), ctx.body);
       return created(rec.id, `./${def.path}/${rec.id}`);
     },
     update: async (ctx) => {
-      await updateRecord(reg, def, ctx, ctx.params.id, ctx.body, 'put');
+      await updateRecord(reg, def, writerOf(ctx), ctx.params.id, ctx.body, 'put');
       return empty();
     },
     patch: async (ctx) => {
-      await updateRecord(reg, def, ctx, ctx.params.id, ctx.body, 'patch');
+      await updateRecord(reg, def, writerOf(ctx), ctx.params.id, ctx.body, 'patch');
       return empty();
     },
     delete: async (ctx) => {
       await write(ctx.app.store, (tx) => {
         const rec = tx.get(def.collection, ctx.params.id);
         if (!rec) throw errors.notFound();
-        reg.deleteInTx(tx, def, rec, ctx);
+        reg.deleteInTx(tx, def, rec);
       });
       return empty();
     },

@@ -13,7 +13,8 @@
  *   };
  */
 import type { SymbolTable, SymbolType } from '../core/filter/index.js';
-import type { CollectionName, Rec, RecordOf, Tx, Store } from '../store/store.js';
+import type { CollectionName, IdentityRecord, Rec, RecordOf, Tx, Store } from '../store/store.js';
+import type { Pki } from '../pki/bootstrap.js';
 import type { Ctx } from './context.js';
 import type { Permission, Reach } from '../core/operation.js';
 import type { ManagementOperationId } from '../core/operation-ids.js';
@@ -122,11 +123,11 @@ export interface ResourceDef<C extends CollectionName = CollectionName, R = Reco
    * Runs before a create's write, outside it, for work the write then only stores (an enrollment
    * JWT signed and its secrets sealed); `id` is the new record's. Its result is `prepared`.
    */
-  beforeCreate?(id: string, body: any, ctx: Ctx): unknown;
+  beforeCreate?(id: string, body: Record<string, unknown>, writer: Writer): unknown;
   /** Runs inside the write after the record was put (side records such as enrollments). */
   afterWrite?(rec: R, ctx: WriteCtx<R>): void;
   /** Runs inside the delete write before generic reference handling: forbid (throw) or cascade. */
-  beforeDelete?(rec: R, ctx: WriteCtx<R>): void;
+  beforeDelete?(rec: R, ctx: { tx: Tx }): void;
   /**
    * Field holding the id of the identity a record belongs to (`id` for identities themselves):
    * its secrets are that identity's (render.ts readsSecrets), and its update, patch and delete
@@ -151,13 +152,43 @@ export interface ResourceDef<C extends CollectionName = CollectionName, R = Reco
   protect?(rec: R, mode: Mode | 'delete'): void;
 }
 
+/**
+ * What an enrollment's secrets are made with: the key that signs its JWT, where the JWT sends a
+ * device, the store whose sealer seals it, and the lifetime of one made without an expiry.
+ */
+export interface EnrollmentKeys {
+  pki: Pick<Pki, 'serverKey' | 'serverCertSha1Hex'>;
+  /** Sealing only: a worker thread has the sealer and no store. */
+  store: Pick<Store, 'sealer'>;
+  /**
+   * `url`: the mutual-TLS listener (`iss`); `controllers`: every controller's (`ctrls`). Read at
+   * signing time: the listeners bind, and cluster members join, after the services are built.
+   */
+  issuer(): { url: string; controllers: string[] };
+  lifetimeMs: number;
+}
+
+/**
+ * Who writes a family's record, and what its write hooks need besides the transaction: made from
+ * a request (`writerOf`, write.ts), or by a manager, a test or the CLI without one.
+ * Example: `{ store, identity: admin, enrollments: { pki, store, issuer, lifetimeMs } }`.
+ */
+export interface Writer {
+  store: Store;
+  /** The acting identity: an identity it writes may have no right it lacks. Absent: the controller's own write (bulk import). */
+  identity?: IdentityRecord;
+  /** What the enrollment made with a new identity or router is signed and sealed with; absent, such a create fails. */
+  enrollments?: EnrollmentKeys;
+}
+
 /** `R`: the record type of the family being written. */
 export interface WriteCtx<R = Rec> {
   tx: Tx;
-  mode: Mode | 'delete';
-  body: any;
+  mode: Mode;
+  /** The fields written, as the body names them (the validated request body, or a manager's fields). */
+  body: Record<string, unknown>;
   before?: R;
-  ctx: Ctx;
+  writer: Writer;
   /** What `beforeCreate` made for this create, if anything. */
   prepared?: unknown;
 }

@@ -6,16 +6,22 @@ import { errors } from '../core/errors.js';
 import type { Ctx } from './context.js';
 import { timeOrderedId } from '../store/ids.js';
 import { UniqueViolation, type CollectionName, type Rec, type Store, type Tx } from '../store/store.js';
-import type { FieldDef, Mode, ResourceDef, WriteCtx } from './types.js';
+import type { FieldDef, Mode, ResourceDef, WriteCtx, Writer } from './types.js';
 import type { Registry } from './registry.js';
+import { keysOf } from './enrollments.js';
 
 /** Entity ids: opaque strings like upstream's shortids, growing with creation time (src/store/ids.ts). */
 export function newId(): string {
   return timeOrderedId();
 }
 
-function present(body: any, name: string): boolean {
+function present(body: Record<string, unknown>, name: string): boolean {
   return body !== null && typeof body === 'object' && Object.prototype.hasOwnProperty.call(body, name);
+}
+
+/** The writer of a request: its caller, and the application's enrollment keys. */
+export function writerOf(ctx: Ctx): Writer {
+  return { store: ctx.app.store, identity: ctx.identity, enrollments: keysOf(ctx.app) };
 }
 
 /** Role list: `#attr`, `#all` alone, or `@<existing id>`; stored sorted and without duplicates. */
@@ -101,12 +107,12 @@ export async function write<T>(store: Store, fn: (tx: Tx) => T): Promise<T> {
   }
 }
 
-export async function createRecord(reg: Registry, def: ResourceDef, ctx: Ctx, body: any, extra?: (rec: Rec, tx: Tx) => void): Promise<Rec> {
+export async function createRecord(reg: Registry, def: ResourceDef, writer: Writer, body: Record<string, unknown>, extra?: (rec: Rec, tx: Tx) => void): Promise<Rec> {
   const now = Date.now();
   const id = newId();
   // Made before the write, not inside its callback: what a family signs or seals for a new record.
-  const prepared = def.beforeCreate?.(id, body, ctx);
-  return write(ctx.app.store, (tx) => createInTx(reg, def, ctx, tx, id, now, body, extra, prepared));
+  const prepared = def.beforeCreate?.(id, body, writer);
+  return write(writer.store, (tx) => createInTx(reg, def, writer, tx, id, now, body, extra, prepared));
 }
 
 /**
@@ -114,9 +120,9 @@ export async function createRecord(reg: Registry, def: ResourceDef, ctx: Ctx, bo
  * (src/cli/import.ts) does for each of the many records one of its writes carries; `prepared` is
  * what the family's `beforeCreate` made for this record before the write.
  */
-export function createInTx(reg: Registry, def: ResourceDef, ctx: Ctx, tx: Tx, id: string, now: number, body: any, extra?: (rec: Rec, tx: Tx) => void, prepared?: unknown): Rec {
+export function createInTx(reg: Registry, def: ResourceDef, writer: Writer, tx: Tx, id: string, now: number, body: Record<string, unknown>, extra?: (rec: Rec, tx: Tx) => void, prepared?: unknown): Rec {
   const rec: Rec = { id, createdAt: now, updatedAt: now };
-  const wctx: WriteCtx = { tx, mode: 'create', body, ctx, prepared };
+  const wctx: WriteCtx = { tx, mode: 'create', body, writer, prepared };
   applyBody(reg, def, wctx, rec);
   def.prepare?.(rec, wctx);
   extra?.(rec, tx);
@@ -125,8 +131,8 @@ export function createInTx(reg: Registry, def: ResourceDef, ctx: Ctx, tx: Tx, id
   return rec;
 }
 
-export async function updateRecord(reg: Registry, def: ResourceDef, ctx: Ctx, id: string, body: any, mode: Mode): Promise<Rec> {
-  return write(ctx.app.store, (tx) => {
+export async function updateRecord(reg: Registry, def: ResourceDef, writer: Writer, id: string, body: Record<string, unknown>, mode: Mode): Promise<Rec> {
+  return write(writer.store, (tx) => {
     const before = tx.get(def.collection, id);
     if (!before) throw errors.notFound();
     def.protect?.(before, mode);
@@ -134,7 +140,7 @@ export async function updateRecord(reg: Registry, def: ResourceDef, ctx: Ctx, id
     // Server-side fields survive untouched.
     for (const [name, f] of Object.entries(def.fields)) if (f.readOnly && before[name] !== undefined) rec[name] = before[name];
     if (before.isSystem) rec.isSystem = true;
-    const wctx: WriteCtx = { tx, mode, body, before, ctx };
+    const wctx: WriteCtx = { tx, mode, body, before, writer };
     applyBody(reg, def, wctx, rec);
     def.prepare?.(rec, wctx);
     tx.put(def.collection, rec);

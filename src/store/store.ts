@@ -241,20 +241,22 @@ export class Store<M extends RecordMap = Records> extends EventEmitter {
   readonly env: RootDatabase;
   private readonly colls = new Map<string, Coll>();
   private closed = false;
-  /** Set in cluster mode: writes go through the replicated log (src/cluster/replica.ts). */
-  cluster?: WriteLog<M>;
-  private sealerOrUnset?: Sealer;
+  /** Cluster mode: writes go through the replicated log (src/cluster/replica.ts). */
+  readonly cluster?: WriteLog<M>;
+  private readonly sealerOrUnset?: Sealer;
   private readonly noSync: boolean;
 
   /**
    * `noSync`: a cluster replica (src/cluster/replica-dir.ts), durable in etcd, not here.
    * `sealer`: what seals the secrets kept in records (sealed.ts); a store without one stores and
-   * reads none (the offline tools that need none).
+   * reads none (the offline tools that need none). In a cluster, the cluster's shared key.
+   * `writeLog`: cluster mode, the replicated log this store is the replica of (it makes the store).
    */
-  constructor(readonly dir: string, specs: CollectionSpec<NoInfer<NameIn<M>>>[], opts: { noSync?: boolean; sealer?: Sealer } = {}) {
+  constructor(readonly dir: string, specs: CollectionSpec<NoInfer<NameIn<M>>>[], opts: { noSync?: boolean; sealer?: Sealer; writeLog?: WriteLog<M> } = {}) {
     super();
     this.noSync = opts.noSync === true;
     this.sealerOrUnset = opts.sealer;
+    this.cluster = opts.writeLog;
     this.setMaxListeners(50);
     fs.mkdirSync(dir, { recursive: true });
     // overlappingSync off: a write resolves only once it is synced to disk, so nothing the API has
@@ -268,14 +270,6 @@ export class Store<M extends RecordMap = Records> extends EventEmitter {
   get sealer(): Sealer {
     if (!this.sealerOrUnset) throw new Error('no sealer set on the store: secrets cannot be stored or read');
     return this.sealerOrUnset;
-  }
-
-  /**
-   * Cluster mode only (src/cluster/join.ts): the cluster's shared sealing key replaces this
-   * controller's own once etcd is reached, which needs this store to hold the replica first.
-   */
-  set sealer(s: Sealer) {
-    this.sealerOrUnset = s;
   }
 
   /**

@@ -17,7 +17,7 @@ export function authenticatorEntries(reg: Registry): Entry[] {
   return [
     { api: 'management', operationId: 'createAuthenticator', auth: 'admin', permission: null, reaches: { from: 'body', field: 'identityId' }, limit: 'heavy',
       handler: async (ctx) => {
-        const rec = await ctx.app.authenticators.create(body(ctx), ctx);
+        const rec = await ctx.app.authenticators.create(body(ctx));
         return created(rec.id, `./authenticators/${rec.id}`);
       } },
     { api: 'management', operationId: 'updateAuthenticator', auth: 'admin', permission: null, reaches: { from: 'record', collection: 'authenticators', field: 'identityId' }, limit: 'heavy',

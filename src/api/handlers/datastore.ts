@@ -47,9 +47,7 @@ export function datastoreEntries(reg: Registry): Entry[] {
     state.inProgress = true;
     state.fixingErrors = fix;
     const app = ctx.app;
-    // The repairs run as the system: a synthetic context with no caller.
-    const sysCtx = { app, req: ctx.req, op: ctx.op, params: {}, body: undefined, requestId: ctx.requestId } as Ctx;
-    running = runIntegrity(app.store, state, integrityChecks(reg, sysCtx), { fix }).finally(() => {
+    running = runIntegrity(app.store, state, integrityChecks(reg), { fix }).finally(() => {
       running = undefined;
       app.log.info({ fix, problems: state.results.length, fixed: state.results.filter((r) => r.fixed).length, error: state.error }, 'data integrity run finished');
     });

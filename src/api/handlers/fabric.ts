@@ -164,27 +164,27 @@ export function fabricEntries(reg: Registry): Entry[] {
   };
 
   const updateRouter = (mode: FabricUpdate): Handler => async (ctx) => {
-    await ctx.app.fabric.updateRouter(ctx.params.id, mode, ctx.body?.fingerprint, pick(ctx.body, ROUTER_FIELDS), ctx);
+    await ctx.app.fabric.updateRouter(ctx.params.id, mode, ctx.body?.fingerprint, pick(ctx.body, ROUTER_FIELDS));
     return empty();
   };
 
   const updateService = (mode: FabricUpdate): Handler => async (ctx) => {
-    await ctx.app.fabric.updateService(ctx.params.id, mode, pick(ctx.body, SERVICE_FIELDS), ctx);
+    await ctx.app.fabric.updateService(ctx.params.id, mode, pick(ctx.body, SERVICE_FIELDS));
     return empty();
   };
 
   const updateTerminator = (mode: FabricUpdate): Handler => async (ctx) => {
-    await ctx.app.fabric.updateTerminator(ctx.params.id, mode, pick(ctx.body, TERMINATOR_FIELDS), ctx);
+    await ctx.app.fabric.updateTerminator(ctx.params.id, mode, pick(ctx.body, TERMINATOR_FIELDS));
     return empty();
   };
 
   const remove = (collection: (ctx: Ctx) => CollectionName): Handler => async (ctx) => {
-    await ctx.app.fabric.remove(collection(ctx), ctx.params.id, ctx);
+    await ctx.app.fabric.remove(collection(ctx), ctx.params.id);
     return empty();
   };
 
   const createRouter: Handler = async (ctx): Promise<Reply> => {
-    const rec = await ctx.app.fabric.createRouter(ctx.body.id, ctx.body.fingerprint, pick(ctx.body, ROUTER_FIELDS), ctx);
+    const rec = await ctx.app.fabric.createRouter(ctx.body.id, ctx.body.fingerprint, pick(ctx.body, ROUTER_FIELDS));
     return created(rec.id, `./routers/${rec.id}`);
   };
 
@@ -193,7 +193,7 @@ export function fabricEntries(reg: Registry): Entry[] {
       handler: serviceList },
     { api: 'fabric', operationId: 'createService', auth: 'admin', permission: perm('service', 'create'),
       handler: async (ctx) => {
-        const rec = await ctx.app.fabric.createService(pick(ctx.body, SERVICE_FIELDS), ctx);
+        const rec = await ctx.app.fabric.createService(pick(ctx.body, SERVICE_FIELDS));
         return created(rec.id, `./services/${rec.id}`);
       } },
     { api: 'fabric', operationId: 'detailService', auth: 'admin', permission: perm('service', 'read'),
@@ -232,7 +232,7 @@ export function fabricEntries(reg: Registry): Entry[] {
       handler: terminatorList() },
     { api: 'fabric', operationId: 'createTerminator', auth: 'admin', permission: perm('terminator', 'create'),
       handler: async (ctx) => {
-        const rec = await ctx.app.fabric.createTerminator(pick(ctx.body, [...TERMINATOR_FIELDS, 'instanceId', 'instanceSecret'], TERMINATOR_RENAMES), ctx);
+        const rec = await ctx.app.fabric.createTerminator(pick(ctx.body, [...TERMINATOR_FIELDS, 'instanceId', 'instanceSecret'], TERMINATOR_RENAMES));
         return created(rec.id, `./terminators/${rec.id}`);
       } },
     { api: 'fabric', operationId: 'detailTerminator', auth: 'admin', permission: perm('terminator', 'read'),

@@ -8,7 +8,6 @@ import t from 'tap';
 import type { Config } from '../../../src/config.js';
 import { Authenticators } from '../../../src/managers/authenticators.js';
 import type { WorkerPool as Pool } from '../../../src/pool.js';
-import type { Ctx } from '../../../src/resources/context.js';
 import { openStore, put, refusal } from './fixture.js';
 
 // The pool's worker files are the built ones (dist/workers): the pool is loaded from the build.
@@ -20,22 +19,20 @@ t.test('authenticators', async (t) => {
   t.teardown(() => pool.close());
   const config = { argon2MemoryKiB: 1024, argon2Iterations: 1, argon2Parallelism: 1 } as Config;
   const authenticators = new Authenticators({ store, reg, config, pool, pki: { signingCertPem: '' } });
-  // The family's write hooks read only the store from the request context.
-  const ctx = { app: { store } } as unknown as Ctx;
   const verify = (id: string, password: string) => pool.run('verifyPassword', { hash: store.get('authenticators', id)!.passwordHash!, password });
   await put(store, 'identities', { id: 'ann', name: 'ann', type: 'User' }, { id: 'bob', name: 'bob', type: 'User' });
 
-  t.same(await refusal(() => authenticators.create({ identityId: 'nobody', method: 'updb' }, ctx)), { code: 'COULD_NOT_VALIDATE', status: 400, field: 'identityId' });
-  t.same(await refusal(() => authenticators.create({ identityId: 'ann', method: 'otp' }, ctx)), { code: 'COULD_NOT_VALIDATE', status: 400, field: 'method' });
-  t.same(await refusal(() => authenticators.create({ identityId: 'ann', method: 'updb', username: 'ann-login', password: '1234' }, ctx)), { code: 'COULD_NOT_VALIDATE', status: 400, field: 'password' }, 'the default policy wants 5 characters');
-  t.same(await refusal(() => authenticators.create({ identityId: 'ann', method: 'cert', certPem: 'not a certificate' }, ctx)), { code: 'COULD_NOT_VALIDATE', status: 400, field: 'certPem' });
+  t.same(await refusal(() => authenticators.create({ identityId: 'nobody', method: 'updb' })), { code: 'COULD_NOT_VALIDATE', status: 400, field: 'identityId' });
+  t.same(await refusal(() => authenticators.create({ identityId: 'ann', method: 'otp' })), { code: 'COULD_NOT_VALIDATE', status: 400, field: 'method' });
+  t.same(await refusal(() => authenticators.create({ identityId: 'ann', method: 'updb', username: 'ann-login', password: '1234' })), { code: 'COULD_NOT_VALIDATE', status: 400, field: 'password' }, 'the default policy wants 5 characters');
+  t.same(await refusal(() => authenticators.create({ identityId: 'ann', method: 'cert', certPem: 'not a certificate' })), { code: 'COULD_NOT_VALIDATE', status: 400, field: 'certPem' });
 
-  const ann = await authenticators.create({ identityId: 'ann', method: 'updb', username: 'ann-login', password: 'first-secret', tags: { t: 1 } }, ctx);
+  const ann = await authenticators.create({ identityId: 'ann', method: 'updb', username: 'ann-login', password: 'first-secret', tags: { t: 1 } });
   const stored = store.get('authenticators', ann.id)!;
   t.match(stored, { identityId: 'ann', method: 'updb', username: 'ann-login', tags: { t: 1 } });
   t.notOk(JSON.stringify(stored).includes('first-secret'), 'only the hash is stored');
   t.equal(await verify(ann.id, 'first-secret'), true);
-  t.same(await refusal(() => authenticators.create({ identityId: 'ann', method: 'updb', username: 'ann-two', password: 'other-secret' }, ctx)), { code: 'MAX_AUTHENTICATOR_METHODS_REACHED', status: 409 });
+  t.same(await refusal(() => authenticators.create({ identityId: 'ann', method: 'updb', username: 'ann-two', password: 'other-secret' })), { code: 'MAX_AUTHENTICATOR_METHODS_REACHED', status: 409 });
 
   // An administrator's PATCH changes what it names; PUT sets all (tags back to none).
   await authenticators.update(ann.id, 'patch', { username: 'ann-renamed' });

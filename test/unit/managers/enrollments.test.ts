@@ -13,7 +13,7 @@ import { enrollmentSecrets } from '../../../src/resources/enrollments.js';
 import { decodeJwt } from '../../../src/pki/jwt.js';
 import { checkPassword, hashPassword } from '../../../src/auth/passwords.js';
 import type { App } from '../../../src/api/context.js';
-import type { Ctx } from '../../../src/resources/context.js';
+import type { Writer } from '../../../src/resources/types.js';
 import { createRegistry } from '../../../src/resources/index.js';
 import { createRecord } from '../../../src/resources/write.js';
 import { newCsr } from '../../helpers/pki.js';
@@ -139,17 +139,17 @@ t.test('re-enrolling an edge router: certificate removed, a new erott enrollment
 t.test('identity and router creates: the enrollment made before the write is the one stored, in the same write', async (t) => {
   const reg = createRegistry();
   await seed(store, [['authPolicies', { id: 'default', name: 'Default' }]]);
-  // What the resource hooks read of the application to make an enrollment (resources/enrollments.ts keysOf).
-  const ctx = { app: { store, pki, certBaseUrl: 'https://ctrl-a:1281', config: { enrollmentMinutes: 30 } } } as unknown as Ctx;
-  const made = await createRecord(reg, reg.def('identities'), ctx, { name: 'with-ott', type: 'Default', isAdmin: false, enrollment: { ott: true } });
+  // A writer with no acting identity, and the keys the resource hooks make an enrollment with.
+  const writer: Writer = { store, enrollments: { store, pki, issuer: () => ({ url: 'https://ctrl-a:1281', controllers: [] }), lifetimeMs: 30 * 60_000 } };
+  const made = await createRecord(reg, reg.def('identities'), writer, { name: 'with-ott', type: 'Default', isAdmin: false, enrollment: { ott: true } });
   const [eid] = store.idsByIndex('enrollments', 'identityId', made.id);
   const e = store.get('enrollments', eid)!;
   t.match(decodeJwt(enrollmentSecrets(store, e, true).jwt).claims, { em: 'ott', sub: made.id, iss: 'https://ctrl-a:1281' });
   t.ok(e.createdAt >= made.createdAt && e.expiresAt - e.createdAt === 30 * 60_000, 'the default lifetime');
-  t.equal(await codeOf(createRecord(reg, reg.def('identities'), ctx, { name: 'two-kinds', type: 'Default', isAdmin: false, enrollment: { ott: true, updb: 'two-kinds' } })), 'COULD_NOT_VALIDATE');
+  t.equal(await codeOf(createRecord(reg, reg.def('identities'), writer, { name: 'two-kinds', type: 'Default', isAdmin: false, enrollment: { ott: true, updb: 'two-kinds' } })), 'COULD_NOT_VALIDATE');
   t.notOk(store.findUnique('identities', 'name', 'two-kinds'), 'a refused create stores neither');
   // A writer that chooses the id inside the write (fabric's createRouter) still gets an enrollment for that id.
-  const router = await createRecord(reg, reg.def('routers'), ctx, { name: 'fabric-router' }, (r) => {
+  const router = await createRecord(reg, reg.def('routers'), writer, { name: 'fabric-router' }, (r) => {
     r.id = 'fabric-router-id';
   });
   const [rid] = store.idsByIndex('enrollments', 'transitRouterId', router.id);

@@ -21,8 +21,7 @@ export interface Parts {
 
 export async function parts(t: Test): Promise<Parts> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-managers-'));
-  const store = new Store(path.join(dir, 'db'), createRegistry().collectionSpecs());
-  store.sealer = Sealer.forPkiDir(path.join(dir, 'pki'));
+  const store = new Store(path.join(dir, 'db'), createRegistry().collectionSpecs(), { sealer: Sealer.forPkiDir(path.join(dir, 'pki')) });
   const pki = await loadOrCreatePki(path.join(dir, 'pki'), { advertisedHost: 'localhost' });
   const { WorkerPool: Pool } = (await import(new URL('../../../dist/src/pool.js', import.meta.url).href)) as typeof import('../../../src/pool.js');
   const pool = new Pool({ threads: 1, maxQueue: 64, signingCa: { certPem: pki.signingCertPem, key: pki.signingKey } });
