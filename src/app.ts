@@ -176,7 +176,7 @@ async function startOn(settings: Static<typeof ConfigSchema>, log: Logger, liste
   await keys.start();
   // Cluster mode: API sessions stay on this controller; tokens and revocations cross, and activity
   // beats tell the others which were used here (docs/cluster.md).
-  const sharedSessions = join && cluster ? new join.SharedSessions(store, cluster, { timeoutMinutes: settings.sessionTimeoutMinutes, log: clusterLog }) : undefined;
+  const sharedSessions = join && cluster ? new join.SharedSessions(store, cluster, { timeoutMs: settings.sessionTimeoutMinutes * settings.minuteMs, log: clusterLog }) : undefined;
   const sessions: ApiSessions = new ApiSessions(store, keys, {
     timeoutMinutes: settings.sessionTimeoutMinutes,
     minuteMs: settings.minuteMs,

@@ -111,9 +111,10 @@ export class SharedSessions implements SessionSharing {
   constructor(
     private readonly store: Store,
     private readonly cluster: Cluster,
-    opts: { timeoutMinutes: number; log: Logger },
+    /** `timeoutMs`: the API-session inactivity timeout (its minutes in config `minuteMs`). */
+    opts: { timeoutMs: number; log: Logger },
   ) {
-    this.timeoutMs = opts.timeoutMinutes * 60_000;
+    this.timeoutMs = opts.timeoutMs;
     this.beatMs = beatInterval(this.timeoutMs);
     this.log = opts.log;
   }
