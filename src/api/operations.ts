@@ -94,7 +94,11 @@ export function joinOperations(entries: Entry[], specs: Record<ApiName, readonly
 }
 
 function operation(api: ApiName, u: UpstreamOp, e: Entry): Op {
-  const { limit, handler } = e;
+  const { limit } = e;
+  // The one place a handler typed with its operation's body (OperationEntry) is called with the
+  // context the router gives every operation: its parseBody validated `ctx.body` against this
+  // operation's body schema, which is what that type says (src/core/bodies.ts).
+  const handler = e.handler as Handler;
   const run: Handler = limit ? (ctx) => ctx.app.auth.limits[limit].run(() => handler(ctx)) : handler;
   return {
     api,

@@ -2,7 +2,7 @@
 import { errors } from '../core/errors.js';
 import { created, empty, ok } from '../core/envelope.js';
 import type { Entry, Handler } from './context.js';
-import type { PermissionAction, Reach } from '../core/operation.js';
+import { entryOfAnyOperation, type PermissionAction, type Reach } from '../core/operation.js';
 import type { ResourceDef, StandardOp } from './types.js';
 import { mustGet, type Registry } from './registry.js';
 import { renderRecord } from './render.js';
@@ -67,7 +67,7 @@ export function standardEntries(reg: Registry, def: ResourceDef): Entry[] {
     if (!operationId) continue;
     const permission = def.permissions && op in def.permissions ? def.permissions[op] ?? null : { family: def.family, action: STANDARD_ACTION[op] };
     const reaches = reach && (op === 'update' || op === 'patch' || op === 'delete') ? reach : undefined;
-    entries.push({ api: 'management', operationId, auth: 'admin', permission, reaches, handler: handlers[op] });
+    entries.push(entryOfAnyOperation({ api: 'management', operationId, auth: 'admin', permission, reaches, handler: handlers[op] }));
   }
   return entries;
 }

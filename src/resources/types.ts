@@ -122,7 +122,7 @@ export interface ResourceDef<C extends CollectionName = CollectionName, R = Reco
    * Runs before a create's write, outside it, for work the write then only stores (an enrollment
    * JWT signed and its secrets sealed); `id` is the new record's. Its result is `prepared`.
    */
-  beforeCreate?(id: string, body: any, ctx: Ctx): unknown;
+  beforeCreate?(id: string, body: unknown, ctx: Ctx): unknown;
   /** Runs inside the write after the record was put (side records such as enrollments). */
   afterWrite?(rec: R, ctx: WriteCtx<R>): void;
   /** Runs inside the delete write before generic reference handling: forbid (throw) or cascade. */
