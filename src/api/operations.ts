@@ -108,7 +108,7 @@ function operation(api: ApiName, u: UpstreamOp, e: Entry): Op {
     auth: e.auth,
     permission: e.permission ?? undefined,
     reaches: e.reaches,
-    spec: upstreamDocument(api).paths[u.path][u.method.toLowerCase()],
+    spec: upstreamDocument(api).paths[u.path][u.method.toLowerCase() as HttpMethod]!,
     bodyDefinition: u.bodyDefinition,
     bodyIsArray: u.bodyIsArray,
     bodyRequired: (e.body ?? 'spec') === 'spec' ? u.bodyRequired : false,

@@ -96,7 +96,8 @@ export interface OperationSpec {
   produces?: string[];
   parameters?: Record<string, unknown>[];
   responses: Record<string, unknown>;
-  security?: Record<string, string[]>[];
+  /** Each requirement names schemes and their scopes (the JSON documents leave the other schemes out). */
+  security?: Partial<Record<string, string[]>>[];
   [extension: string]: unknown;
 }
 
