@@ -49,8 +49,9 @@ export function buildServedSpec(api: ApiName, ops: readonly ServedOp[]): object 
   const hit = perApi?.get(api);
   if (hit) return hit;
 
-  const doc: any = structuredClone(upstreamDocument(api));
-  doc.info = { ...(doc.info ?? {}), version: api === 'fabric' ? FABRIC_SPEC_VERSION : SPEC_VERSION };
+  const upstream = structuredClone(upstreamDocument(api));
+  const doc: Record<string, unknown> = upstream;
+  doc.info = { ...upstream.info, version: api === 'fabric' ? FABRIC_SPEC_VERSION : SPEC_VERSION };
   delete doc.host;
 
   const wanted = new Map<string, Map<string, ServedOp>>();
@@ -61,10 +62,10 @@ export function buildServedSpec(api: ApiName, ops: readonly ServedOp[]): object 
     byMethod.set(method, op);
   }
 
-  const upstreamPaths: Record<string, any> = doc.paths ?? {};
-  const paths: Record<string, any> = {};
-  const emit = (path: string, item: any | undefined, byMethod: Map<string, ServedOp>) => {
-    const out: Record<string, any> = {};
+  const upstreamPaths: Record<string, Record<string, object | undefined>> = upstream.paths ?? {};
+  const paths: Record<string, Record<string, object>> = {};
+  const emit = (path: string, item: Record<string, object | undefined> | undefined, byMethod: Map<string, ServedOp>) => {
+    const out: Record<string, object> = {};
     if (item?.parameters) out.parameters = item.parameters;
     // Upstream method order first, then ours.
     const order = [...HTTP_METHODS.filter((m) => item?.[m] && byMethod.has(m)), ...[...byMethod.keys()].filter((m) => !item?.[m])];

@@ -94,7 +94,11 @@ export function joinOperations(entries: Entry[], specs: Record<ApiName, readonly
 }
 
 function operation(api: ApiName, u: UpstreamOp, e: Entry): Op {
-  const { limit, handler } = e;
+  const { limit } = e;
+  // The one place a handler typed with its operation's body (OperationEntry) is called with the
+  // context the router gives every operation: its parseBody validated `ctx.body` against this
+  // operation's body schema, which is what that type says (src/core/bodies.ts).
+  const handler = e.handler as Handler;
   const run: Handler = limit ? (ctx) => ctx.app.auth.limits[limit].run(() => handler(ctx)) : handler;
   return {
     api,
@@ -104,7 +108,7 @@ function operation(api: ApiName, u: UpstreamOp, e: Entry): Op {
     auth: e.auth,
     permission: e.permission ?? undefined,
     reaches: e.reaches,
-    spec: upstreamDocument(api).paths[u.path][u.method.toLowerCase()],
+    spec: upstreamDocument(api).paths[u.path][u.method.toLowerCase() as HttpMethod]!,
     bodyDefinition: u.bodyDefinition,
     bodyIsArray: u.bodyIsArray,
     bodyRequired: (e.body ?? 'spec') === 'spec' ? u.bodyRequired : false,

@@ -33,7 +33,7 @@ import type { ErrorObject, ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import { errors } from '../core/errors.js';
 import type { ApiName } from '../core/operation.js';
-import { upstreamDocument, upstreamOperations } from './spec/index.js';
+import { upstreamDocument, upstreamOperations, type SwaggerSchema } from './spec/index.js';
 import {
   CONTROL_CHARACTERS, DEFINITION_LIMITS, FIELD_LIMITS, INTEGER_RANGE, LIST_MAX_ITEMS, NAME_MAX_LENGTH, STRING_MAX_LENGTH, type Limit,
 } from './limits.js';
@@ -61,7 +61,32 @@ const DEF_PREFIX = '#/definitions/';
 /** Suffix of the synthetic definition holding a discriminated base type without its dispatch. */
 const BASE_SUFFIX = '__base';
 
-type Schema = Record<string, any>;
+/** A draft-07 JSON Schema as the converter writes it; ajv reads any other keyword as given. */
+interface Schema {
+  $ref?: string;
+  type?: string | string[];
+  enum?: unknown[];
+  format?: string;
+  minLength?: number;
+  maxLength?: number;
+  minimum?: number;
+  maximum?: number;
+  exclusiveMinimum?: number;
+  exclusiveMaximum?: number;
+  maxItems?: number;
+  maxProperties?: number;
+  plain?: boolean;
+  propertyNames?: Schema;
+  items?: Schema;
+  additionalProperties?: Schema | boolean;
+  properties?: Record<string, Schema>;
+  required?: string[];
+  allOf?: Schema[];
+  if?: Schema;
+  then?: Schema;
+  else?: Schema;
+  [keyword: string]: unknown;
+}
 
 /** Keywords copied from Swagger schemas unchanged (everything else, `x-*`, `example`, `default`… is dropped). */
 const COPIED = [
@@ -83,7 +108,7 @@ function isDateTime(s: string): boolean {
 
 const KNOWN_FORMATS = new Set(['date-time', 'uuid', 'uri', 'url', 'byte', 'int32', 'int64']);
 
-function refName(schema: any): string | undefined {
+function refName(schema: SwaggerSchema | undefined): string | undefined {
   const ref = schema?.$ref;
   return typeof ref === 'string' && ref.startsWith(DEF_PREFIX) ? ref.slice(DEF_PREFIX.length) : undefined;
 }
@@ -93,7 +118,7 @@ class Converter {
   readonly subtypes = new Map<string, { prop: string; byValue: Map<string, string>; xclassOf: Map<string, string> }>();
 
   constructor(
-    private readonly defs: Record<string, Schema>,
+    private readonly defs: Record<string, SwaggerSchema>,
     private readonly rootId: string,
   ) {
     for (const [name, def] of Object.entries(defs)) {
@@ -101,7 +126,7 @@ class Converter {
       const byValue = new Map<string, string>();
       const xclassOf = new Map<string, string>();
       for (const [sub, sdef] of Object.entries(defs)) {
-        if (!Array.isArray(sdef?.allOf) || !sdef.allOf.some((p: any) => refName(p) === name)) continue;
+        if (!Array.isArray(sdef?.allOf) || !sdef.allOf.some((p) => refName(p) === name)) continue;
         const xclass = typeof sdef['x-class'] === 'string' ? sdef['x-class'] : sub;
         byValue.set(xclass, sub);
         if (!byValue.has(sub)) byValue.set(sub, sub);
@@ -116,7 +141,7 @@ class Converter {
   }
 
   /** Follows `$ref`s and single-element `allOf` wrappers to the schema that carries the type. */
-  resolve(schema: any): any {
+  resolve(schema: SwaggerSchema | undefined): SwaggerSchema | undefined {
     let s = schema;
     for (let i = 0; s && i < 32; i++) {
       const r = refName(s);
@@ -127,7 +152,7 @@ class Converter {
     return s;
   }
 
-  nullable(schema: any): boolean {
+  nullable(schema: SwaggerSchema | undefined): boolean {
     let s = schema;
     for (let i = 0; s && i < 32; i++) {
       if (s['x-nullable'] === true) return true;
@@ -140,7 +165,7 @@ class Converter {
   }
 
   document(): Schema {
-    const definitions: Schema = {};
+    const definitions: Record<string, Schema> = {};
     for (const [name, def] of Object.entries(this.defs)) {
       if (name === 'subTags') {
         // go-swagger reads `additionalProperties: {type: object}` as "any value"; the seeds restrict
@@ -153,13 +178,12 @@ class Converter {
       }
       const disc = this.subtypes.get(name);
       if (disc) {
-        const plain: Schema = { ...def, properties: { ...(def.properties ?? {}) } };
-        delete plain.discriminator;
         // The discriminator accepts x-class values and subtype names; membership is checked by the dispatch.
-        plain.properties[disc.prop] = { type: 'string' };
+        const plain: SwaggerSchema = { ...def, properties: { ...(def.properties ?? {}), [disc.prop]: { type: 'string' } } };
+        delete plain.discriminator;
         definitions[name + BASE_SUFFIX] = this.conv(plain, name);
         const original = this.resolve(def.properties?.[disc.prop]);
-        const accepted = new Set<string | null>([...(Array.isArray(original?.enum) ? original.enum : []), ...disc.byValue.keys()]);
+        const accepted = new Set<unknown>([...(Array.isArray(original?.enum) ? original.enum : []), ...disc.byValue.keys()]);
         // An optional discriminator may be sent as null ("unset"), like any optional property.
         if (!(Array.isArray(def.required) && def.required.includes(disc.prop))) accepted.add(null);
         const bySub = new Map<string, string[]>();
@@ -188,23 +212,24 @@ class Converter {
    * property this schema describes, `lim` its entry in limits.ts (a `$ref` carries its
    * definition's own).
    */
-  conv(s: any, ctx: string, key?: string, lim?: Limit): Schema {
+  conv(s: SwaggerSchema | undefined, ctx: string, key?: string, lim?: Limit): Schema {
     if (!s || typeof s !== 'object') return {};
     const r = refName(s);
     if (r) return this.ref(r);
     const out: Schema = {};
-    for (const k of COPIED) if (s[k] !== undefined) out[k] = s[k];
+    const copied: Record<string, unknown> = out;
+    for (const k of COPIED) if (s[k] !== undefined) copied[k] = s[k];
     if (typeof s.format === 'string' && KNOWN_FORMATS.has(s.format)) out.format = s.format;
-    if (s.exclusiveMinimum === true && s.minimum !== undefined) {
+    if (s.exclusiveMinimum === true && typeof s.minimum === 'number') {
       out.exclusiveMinimum = s.minimum;
       delete out.minimum;
     }
-    if (s.exclusiveMaximum === true && s.maximum !== undefined) {
+    if (s.exclusiveMaximum === true && typeof s.maximum === 'number') {
       out.exclusiveMaximum = s.maximum;
       delete out.maximum;
     }
     if (Array.isArray(s.allOf)) {
-      out.allOf = s.allOf.map((part: any) => {
+      out.allOf = s.allOf.map((part) => {
         // A subtype's reference to its discriminated base must not re-enter the dispatch.
         const pr = refName(part);
         if (pr && this.subtypes.has(pr)) return this.ref(pr + BASE_SUFFIX);
@@ -227,28 +252,29 @@ class Converter {
       // Definitions with properties but no `type` (edgeRouterPolicyCreate…) are still objects.
       if (out.type === undefined) out.type = 'object';
       const required: string[] = Array.isArray(s.required) ? s.required : [];
-      out.properties = {};
-      for (const [name, prop] of Object.entries<any>(s.properties)) {
+      const properties: Record<string, Schema> = {};
+      out.properties = properties;
+      for (const [name, prop] of Object.entries(s.properties)) {
         const isRequired = required.includes(name);
         const nullable = !isRequired || this.nullable(prop);
         let schema = this.conv(prop, `${ctx}.${name}`, name, FIELD_LIMITS[name]);
         if (isRequired && !nullable && !EMPTY_OK.has(`${ctx}.${name}`)) schema = this.nonEmpty(prop, schema);
-        out.properties[name] = nullable ? withNull(schema) : schema;
+        properties[name] = nullable ? withNull(schema) : schema;
       }
     }
     return out;
   }
 
   /** Array items / map values: null only when the item schema is x-nullable. */
-  private item(s: any, ctx: string, key?: string, lim?: Limit): Schema {
+  private item(s: SwaggerSchema, ctx: string, key?: string, lim?: Limit): Schema {
     const schema = this.conv(s, ctx, key, lim);
     return this.nullable(s) ? withNull(schema) : schema;
   }
 
   /** Required strings must be non-empty (unless the schema sets its own minLength or is an enum). */
-  private nonEmpty(prop: any, schema: Schema): Schema {
+  private nonEmpty(prop: SwaggerSchema, schema: Schema): Schema {
     const target = this.resolve(prop);
-    if (!target || target.type !== 'string' || target.enum || (target.minLength ?? 0) > 0) return schema;
+    if (!target || target.type !== 'string' || target.enum || (typeof target.minLength === 'number' && target.minLength > 0)) return schema;
     if (schema.$ref) return { allOf: [schema, { minLength: 1 }] };
     return { ...schema, minLength: 1 };
   }
@@ -326,10 +352,10 @@ function decodePointer(instancePath: string): string[] {
 }
 
 function valueAt(root: unknown, segments: string[]): unknown {
-  let v: any = root;
+  let v = root;
   for (const s of segments) {
     if (v === null || typeof v !== 'object') return undefined;
-    v = v[s];
+    v = (v as Record<string, unknown>)[s];
   }
   return v;
 }
@@ -338,7 +364,7 @@ export class BodyValidator {
   private readonly ajv: InstanceType<typeof Ajv>;
   private readonly rootId: string;
   private readonly converter: Converter;
-  private readonly defs: Record<string, Schema>;
+  private readonly defs: Record<string, SwaggerSchema>;
   private readonly compiled = new Map<string, ValidateFunction>();
   private readonly compiledArrays = new Map<string, ValidateFunction>();
   private readonly inline = new WeakMap<object, ValidateFunction>();
@@ -384,7 +410,7 @@ export class BodyValidator {
    * (`authenticate`, `genericEnroll`, `mfaCode`, `serviceConfigsAssignList`).
    * Throws ApiError COULD_NOT_VALIDATE.
    */
-  validate(definition: string, value: unknown, isArray?: boolean, required?: boolean): any {
+  validate(definition: string, value: unknown, isArray?: boolean, required?: boolean): unknown {
     if (value === undefined) {
       const optional = required === undefined ? this.optionalBody.has(definition) : !required;
       if (optional) return undefined;
@@ -400,7 +426,7 @@ export class BodyValidator {
    * Validates against an inline Swagger schema (e.g. `UpstreamOp.bodySchema`), which may `$ref`
    * this API's definitions. Compiled once per schema object.
    */
-  validateSchema(schema: Record<string, unknown>, value: unknown, required = true): any {
+  validateSchema(schema: SwaggerSchema, value: unknown, required = true): unknown {
     if (value === undefined) {
       if (!required) return undefined;
       throw errors.field('(root)', 'the request body is required');
@@ -438,10 +464,12 @@ export class BodyValidator {
   private normalise(definition: string, value: unknown, isArray?: boolean) {
     const disc = this.converter.subtypes.get(definition);
     if (!disc) return;
-    const fix = (v: any) => {
+    const fix = (v: unknown) => {
       if (v && typeof v === 'object' && !Array.isArray(v)) {
-        const x = disc.xclassOf.get(v[disc.prop]);
-        if (x !== undefined && x !== v[disc.prop]) v[disc.prop] = x;
+        const body = v as Record<string, unknown>;
+        const value = body[disc.prop];
+        const x = typeof value === 'string' ? disc.xclassOf.get(value) : undefined;
+        if (x !== undefined && x !== value) body[disc.prop] = x;
       }
     };
     if (isArray && Array.isArray(value)) value.forEach(fix);
@@ -454,7 +482,7 @@ export class BodyValidator {
     const segments = decodePointer(e.instancePath);
     const join = (segs: string[]) => (segs.length ? segs.join('.') : '(root)');
     if (e.keyword === 'required') {
-      const field = join([...segments, String((e.params as any).missingProperty)]);
+      const field = join([...segments, String(e.params.missingProperty)]);
       return errors.field(field, `${field} is required`);
     }
     const field = join(segments);
@@ -469,7 +497,8 @@ export class BodyValidator {
   }
 
   private reason(e: ErrorObject): string {
-    const p = e.params as any;
+    // ajv types an error's params by keyword only as `Record<string, any>`.
+    const p = e.params;
     switch (e.keyword) {
       case 'type': {
         const types = String(p.type).split(',').filter((t) => t !== 'null');

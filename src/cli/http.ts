@@ -40,7 +40,7 @@ export function call(method: string, url: string, body: unknown, opts: CallOptio
         res.on('data', (c) => chunks.push(c));
         res.on('end', () => {
           const text = Buffer.concat(chunks).toString('utf8');
-          let parsed: any;
+          let parsed: unknown;
           if (String(res.headers['content-type'] ?? '').includes('json')) {
             try {
               parsed = JSON.parse(text);

@@ -41,8 +41,9 @@ export interface Ctx<A extends CoreApp = CoreApp> {
   req: Req;
   op: ServedOperation;
   params: Record<string, string>;
-  /** Parsed and validated JSON body (undefined when none). */
-  body: any;
+  /** Parsed and validated body (undefined when none); an operation's handler sees it typed by its
+   *  spec (`OperationEntry` in operation.ts, the types in bodies.ts). */
+  body: unknown;
   requestId: string;
   /** The API-session token the request presented (zt-session or Bearer). */
   token?: string;

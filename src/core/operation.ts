@@ -7,6 +7,7 @@
  *     auth: 'admin', permission: { family: 'identity', action: 'read' }, spec, handler }
  */
 import type { ClientOperationId, FabricOperationId, ManagementOperationId } from './operation-ids.js';
+import type { ClientBodies, FabricBodies, ManagementBodies } from './bodies.js';
 import type { CollectionName, FieldOf } from '../store/store.js';
 
 /** The Edge Client API, the Edge Management API and the fabric API (`/fabric/v1`). */
@@ -95,7 +96,8 @@ export interface OperationSpec {
   produces?: string[];
   parameters?: Record<string, unknown>[];
   responses: Record<string, unknown>;
-  security?: Record<string, string[]>[];
+  /** Each requirement names schemes and their scopes (the JSON documents leave the other schemes out). */
+  security?: Partial<Record<string, string[]>>[];
   [extension: string]: unknown;
 }
 
@@ -140,22 +142,55 @@ export type Guard =
 /** An operation served on both APIs alike (the caller's own resources, versions, specs, logins). */
 export type SharedOperationId = ClientOperationId & ManagementOperationId;
 
+type Handler<C> = (ctx: C) => Reply | Promise<Reply>;
+
+/** The handler context `C` (whose `body` is `unknown`) with the body the router validated. */
+export type WithBody<C, B> = C & { body: B };
+
 /**
- * One line of the operation table: which spec operation, what guards it, what runs it. The table
- * is joined with the specs at start-up (src/api/operations.ts), which adds method, path and the
- * body's schema; `api: 'both'` stands for one entry on each API.
+ * One member per operation that takes a body, its handler typed with that body as the entry's
+ * `body` rule reads it (`optional` and `raw` may leave it undefined), and one for all the
+ * operations without a body: an entry's `operationId` picks its handler's type.
  */
-export type OperationEntry<C> = Guard & {
+type Targets<C, Api, Ids extends string, Bodies> =
+  | { [Id in keyof Bodies & Ids]:
+      | { api: Api; operationId: Id; body?: 'spec'; handler: Handler<WithBody<C, Bodies[Id]>> }
+      | { api: Api; operationId: Id; body: 'optional' | 'raw'; handler: Handler<WithBody<C, Bodies[Id] | undefined>> } }[keyof Bodies & Ids]
+  | { api: Api; operationId: Exclude<Ids, keyof Bodies>; body?: BodyRule; handler: Handler<WithBody<C, undefined>> };
+
+/** The bodies of the operations served alike on both APIs. */
+type SharedBodies = { [Id in SharedOperationId & keyof ClientBodies & keyof ManagementBodies]: ClientBodies[Id] & ManagementBodies[Id] };
+
+type EntryCommon = Guard & {
   /** The identity this write reaches, for the containment check (see Reach). */
   reaches?: Reach;
   /** The bounded queue it waits in; none when absent. */
   limit?: RateLimit;
-  /** How the body is read; `spec` when absent. */
-  body?: BodyRule;
-  handler: (ctx: C) => Reply | Promise<Reply>;
-} & (
-    | { api: 'client'; operationId: ClientOperationId }
-    | { api: 'management'; operationId: ManagementOperationId }
-    | { api: 'fabric'; operationId: FabricOperationId }
-    | { api: 'both'; operationId: SharedOperationId }
+};
+
+/**
+ * One line of the operation table: which spec operation, what guards it, what runs it. The table
+ * is joined with the specs at start-up (src/api/operations.ts), which adds method, path and the
+ * body's schema; `api: 'both'` stands for one entry on each API. `body` says how the body is read
+ * (`spec` when absent), and the handler's `ctx.body` has the type of that operation's body:
+ *   { api: 'management', operationId: 'createIdentity', …, handler: (ctx) => ctx.body.name }
+ */
+export type OperationEntry<C> = EntryCommon &
+  (
+    | Targets<C, 'client', ClientOperationId, ClientBodies>
+    | Targets<C, 'management', ManagementOperationId, ManagementBodies>
+    | Targets<C, 'fabric', FabricOperationId, FabricBodies>
+    | Targets<C, 'both', SharedOperationId, SharedBodies>
   );
+
+/**
+ * An entry for an operationId known only as a union (a family's standard operations), whose
+ * handler reads the body as `unknown`. Such a handler accepts every operation's body, so this is
+ * an `OperationEntry`; the compiler cannot see it (it does not check an object against each of
+ * hundreds of union members), hence the one cast here.
+ */
+export function entryOfAnyOperation<C>(
+  e: EntryCommon & { api: 'management'; operationId: ManagementOperationId; body?: BodyRule; handler: Handler<C> },
+): OperationEntry<C> {
+  return e as OperationEntry<C>;
+}

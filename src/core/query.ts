@@ -164,10 +164,10 @@ export function* listSteps(store: Store, src: ListSource, p: ListParams): Genera
       const set = new Set<string>();
       if ('values' in plan) for (const v of plan.values) for (const id of store.idsByIndex(collection, plan.field, v)) set.add(id);
       else {
-        const r = plan.range as { gte?: any; gt?: any; lt?: any; lte?: any };
+        const r = plan.range;
         // Index ranges are [start, end); widen for gt/lte and let the predicate trim the edges.
         const start = r.gte ?? r.gt;
-        const endKey = r.lt ?? (typeof r.lte === 'string' ? r.lte + '\u0000' : r.lte !== undefined ? r.lte + 1e-9 : undefined);
+        const endKey = r.lt ?? (typeof r.lte === 'string' ? r.lte + '\u0000' : r.lte !== undefined ? Number(r.lte) + 1e-9 : undefined);
         for (const id of store.idsByRange(collection, plan.field, { start, end: endKey })) set.add(id);
       }
       ids = [...set];

@@ -47,12 +47,15 @@ function checkSigners(tx: Tx, rec: AuthPolicyRecord) {
   if (rec.secondary && rec.secondary.requireExtJwtSigner === undefined) rec.secondary.requireExtJwtSigner = null;
 }
 
-/** Deep-merge a PATCH body into the stored value: objects merge, everything else replaces. */
-function merge(base: any, patch: any): any {
-  if (patch === null || typeof patch !== 'object' || Array.isArray(patch) || base === null || typeof base !== 'object') return patch;
-  const out = { ...base };
-  for (const [k, v] of Object.entries(patch)) out[k] = v === undefined ? base[k] : merge(base[k], v);
-  return out;
+/**
+ * Deep-merge a PATCH body into the stored value: objects merge, everything else replaces. The
+ * patch was validated against the schema the stored value has, so the merge has its type.
+ */
+function merge<T>(base: T, patch: unknown): T {
+  if (patch === null || typeof patch !== 'object' || Array.isArray(patch) || base === null || typeof base !== 'object') return patch as T;
+  const out: Record<string, unknown> = { ...(base as object) };
+  for (const [k, v] of Object.entries(patch)) out[k] = v === undefined ? out[k] : merge(out[k], v);
+  return out as T;
 }
 
 export const authPolicies: ResourceDef<'authPolicies'> = {
@@ -175,7 +178,7 @@ export const externalJwtSigners: ResourceDef<'externalJwtSigners'> = {
 };
 
 /** `externalIdClaim`: a location is required, and the SCHEME matcher only reads SAN URIs. */
-function checkExternalIdClaim(c: any) {
+function checkExternalIdClaim(c: Record<string, unknown> | null | undefined) {
   if (c === null || c === undefined) return;
   const enums: Record<string, string[]> = {
     location: ['COMMON_NAME', 'SAN_URI', 'SAN_EMAIL'],
@@ -184,10 +187,11 @@ function checkExternalIdClaim(c: any) {
   };
   if (!c.location) throw errors.field('externalIdClaim.location', 'location is required', c.location ?? null);
   for (const [k, values] of Object.entries(enums)) {
-    if (c[k] !== undefined && c[k] !== null && !values.includes(c[k])) throw errors.field(`externalIdClaim.${k}`, `must be one of ${values.join(', ')}`, c[k]);
+    const v = c[k];
+    if (v !== undefined && v !== null && !(typeof v === 'string' && values.includes(v))) throw errors.field(`externalIdClaim.${k}`, `must be one of ${values.join(', ')}`, v);
   }
   if (c.matcher === 'SCHEME' && c.location !== 'SAN_URI') throw errors.field('externalIdClaim.matcher', 'the SCHEME matcher requires the SAN_URI location', c.matcher);
-  if (c.index !== undefined && c.index !== null && (!Number.isInteger(c.index) || c.index < 0)) throw errors.field('externalIdClaim.index', 'must be a non-negative integer', c.index);
+  if (c.index !== undefined && c.index !== null && (typeof c.index !== 'number' || !Number.isInteger(c.index) || c.index < 0)) throw errors.field('externalIdClaim.index', 'must be a non-negative integer', c.index);
 }
 
 export const cas: ResourceDef<'cas'> = {

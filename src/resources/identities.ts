@@ -1,4 +1,5 @@
 /** Identities and identity types. */
+import type { ManagementIdentityCreate } from '../core/bodies.js';
 import { errors } from '../core/errors.js';
 import { ALL_PERMISSIONS, dominates } from '../auth/permissions.js';
 import { isDisabledAt } from '../auth/login-policy.js';
@@ -111,8 +112,9 @@ export const identities: ResourceDef<'identities'> = {
 };
 
 /** The enrollment a create body asks for (`enrollment: {ott: true}`, `{ottca: caId}` or `{updb: username}`). */
-export function enrollmentSpec(identityId: string, body: any): EnrollmentSpec | undefined {
-  const e = body?.enrollment as { ott?: boolean; ottca?: string; updb?: string } | undefined;
+export function enrollmentSpec(identityId: string, body: unknown): EnrollmentSpec | undefined {
+  // The router validated it as the create body (identityCreate).
+  const e = (body as Pick<ManagementIdentityCreate, 'enrollment'> | undefined)?.enrollment;
   if (e?.ott) return { method: 'ott', identityId };
   if (e?.ottca) return { method: 'ottca', identityId, caId: e.ottca };
   if (e?.updb) return { method: 'updb', identityId, username: e.updb };

@@ -2,12 +2,21 @@
 import { errors } from '../core/errors.js';
 import { created, empty, ok } from '../core/envelope.js';
 import type { Entry, Handler } from './context.js';
-import type { PermissionAction, Reach } from '../core/operation.js';
+import { entryOfAnyOperation, type PermissionAction, type Reach } from '../core/operation.js';
 import type { ResourceDef, StandardOp } from './types.js';
 import { mustGet, type Registry } from './registry.js';
 import { renderRecord } from './render.js';
 import { createRecord, updateRecord, write, writerOf } from './write.js';
 import { listRecords } from './list.js';
+
+/**
+ * A standard create or update's body: the router validated it against the family's body schema,
+ * an object in every spec; a handler typed for any operation sees it as unknown.
+ */
+function fields(body: unknown): Record<string, unknown> {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw errors.parseBody('the body must be a JSON object');
+  return body as Record<string, unknown>;
+}
 
 /** The six standard handlers of a family, whichever of them it offers. */
 export function standardHandlers(reg: Registry, def: ResourceDef): Record<StandardOp, Handler> {
@@ -15,15 +24,15 @@ export function standardHandlers(reg: Registry, def: ResourceDef): Record<Standa
     list: (ctx) => listRecords(reg, def, ctx),
     detail: (ctx) => ok(renderRecord(reg, def, mustGet(ctx.app.store, def, ctx.params.id), { store: ctx.app.store, ctx })),
     create: async (ctx) => {
-      const rec = await createRecord(reg, def, writerOf(ctx), ctx.body);
+      const rec = await createRecord(reg, def, writerOf(ctx), fields(ctx.body));
       return created(rec.id, `./${def.path}/${rec.id}`);
     },
     update: async (ctx) => {
-      await updateRecord(reg, def, writerOf(ctx), ctx.params.id, ctx.body, 'put');
+      await updateRecord(reg, def, writerOf(ctx), ctx.params.id, fields(ctx.body), 'put');
       return empty();
     },
     patch: async (ctx) => {
-      await updateRecord(reg, def, writerOf(ctx), ctx.params.id, ctx.body, 'patch');
+      await updateRecord(reg, def, writerOf(ctx), ctx.params.id, fields(ctx.body), 'patch');
       return empty();
     },
     delete: async (ctx) => {
@@ -67,7 +76,7 @@ export function standardEntries(reg: Registry, def: ResourceDef): Entry[] {
     if (!operationId) continue;
     const permission = def.permissions && op in def.permissions ? def.permissions[op] ?? null : { family: def.family, action: STANDARD_ACTION[op] };
     const reaches = reach && (op === 'update' || op === 'patch' || op === 'delete') ? reach : undefined;
-    entries.push({ api: 'management', operationId, auth: 'admin', permission, reaches, handler: handlers[op] });
+    entries.push(entryOfAnyOperation({ api: 'management', operationId, auth: 'admin', permission, reaches, handler: handlers[op] }));
   }
   return entries;
 }

@@ -12,22 +12,21 @@ import { renderRecord } from '../../resources/render.js';
 export function authenticatorEntries(reg: Registry): Entry[] {
   const authDef = reg.def('authenticators');
   const view = (ctx: Ctx) => ({ store: ctx.app.store, ctx });
-  const body = (ctx: Ctx) => ctx.body ?? {};
 
   return [
     { api: 'management', operationId: 'createAuthenticator', auth: 'admin', permission: null, reaches: { from: 'body', field: 'identityId' }, limit: 'heavy',
       handler: async (ctx) => {
-        const rec = await ctx.app.authenticators.create(body(ctx));
+        const rec = await ctx.app.authenticators.create(ctx.body);
         return created(rec.id, `./authenticators/${rec.id}`);
       } },
     { api: 'management', operationId: 'updateAuthenticator', auth: 'admin', permission: null, reaches: { from: 'record', collection: 'authenticators', field: 'identityId' }, limit: 'heavy',
       handler: async (ctx) => {
-        await ctx.app.authenticators.update(ctx.params.id, 'put', body(ctx));
+        await ctx.app.authenticators.update(ctx.params.id, 'put', ctx.body);
         return empty();
       } },
     { api: 'management', operationId: 'patchAuthenticator', auth: 'admin', permission: null, reaches: { from: 'record', collection: 'authenticators', field: 'identityId' }, limit: 'heavy',
       handler: async (ctx) => {
-        await ctx.app.authenticators.update(ctx.params.id, 'patch', body(ctx));
+        await ctx.app.authenticators.update(ctx.params.id, 'patch', ctx.body);
         return empty();
       } },
 
@@ -41,12 +40,12 @@ export function authenticatorEntries(reg: Registry): Entry[] {
       } },
     { api: 'both', operationId: 'updateCurrentIdentityAuthenticator', auth: 'session', limit: 'heavy',
       handler: async (ctx) => {
-        await ctx.app.authenticators.updateOwn(ctx.identity!.id, ctx.params.id, 'put', body(ctx), body(ctx).currentPassword);
+        await ctx.app.authenticators.updateOwn(ctx.identity!.id, ctx.params.id, 'put', ctx.body, ctx.body.currentPassword);
         return empty();
       } },
     { api: 'both', operationId: 'patchCurrentIdentityAuthenticator', auth: 'session', limit: 'heavy',
       handler: async (ctx) => {
-        await ctx.app.authenticators.updateOwn(ctx.identity!.id, ctx.params.id, 'patch', body(ctx), body(ctx).currentPassword);
+        await ctx.app.authenticators.updateOwn(ctx.identity!.id, ctx.params.id, 'patch', ctx.body, ctx.body.currentPassword);
         return empty();
       } },
   ];

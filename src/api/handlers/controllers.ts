@@ -6,6 +6,8 @@
  */
 import type { Member } from '../../cluster/members.js';
 import type { Ctx, Entry, Handler } from '../context.js';
+import type { WithBody } from '../../core/operation.js';
+import type { ManagementBodies } from '../../core/bodies.js';
 import { errors } from '../../core/errors.js';
 import { created, empty, list, ok } from '../../core/envelope.js';
 import { BASE_PATHS } from '../router.js';
@@ -82,8 +84,8 @@ export function controllerEntries(_reg: Registry): Entry[] {
     _links: { self: { href: `./controller-settings/${rec.id}` } },
   });
 
-  const updateSettings = (mode: SettingsUpdate): Handler => async (ctx) => {
-    await ctx.app.controllerSettings.update(ctx.params.id, mode, ctx.body ?? {});
+  const updateSettings = (mode: SettingsUpdate) => async (ctx: WithBody<Ctx, ManagementBodies['updateControllerSetting'] | ManagementBodies['patchControllerSetting']>) => {
+    await ctx.app.controllerSettings.update(ctx.params.id, mode, ctx.body);
     return empty();
   };
 

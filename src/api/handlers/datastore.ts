@@ -12,7 +12,7 @@
  * `datastoreEntries`, built once per operation table.
  */
 import path from 'node:path';
-import type { Ctx, Entry } from '../context.js';
+import type { Ctx, Entry, Handler } from '../context.js';
 import type { Reply } from '../../core/operation.js';
 import type { Registry } from '../../resources/registry.js';
 import { empty, envelope, ok } from '../../core/envelope.js';
@@ -54,40 +54,40 @@ export function datastoreEntries(reg: Registry): Entry[] {
     return empty(202);
   };
 
-  const management: Entry[] = [
-    { api: 'management', operationId: 'checkDataIntegrity', auth: 'admin', permission: null,
-      handler: (ctx) => start(ctx, false) },
-    { api: 'management', operationId: 'fixDataIntegrity', auth: 'admin', permission: null,
-      handler: (ctx) => start(ctx, true) },
-    { api: 'management', operationId: 'dataIntegrityResults', auth: 'admin', permission: null,
-      handler: () => {
-        const data = renderIntegrity(state);
-        return envelope(data, { pagination: { limit: -1, offset: 0, totalCount: data.results.length } });
-      } },
-    { api: 'management', operationId: 'createDatabaseSnapshot', auth: 'admin', permission: null,
-      handler: async (ctx) => {
-        const app = ctx.app;
-        snapshots ??= new Snapshots(app.store, path.resolve(app.config.dataDir), {
-          minIntervalMs: 60_000,
-          keep: app.config.snapshotsKeep,
-          controllerVersion: app.version,
-        });
-        let where: string;
-        try {
-          where = await snapshots.create();
-          app.log.info({ path: where }, 'database snapshot created');
-        } catch (e) {
-          if (e instanceof SnapshotTooSoon) throw errors.rateLimited();
-          throw e;
-        }
-        // Upstream's empty answer, plus the file's name (under <dataDir>/snapshots) for `mesh snapshot`.
-        return { ...empty(), headers: { 'mesh-snapshot': path.basename(where) } };
-      } },
-  ];
-  // The same operation ids exist in the fabric spec (the join at start-up checks it).
-  const fabric = management.map((e) => ({ ...e, api: 'fabric' }) as Entry);
-  const takeSnapshot = management.find((e) => e.operationId === 'createDatabaseSnapshot')!.handler;
-  fabric.push({ api: 'fabric', operationId: 'createDatabaseSnapshotWithPath', auth: 'admin', permission: null, body: 'optional',
+  const results: Handler = () => {
+    const data = renderIntegrity(state);
+    return envelope(data, { pagination: { limit: -1, offset: 0, totalCount: data.results.length } });
+  };
+  const takeSnapshot: Handler = async (ctx) => {
+    const app = ctx.app;
+    snapshots ??= new Snapshots(app.store, path.resolve(app.config.dataDir), {
+      minIntervalMs: 60_000,
+      keep: app.config.snapshotsKeep,
+      controllerVersion: app.version,
+    });
+    let where: string;
+    try {
+      where = await snapshots.create();
+      app.log.info({ path: where }, 'database snapshot created');
+    } catch (e) {
+      if (e instanceof SnapshotTooSoon) throw errors.rateLimited();
+      throw e;
+    }
+    // Upstream's empty answer, plus the file's name (under <dataDir>/snapshots) for `mesh snapshot`.
+    return { ...empty(), headers: { 'mesh-snapshot': path.basename(where) } };
+  };
+
+  // The same operations in both specs (the join at start-up checks it).
+  const entries: Entry[] = [];
+  for (const api of ['management', 'fabric'] as const) {
+    entries.push(
+      { api, operationId: 'checkDataIntegrity', auth: 'admin', permission: null, handler: (ctx) => start(ctx, false) },
+      { api, operationId: 'fixDataIntegrity', auth: 'admin', permission: null, handler: (ctx) => start(ctx, true) },
+      { api, operationId: 'dataIntegrityResults', auth: 'admin', permission: null, handler: results },
+      { api, operationId: 'createDatabaseSnapshot', auth: 'admin', permission: null, handler: takeSnapshot },
+    );
+  }
+  entries.push({ api: 'fabric', operationId: 'createDatabaseSnapshotWithPath', auth: 'admin', permission: null, body: 'optional',
     handler: async (ctx) => {
       const asked = ctx.body?.path;
       if (typeof asked === 'string' && asked !== '')
@@ -95,5 +95,5 @@ export function datastoreEntries(reg: Registry): Entry[] {
       const reply = await takeSnapshot(ctx);
       return ok({ path: path.join(path.resolve(ctx.app.config.dataDir), 'snapshots', reply.headers!['mesh-snapshot']!) });
     } });
-  return [...management, ...fabric];
+  return entries;
 }

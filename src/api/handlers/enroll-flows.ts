@@ -6,8 +6,9 @@
  * and their rules are the enrollments manager's (src/managers/enrollments.ts); these handlers
  * read the token, body and TLS client certificate and render the reply.
  */
-import type { Ctx, Entry, Handler } from '../context.js';
-import type { Reply } from '../../core/operation.js';
+import type { Ctx, Entry } from '../context.js';
+import type { Reply, WithBody } from '../../core/operation.js';
+import type { ClientBodies } from '../../core/bodies.js';
 import { ApiError } from '../../core/errors.js';
 import { empty, ok } from '../../core/envelope.js';
 import type { EnrollmentRecord } from '../../store/store.js';
@@ -40,13 +41,13 @@ async function enrollCa(ctx: Ctx, requestedName?: unknown): Promise<Reply> {
   return empty();
 }
 
-async function enrollUpdb(ctx: Ctx, e: EnrollmentRecord, body: any): Promise<Reply> {
-  return ok({ username: await ctx.app.enrollments.enrollUpdb(e, body?.username, body?.password) });
+async function enrollUpdb(ctx: Ctx, e: EnrollmentRecord, body: { username?: unknown; password?: unknown }): Promise<Reply> {
+  return ok({ username: await ctx.app.enrollments.enrollUpdb(e, body.username, body.password) });
 }
 
 /** `POST /enroll/extend/router`: the router's current client certificate on the TLS connection. */
-const extendRouter: Handler = async (ctx) => {
-  const body = ctx.body ?? {};
+const extendRouter = async (ctx: WithBody<Ctx, ClientBodies['extendRouterEnrollment']>) => {
+  const body = ctx.body;
   return routerReply(ctx, await ctx.app.enrollments.extendRouter(ctx.req.peerLeaf ?? ctx.req.peerCertificates?.[0], body.certCsr, body.serverCertCsr));
 };
 
@@ -61,12 +62,13 @@ function acceptsJson(accept: string | undefined): boolean {
   });
 }
 
-const genericEnroll: Handler = async (ctx) => {
+const genericEnroll = async (ctx: WithBody<Ctx, ClientBodies['enroll']>): Promise<Reply> => {
   const jsonOk = acceptsJson(ctx.req.headers.accept);
   const pemOk = /application\/x-pem-file/i.test(ctx.req.headers.accept ?? '');
   try {
     const body = ctx.body;
-    const fields: Record<string, any> = typeof body === 'string' ? { clientCsr: body } : body && typeof body === 'object' ? body : {};
+    // Legacy clients also send `token` and `csr`, which the spec's body does not name: read as unknown.
+    const fields: Record<string, unknown> = typeof body === 'string' ? { clientCsr: body } : body ?? {};
     const asked = ctx.req.query.get('method') ?? '';
     if (asked === 'ca') return await enrollCa(ctx, fields.name);
     const known = ['ott', 'ottca', 'updb', 'erott', 'trott'];
@@ -76,7 +78,7 @@ const genericEnroll: Handler = async (ctx) => {
     switch (e.method) {
       case 'ott':
         reply = await enrollOtt(ctx, e, fields.clientCsr ?? fields.csr);
-        if (!jsonOk && pemOk) return { status: 200, body: (reply.body as any).data.cert, contentType: 'application/x-pem-file' };
+        if (!jsonOk && pemOk) return { status: 200, body: (reply.body as { data: { cert: string } }).data.cert, contentType: 'application/x-pem-file' };
         break;
       case 'ottca':
         reply = await enrollOttCa(ctx, e);
@@ -108,13 +110,13 @@ export function enrollFlowEntries(): Entry[] {
       } },
     { api: 'client', operationId: 'enrollOttCa', auth: 'none', limit: 'heavy', body: 'optional',
       handler: async (ctx) => {
-        const body = ctx.body && typeof ctx.body === 'object' ? ctx.body : {};
-        const e = ctx.app.enrollments.outstanding(body.token ?? ctx.req.query.get('token'), ['ottca']);
+        const e = ctx.app.enrollments.outstanding(ctx.body?.token ?? ctx.req.query.get('token'), ['ottca']);
         return enrollOttCa(ctx, e);
       } },
     { api: 'client', operationId: 'enrollUpdb', auth: 'none', limit: 'heavy',
       handler: async (ctx) => {
-        const body = ctx.body ?? {};
+        // `token` is not in the spec's body; the query's is the one clients send.
+        const body: { token?: unknown; username?: unknown; password?: unknown } = ctx.body;
         const e = ctx.app.enrollments.outstanding(ctx.req.query.get('token') ?? body.token, ['updb']);
         return enrollUpdb(ctx, e, body);
       } },
@@ -122,7 +124,8 @@ export function enrollFlowEntries(): Entry[] {
       handler: (ctx) => enrollCa(ctx, undefined) },
     { api: 'client', operationId: 'enrollErOtt', auth: 'none', limit: 'heavy',
       handler: async (ctx) => {
-        const body = ctx.body ?? {};
+        // The generic endpoint's names (`certCsr`, `serverCertCsr`) are accepted here too, beyond the spec's body.
+        const body: ClientBodies['enrollErOtt'] & { certCsr?: unknown; serverCertCsr?: unknown } = ctx.body;
         const e = ctx.app.enrollments.outstanding(body.token ?? ctx.req.query.get('token'), ['erott']);
         return enrollRouter(ctx, e, body.clientCsr ?? body.certCsr, body.serverCsr ?? body.serverCertCsr);
       } },

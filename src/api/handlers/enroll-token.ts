@@ -5,11 +5,12 @@
  * `clientCsr` the reply is `{cert, ca}`; without, `{}` (the identity logs in with such tokens).
  */
 import type { Ctx, Entry } from '../context.js';
-import type { Reply } from '../../core/operation.js';
+import type { Reply, WithBody } from '../../core/operation.js';
+import type { ClientBodies } from '../../core/bodies.js';
 import { ApiError } from '../../core/errors.js';
 import { ok } from '../../core/envelope.js';
 
-export async function enrollToken(ctx: Ctx): Promise<Reply> {
+export async function enrollToken(ctx: WithBody<Ctx, ClientBodies['enrollToken'] | undefined>): Promise<Reply> {
   const m = /^Bearer\s+(\S+)\s*$/i.exec(ctx.req.headers.authorization ?? '');
   if (!m) throw new ApiError('INVALID_ENROLLMENT_TOKEN', undefined, { code: 'INVALID_ENROLLMENT_TOKEN', message: 'an Authorization: Bearer <token> header is required' });
   const { enrollments, issuing } = ctx.app;

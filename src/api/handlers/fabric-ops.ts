@@ -16,6 +16,8 @@
  *   the reason (400 INVALID_FIELD), or 404 for a member id that is not live.
  */
 import type { Ctx, Entry, Handler } from '../context.js';
+import type { Reply, WithBody } from '../../core/operation.js';
+import type { FabricBodies } from '../../core/bodies.js';
 import { ApiError, causeValue, errors } from '../../core/errors.js';
 import { empty, list, ok } from '../../core/envelope.js';
 import { parseListParams } from '../../core/query.js';
@@ -83,8 +85,8 @@ function controllerValue(ctx: Ctx, name: string): Record<string, unknown> | unde
   }
 }
 
-const inspect: Handler = (ctx) => {
-  const { appRegex, requestedValues } = ctx.body as { appRegex: string; requestedValues: string[] };
+const inspect = (ctx: WithBody<Ctx, FabricBodies['inspect']>): Reply => {
+  const { appRegex, requestedValues } = ctx.body;
   if (appRegex.length > MAX_APP_REGEX) throw errors.field('appRegex', `must be at most ${MAX_APP_REGEX} characters`, appRegex);
   let re: RegExp;
   try {

@@ -15,7 +15,8 @@
  *   `identity`/`identitySecret`.
  */
 import type { Ctx, Entry, Handler } from '../context.js';
-import type { Permission, Reply } from '../../core/operation.js';
+import type { Permission, Reply, WithBody } from '../../core/operation.js';
+import type { FabricBodies } from '../../core/bodies.js';
 import { errors } from '../../core/errors.js';
 import { created, empty, ok, list } from '../../core/envelope.js';
 import { parseListParams, runList } from '../../core/query.js';
@@ -44,9 +45,9 @@ function base(rec: Rec, entity: FabricEntity, nested: string[] = []) {
 }
 
 /** Only these body properties reach the resource definitions: the fabric view of each family. */
-function pick(body: any, names: string[], renames: Record<string, string> = {}): Record<string, unknown> {
+function pick(body: Readonly<Record<string, unknown>>, names: string[], renames: Record<string, string> = {}): Record<string, unknown> {
   const out: Record<string, unknown> = {};
-  for (const n of names) if (body && Object.prototype.hasOwnProperty.call(body, n)) out[renames[n] ?? n] = body[n];
+  for (const n of names) if (Object.prototype.hasOwnProperty.call(body, n)) out[renames[n] ?? n] = body[n];
   return out;
 }
 
@@ -163,17 +164,17 @@ export function fabricEntries(reg: Registry): Entry[] {
     return coll;
   };
 
-  const updateRouter = (mode: FabricUpdate): Handler => async (ctx) => {
-    await ctx.app.fabric.updateRouter(ctx.params.id, mode, ctx.body?.fingerprint, pick(ctx.body, ROUTER_FIELDS));
+  const updateRouter = (mode: FabricUpdate) => async (ctx: WithBody<Ctx, FabricBodies['updateRouter'] | FabricBodies['patchRouter']>) => {
+    await ctx.app.fabric.updateRouter(ctx.params.id, mode, ctx.body.fingerprint, pick(ctx.body, ROUTER_FIELDS));
     return empty();
   };
 
-  const updateService = (mode: FabricUpdate): Handler => async (ctx) => {
+  const updateService = (mode: FabricUpdate) => async (ctx: WithBody<Ctx, FabricBodies['updateService'] | FabricBodies['patchService']>) => {
     await ctx.app.fabric.updateService(ctx.params.id, mode, pick(ctx.body, SERVICE_FIELDS));
     return empty();
   };
 
-  const updateTerminator = (mode: FabricUpdate): Handler => async (ctx) => {
+  const updateTerminator = (mode: FabricUpdate) => async (ctx: WithBody<Ctx, FabricBodies['updateTerminator'] | FabricBodies['patchTerminator']>) => {
     await ctx.app.fabric.updateTerminator(ctx.params.id, mode, pick(ctx.body, TERMINATOR_FIELDS));
     return empty();
   };
@@ -183,7 +184,7 @@ export function fabricEntries(reg: Registry): Entry[] {
     return empty();
   };
 
-  const createRouter: Handler = async (ctx): Promise<Reply> => {
+  const createRouter = async (ctx: WithBody<Ctx, FabricBodies['createRouter']>): Promise<Reply> => {
     const rec = await ctx.app.fabric.createRouter(ctx.body.id, ctx.body.fingerprint, pick(ctx.body, ROUTER_FIELDS));
     return created(rec.id, `./routers/${rec.id}`);
   };

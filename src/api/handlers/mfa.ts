@@ -8,9 +8,10 @@ import type { Ctx, Entry } from '../context.js';
 import { errors } from '../../core/errors.js';
 import { created, empty, ok } from '../../core/envelope.js';
 import type { MfaRecord } from '../../auth/mfa.js';
+import type { WithBody } from '../../core/operation.js';
 
 /** The code of a request: JSON body `{code}` or header `mfa-validation-code`. */
-function codeOf(ctx: Ctx, from: 'body' | 'header' | 'either'): string {
+function codeOf(ctx: WithBody<Ctx, { code?: unknown } | undefined>, from: 'body' | 'header' | 'either'): string {
   const body = from !== 'header' && typeof ctx.body?.code === 'string' ? ctx.body.code : undefined;
   const header = from !== 'body' ? ctx.req.headers['mfa-validation-code'] : undefined;
   return (body ?? header ?? '').trim();

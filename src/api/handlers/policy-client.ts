@@ -5,7 +5,8 @@
  * service-update timestamp and posture responses (src/managers/posture-responses.ts).
  */
 import type { Ctx, Entry, Handler } from '../context.js';
-import type { Reply } from '../../core/operation.js';
+import type { Reply, WithBody } from '../../core/operation.js';
+import type { ClientBodies } from '../../core/bodies.js';
 import { errors } from '../../core/errors.js';
 import { ok, okWithRaw, empty, envelope } from '../../core/envelope.js';
 import { listRecords, listSource } from '../../resources/list.js';
@@ -46,8 +47,8 @@ function hideDoomed(ctx: Ctx): { where?: (r: Rec) => boolean } {
 }
 
 /** A service session for the caller (src/managers/service-sessions.ts), with its token beside the record. */
-async function createSession(reg: Registry, ctx: Ctx): Promise<Reply> {
-  const { rec, token } = await ctx.app.serviceSessions.create(ctx.identity!, ctx.session!, ctx.body ?? {});
+async function createSession(reg: Registry, ctx: WithBody<Ctx, ClientBodies['createSession']>): Promise<Reply> {
+  const { rec, token } = await ctx.app.serviceSessions.create(ctx.identity!, ctx.session!, ctx.body);
   return okWithRaw(renderRecord(reg, reg.def('sessions'), rec, { store: ctx.app.store, ctx }), 'token', token, 201);
 }
 

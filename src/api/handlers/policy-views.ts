@@ -8,7 +8,7 @@
  */
 import type { Ctx, Entry } from '../context.js';
 import type { ManagementOperationId } from '../../core/operation-ids.js';
-import type { Reply } from '../../core/operation.js';
+import { entryOfAnyOperation, type Reply } from '../../core/operation.js';
 import { errors } from '../../core/errors.js';
 import { ok, empty, list as listEnvelope } from '../../core/envelope.js';
 import { parseListParams, runList } from '../../core/query.js';
@@ -161,13 +161,13 @@ const SUMMARY: [key: string, count: Count, family: string][] = [
 
 export function policyViewEntries(reg: Registry): Entry[] {
   return [
-    ...RELATED.map((r): Entry => ({
+    ...RELATED.map((r) => entryOfAnyOperation<Ctx>({
       api: 'management', operationId: r.op, auth: 'admin', permission: { family: reg.def(r.lists).family, action: 'read' },
       handler: (ctx) => {
         must(ctx, r.of, ctx.params.id);
         return listAmong(reg, ctx, r.lists, r.ids(ctx, ctx.params.id));
       } })),
-    ...ROLE_ATTRIBUTES.map(([op, kind]): Entry => ({
+    ...ROLE_ATTRIBUTES.map(([op, kind]) => entryOfAnyOperation<Ctx>({
       api: 'management', operationId: op, auth: 'admin', permission: { family: reg.def(KIND_COLLECTION[kind]).family, action: 'read' },
       handler: (ctx) => attributeList(ctx, ctx.app.policy.index.attributes(kind)) })),
 

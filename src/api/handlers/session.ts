@@ -52,8 +52,8 @@ export function sessionEntries(reg: Registry): Entry[] {
           fields: body,
           req: ctx.req,
           configTypes: body.configTypes,
-          envInfo: body.envInfo,
-          sdkInfo: body.sdkInfo,
+          envInfo: body.envInfo ?? undefined,
+          sdkInfo: body.sdkInfo ?? undefined,
         });
         ctx.session = s;
         ctx.identity = identity;

@@ -9,7 +9,7 @@
 import clientDoc from './client.json' with { type: 'json' };
 import managementDoc from './management.json' with { type: 'json' };
 import fabricDoc from './fabric.json' with { type: 'json' };
-import type { ApiName } from '../../core/operation.js';
+import type { ApiName, OperationSpec } from '../../core/operation.js';
 
 export type { ApiName };
 
@@ -43,13 +43,62 @@ export interface UpstreamOp {
   summary?: string;
 }
 
-const documents: Record<ApiName, any> = { client: clientDoc, management: managementDoc, fabric: fabricDoc };
+/** A Swagger 2.0 schema object, as far as this code reads it; every other keyword is kept as it is. */
+export interface SwaggerSchema {
+  $ref?: string;
+  /** A list in the fabric document (`inspectResponseValue.value`). */
+  type?: string | string[];
+  enum?: unknown[];
+  items?: SwaggerSchema;
+  properties?: Record<string, SwaggerSchema>;
+  required?: string[];
+  allOf?: SwaggerSchema[];
+  additionalProperties?: SwaggerSchema | boolean;
+  discriminator?: string;
+  [keyword: string]: unknown;
+}
+
+export interface SwaggerParameter {
+  name: string;
+  in: string;
+  $ref?: never;
+  required?: boolean;
+  schema?: SwaggerSchema;
+  [keyword: string]: unknown;
+}
+
+/** A reference to one of the document's `parameters` (the fabric document's `id`, `limit`, …). */
+export type ParameterRef = { $ref: string };
+
+export type SwaggerOperation = OperationSpec & { operationId: string; parameters?: (SwaggerParameter | ParameterRef)[] };
+
+/** A path: its shared parameters and one operation per method. */
+export type SwaggerPathItem = {
+  parameters?: (SwaggerParameter | ParameterRef)[];
+  get?: SwaggerOperation;
+  put?: SwaggerOperation;
+  post?: SwaggerOperation;
+  delete?: SwaggerOperation;
+  patch?: SwaggerOperation;
+};
+
+export interface SwaggerDocument {
+  basePath: string;
+  info: Record<string, unknown>;
+  security?: Partial<Record<string, string[]>>[];
+  paths: Record<string, SwaggerPathItem>;
+  definitions: Record<string, SwaggerSchema>;
+  parameters?: Record<string, SwaggerParameter>;
+  [field: string]: unknown;
+}
+
+const documents: Record<ApiName, SwaggerDocument> = { client: clientDoc, management: managementDoc, fabric: fabricDoc };
 
 const METHODS: readonly string[] = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch'];
 const SUPPORTED = new Set(['get', 'post', 'put', 'patch', 'delete']);
 
 /** The parsed upstream document. Shared: treat as read-only (deep-copy before changing anything). */
-export function upstreamDocument(api: ApiName): any {
+export function upstreamDocument(api: ApiName): SwaggerDocument {
   const doc = documents[api];
   if (!doc) throw new Error(`unknown api ${String(api)}`);
   return doc;
@@ -57,21 +106,22 @@ export function upstreamDocument(api: ApiName): any {
 
 const DEF_PREFIX = '#/definitions/';
 
-function refName(schema: any): string | undefined {
+function refName(schema: SwaggerSchema | undefined): string | undefined {
   const ref = schema?.$ref;
   return typeof ref === 'string' && ref.startsWith(DEF_PREFIX) ? ref.slice(DEF_PREFIX.length) : undefined;
 }
 
 /** Resolve a `#/parameters/x` reference (the fabric document's `id`, `limit`, `offset`, `filter`). */
-function resolveParam(doc: any, p: any): any {
-  const ref = p?.$ref;
-  if (typeof ref === 'string' && ref.startsWith('#/parameters/')) return doc.parameters?.[ref.slice('#/parameters/'.length)] ?? p;
-  return p;
+function resolveParam(doc: SwaggerDocument, p: SwaggerParameter | ParameterRef): SwaggerParameter {
+  if (p.$ref === undefined) return p;
+  const found = p.$ref.startsWith('#/parameters/') ? doc.parameters?.[p.$ref.slice('#/parameters/'.length)] : undefined;
+  if (!found) throw new Error(`unresolved parameter ${p.$ref}`);
+  return found;
 }
 
 /** Operation parameters override path-level ones with the same `in` + `name` (Swagger 2.0 rule). */
-function mergeParams(doc: any, pathParams: any[] | undefined, opParams: any[] | undefined): any[] {
-  const merged: any[] = [];
+function mergeParams(doc: SwaggerDocument, pathParams: (SwaggerParameter | ParameterRef)[] | undefined, opParams: (SwaggerParameter | ParameterRef)[] | undefined): SwaggerParameter[] {
+  const merged: SwaggerParameter[] = [];
   const own = (opParams ?? []).map((p) => resolveParam(doc, p));
   for (const p of (pathParams ?? []).map((p) => resolveParam(doc, p))) {
     if (!own.some((o) => o.in === p.in && o.name === p.name)) merged.push(p);
@@ -89,9 +139,10 @@ export function upstreamOperations(api: ApiName): UpstreamOp[] {
   const doc = upstreamDocument(api);
   const globalSecured = Array.isArray(doc.security) && doc.security.length > 0;
   const ops: UpstreamOp[] = [];
-  for (const [path, item] of Object.entries<any>(doc.paths ?? {})) {
-    for (const [method, op] of Object.entries<any>(item)) {
+  for (const [path, item] of Object.entries(doc.paths ?? {})) {
+    for (const [method, value] of Object.entries(item)) {
       if (!METHODS.includes(method)) continue;
+      const op = value as SwaggerOperation;
       if (!SUPPORTED.has(method)) throw new Error(`unsupported method ${method} ${path} in ${api} spec`);
       const params = mergeParams(doc, item.parameters, op.parameters);
       const body = params.find((p) => p.in === 'body');

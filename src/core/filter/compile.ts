@@ -17,18 +17,20 @@ export interface SymbolDef {
   /**
    * Value of the symbol for a record; defaults to `rec[name]`. 'set' → string[] | undefined,
    * 'map' → Record<string, unknown> | undefined, 'datetime' → ISO string (or Date / epoch ms).
+   * A method, so that a table's getter may take the record type of its own family: the engine
+   * passes it the records of the list it filters.
    */
-  get?: (rec: any) => unknown;
+  get?(rec: unknown): unknown;
   /**
    * 'set' symbols whose elements are ids of related entities may describe them, enabling the
    * sub-query form `isEmpty(from <set> where <query>)` / `count(from <set> where <query>)`.
    */
-  related?: { symbols: SymbolTable; lookup: (id: string) => any };
+  related?: { symbols: SymbolTable; lookup(id: string): unknown };
 }
 
 export type SymbolTable = Record<string, SymbolDef>;
 
-type Pred = (rec: any) => boolean;
+type Pred = (rec: unknown) => boolean;
 /** Scalar type a field operand is compared as; 'any' = map entry (`tags.<key>`), typed by the literal. */
 export type FieldType = 'string' | 'number' | 'bool' | 'datetime' | 'any';
 type Kind = 'string' | 'number' | 'bool' | 'datetime';
@@ -261,7 +263,7 @@ function betweenTest(ft: FieldType, lower: Literal, upper: Literal, what: string
 
 interface Resolved {
   ft: FieldType;
-  get: (rec: any) => unknown;
+  get: (rec: unknown) => unknown;
   /** Read through a custom getter. */
   computed?: boolean;
 }
@@ -270,7 +272,8 @@ function lookupDef(symbols: SymbolTable, name: string): SymbolDef | undefined {
   return hasOwn(symbols, name) ? symbols[name] : undefined;
 }
 
-const getterOf = (def: SymbolDef, name: string) => def.get ?? ((rec: any) => (rec == null ? undefined : rec[name]));
+const getterOf = (def: SymbolDef, name: string): ((rec: unknown) => unknown) =>
+  def.get ?? ((rec) => (rec == null ? undefined : (rec as Record<string, unknown>)[name]));
 
 /** A scalar field: plain symbol or `<map>.<key>`. */
 function resolveScalar(symbols: SymbolTable, name: string, pos: number): Resolved {
@@ -302,7 +305,7 @@ function resolveScalar(symbols: SymbolTable, name: string, pos: number): Resolve
   return fail(`unknown field "${name}" ${at(pos)}`);
 }
 
-function resolveSet(symbols: SymbolTable, name: string, fn: string, pos: number): { def: SymbolDef; get: (rec: any) => unknown; computed: boolean } {
+function resolveSet(symbols: SymbolTable, name: string, fn: string, pos: number): { def: SymbolDef; get: (rec: unknown) => unknown; computed: boolean } {
   const def = lookupDef(symbols, name);
   if (!def) {
     resolveScalar(symbols, name, pos); // throws "unknown field" unless it is a map entry
@@ -313,10 +316,10 @@ function resolveSet(symbols: SymbolTable, name: string, fn: string, pos: number)
 }
 
 /** count(...) / isEmpty(...) argument → number of elements (or matching related entities). */
-function setCounter(symbols: SymbolTable, src: SetSource, fn: string): { count: (rec: any) => number; any: Pred } {
+function setCounter(symbols: SymbolTable, src: SetSource, fn: string): { count: (rec: unknown) => number; any: Pred } {
   const { def, get } = resolveSet(symbols, src.name, fn, src.pos);
   if (src.kind === 'symbol') {
-    const count = (rec: any) => {
+    const count = (rec: unknown) => {
       const arr = get(rec);
       return Array.isArray(arr) ? arr.length : 0;
     };
@@ -463,7 +466,7 @@ function compileExpr(e: Expr, symbols: SymbolTable): Pred {
 const always: Pred = () => true;
 
 /** Compile a parsed condition against a symbol table. `undefined` → matches everything. */
-export function compileFilter(where: Expr | undefined, symbols: SymbolTable): (rec: any) => boolean {
+export function compileFilter(where: Expr | undefined, symbols: SymbolTable): Pred {
   if (!where) return always;
   return compileExpr(where, symbols);
 }

@@ -8,13 +8,14 @@
  *          → { field: 'name', values: ['a'], exact: false }
  */
 import type { Expr, Literal } from './parse.js';
+import type { IndexKey } from '../../store/store.js';
 import { computedOperands, operandTypes, type FieldType } from './compile.js';
 
 export type IndexPlan =
-  | { field: string; values: unknown[]; exact: boolean }
-  | { field: string; range: { gte?: unknown; gt?: unknown; lt?: unknown; lte?: unknown }; exact: boolean };
+  | { field: string; values: IndexKey[]; exact: boolean }
+  | { field: string; range: Range; exact: boolean };
 
-type Range = { gte?: unknown; gt?: unknown; lt?: unknown; lte?: unknown };
+type Range = { gte?: IndexKey; gt?: IndexKey; lt?: IndexKey; lte?: IndexKey };
 
 /** Longest string the store indexes (longer keys are not in the index). */
 const MAX_KEY = 480;
@@ -26,7 +27,7 @@ function conjuncts(e: Expr, out: Expr[] = []): Expr[] {
 }
 
 /** Index key(s) for a literal, in the form the store keeps for that field; undefined = cannot plan. */
-function keysOf(lit: Literal, ft: FieldType | 'set' | undefined, bound: 'floor' | 'ceil' = 'floor'): unknown[] | undefined {
+function keysOf(lit: Literal, ft: FieldType | 'set' | undefined, bound: 'floor' | 'ceil' = 'floor'): IndexKey[] | undefined {
   switch (lit.kind) {
     case 'string':
       if (lit.value.length > MAX_KEY) return undefined;
@@ -51,14 +52,14 @@ function keysOf(lit: Literal, ft: FieldType | 'set' | undefined, bound: 'floor' 
   }
 }
 
-function key(lit: Literal, ft: FieldType | 'set' | undefined, bound: 'floor' | 'ceil' = 'floor'): unknown {
+function key(lit: Literal, ft: FieldType | 'set' | undefined, bound: 'floor' | 'ceil' = 'floor'): IndexKey | undefined {
   const k = keysOf(lit, ft, bound);
   return k ? k[0] : undefined;
 }
 
 interface Candidate {
   field: string;
-  values?: unknown[];
+  values?: IndexKey[];
   range?: Range;
 }
 
@@ -80,7 +81,7 @@ function candidate(e: Expr, indexed: Set<string>): Candidate | undefined {
 
   if (e.type === 'in') {
     if (e.negated) return undefined;
-    const values: unknown[] = [];
+    const values: IndexKey[] = [];
     for (const l of e.values) {
       const k = keysOf(l, ft);
       if (!k) return undefined;

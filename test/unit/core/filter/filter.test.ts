@@ -8,6 +8,9 @@ const related: Record<string, { name: string; active?: boolean }> = {
   p3: { name: 'carol', active: true },
 };
 
+/** The records below, as the getters read them. */
+type Row = { id: string; name?: string; cost?: number; isSystem?: boolean; meta?: { label: string } };
+
 const symbols: SymbolTable = {
   id: { type: 'string' },
   name: { type: 'string' },
@@ -17,8 +20,8 @@ const symbols: SymbolTable = {
   tags: { type: 'map' },
   roleAttributes: { type: 'set' },
   members: { type: 'set', related: { symbols: { name: { type: 'string' }, active: { type: 'bool' } }, lookup: (id) => related[id] } },
-  isSystem: { type: 'bool', get: (r) => r.isSystem === true },
-  label: { type: 'string', get: (r) => (r.meta ? r.meta.label : undefined) },
+  isSystem: { type: 'bool', get: (r: Row) => r.isSystem === true },
+  label: { type: 'string', get: (r: Row) => (r.meta ? r.meta.label : undefined) },
 };
 
 const recs = [
@@ -88,7 +91,7 @@ t.test('equality and inequality', async (tt) => {
   tt.same(ids('id = "a" or id = "c"'), ['a', 'c']);
   tt.same(ids('label = "L1"'), ['a'], 'custom getter');
   tt.same(ids('isSystem = true'), ['c']);
-  tt.same(ids('NAME = "db"', { NAME: { type: 'string', get: (r) => r.name } }), ['c'], 'identifiers are case-sensitive symbol names');
+  tt.same(ids('NAME = "db"', { NAME: { type: 'string', get: (r: Row) => r.name } }), ['c'], 'identifiers are case-sensitive symbol names');
 });
 
 t.test('null checks', async (tt) => {
@@ -203,7 +206,7 @@ t.test('precedence, not and parentheses', async (tt) => {
   tt.same(ids('(not id = "a") and cost > 0'), ['b', 'c']);
   tt.same(ids('not (id = "a" or id = "b")'), ['c', 'd', 'e']);
   tt.same(ids('((( id = "a" )))'), ['a']);
-  tt.same(ids('Id = "a" AND cost = 1 Or id = "b"', { ...symbols, Id: { type: 'string', get: (r) => r.id } }), ['a', 'b'], 'case-insensitive and/or');
+  tt.same(ids('Id = "a" AND cost = 1 Or id = "b"', { ...symbols, Id: { type: 'string', get: (r: Row) => r.id } }), ['a', 'b'], 'case-insensitive and/or');
   tt.same(ids('not not isAdmin'), ['a']);
   tt.same(ids('\n id = "a"\tor\r\nid = "b" '), ['a', 'b'], 'all WS kinds');
   badParse(tt, 'id = "a"and id = "b"', /whitespace/);
@@ -327,8 +330,8 @@ t.test('lexical errors and keywords', async (tt) => {
     value: { kind: 'string', value: '\t\\' },
   });
   // longer words than keywords are identifiers
-  tt.same(ids('limits = 1', { limits: { type: 'number', get: (r) => r.cost } }), ['a']);
-  tt.same(ids('names contains "db"', { names: { type: 'string', get: (r) => r.name } }), ['c']);
+  tt.same(ids('limits = 1', { limits: { type: 'number', get: (r: Row) => r.cost } }), ['a']);
+  tt.same(ids('names contains "db"', { names: { type: 'string', get: (r: Row) => r.name } }), ['c']);
   badCompile(tt, 'nope = 1', /unknown field "nope"/);
   badCompile(tt, "'name' = \"db\"", /unknown field "'name'"/);
   const err = (() => {
