@@ -20,6 +20,7 @@ export const STORED_FIELDS: Record<string, Record<string, string | [type: string
     'overrideConfigIds?': ['string[]', 'The config ids of `serviceConfigs`, indexed so a config delete finds its overrides.'],
     'mfa?': ['{ id: string; createdAt: number; updatedAt: number; secret: string; isVerified: boolean; recoveryCodes: string[] }', 'TOTP enrollment (src/auth/mfa.ts): the secret and recovery codes sealed.'],
     'trace?': ['{ enabled: boolean; traceId: string; until: number; channels: string[] }', 'Data-flow tracing (src/control/traces.ts); `until` in epoch ms.'],
+    'traceUntil?': ['number', '`trace.until` while the trace is enabled, indexed: a start reads only the traced identities.'],
     'disabledUntil?': 'number | null',
   },
   enrollments: {
