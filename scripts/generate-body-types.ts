@@ -11,9 +11,7 @@
  * may receive the text itself. Run it after scripts/import-upstream-spec.ts;
  * test/unit/core/bodies.test.ts fails while the file on disk differs from what this script would write.
  */
-import { writeFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import { join, resolve } from 'node:path';
+import { repoPath, writeWhenRun } from './lib/generated-file.js';
 import { upstreamDocument, upstreamOperations, type ApiName } from '../src/api/spec/index.js';
 
 type Schema = {
@@ -180,14 +178,7 @@ export function bodyTypesSource(): string {
   return [...out, ...maps].join('\n');
 }
 
-/** Where the file lives, from this script's place in src or dist. */
-export function bodyTypesPath(): string {
-  const here = fileURLToPath(new URL('.', import.meta.url));
-  const root = resolve(here, here.includes('/dist/') ? '../..' : '..');
-  return join(root, 'src', 'core', 'bodies.ts');
-}
+/** Where the file lives. */
+export const bodyTypesPath = (): string => repoPath(import.meta.url, 'src', 'core', 'bodies.ts');
 
-if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  writeFileSync(bodyTypesPath(), bodyTypesSource());
-  console.log(`wrote ${bodyTypesPath()}`);
-}
+writeWhenRun(import.meta.url, bodyTypesPath(), bodyTypesSource);

@@ -7,9 +7,7 @@
  * Run it after scripts/import-upstream-spec.ts; test/operations.test.ts fails while the file
  * on disk differs from what this script would write.
  */
-import { writeFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import { join, resolve } from 'node:path';
+import { repoPath, writeWhenRun } from './lib/generated-file.js';
 import { upstreamOperations } from '../src/api/spec/index.js';
 
 function union(name: string, ids: string[]): string {
@@ -28,14 +26,7 @@ export function operationIdsSource(): string {
   ].join('\n');
 }
 
-/** Where the file lives, from this script's place in src or dist. */
-export function operationIdsPath(): string {
-  const here = fileURLToPath(new URL('.', import.meta.url));
-  const root = resolve(here, here.includes('/dist/') ? '../..' : '..');
-  return join(root, 'src', 'core', 'operation-ids.ts');
-}
+/** Where the file lives. */
+export const operationIdsPath = (): string => repoPath(import.meta.url, 'src', 'core', 'operation-ids.ts');
 
-if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  writeFileSync(operationIdsPath(), operationIdsSource());
-  console.log(`wrote ${operationIdsPath()}`);
-}
+writeWhenRun(import.meta.url, operationIdsPath(), operationIdsSource);

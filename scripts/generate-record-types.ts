@@ -11,9 +11,7 @@
  * type. Run it after changing a family's fields or stored-fields.ts; test/operations.test.ts fails
  * while the file on disk differs from what this script would write.
  */
-import { writeFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import { join, resolve } from 'node:path';
+import { repoPath, writeWhenRun } from './lib/generated-file.js';
 import { RESOURCES, createRegistry } from '../src/resources/index.js';
 import type { FieldDef, ResourceDef } from '../src/resources/types.js';
 import { upstreamDocument } from '../src/api/spec/index.js';
@@ -130,14 +128,7 @@ export function recordTypesSource(): string {
   ].join('\n');
 }
 
-/** Where the file lives, from this script's place in src or dist. */
-export function recordTypesPath(): string {
-  const here = fileURLToPath(new URL('.', import.meta.url));
-  const root = resolve(here, here.includes('/dist/') ? '../..' : '..');
-  return join(root, 'src', 'store', 'records.ts');
-}
+/** Where the file lives. */
+export const recordTypesPath = (): string => repoPath(import.meta.url, 'src', 'store', 'records.ts');
 
-if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  writeFileSync(recordTypesPath(), recordTypesSource());
-  console.log(`wrote ${recordTypesPath()}`);
-}
+writeWhenRun(import.meta.url, recordTypesPath(), recordTypesSource);
