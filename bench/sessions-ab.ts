@@ -16,7 +16,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { ROOT, login, readCpuMs, MGMT, type ControllerProcess, type SpawnOptions } from './lib/controller.js';
+import { ROOT, login, readCpuMs, readThreadCpuMs, MGMT, type ControllerProcess, type SpawnOptions } from './lib/controller.js';
 import { createClient, requestJson, type RequestSpec } from './lib/http.js';
 import { runLoad } from './lib/load.js';
 import { parseCli, intFlag, intListFlag } from './lib/cli.js';
@@ -61,7 +61,7 @@ interface Build {
   creates: RequestSpec[];
   polls: RequestSpec[];
   next: number;
-  levels: Map<number, { ok: number; seconds: number; cpuMs: number; mainCpuMs: number; perRound: number[] }>;
+  levels: Map<number, { ok: number; seconds: number; cpuMs: number; mainCpuMs: number; perRound: number[]; threadCpuMs: Map<number, number>; gcMs: Map<string, number> }>;
   signing?: { tokens: number; signatures: number };
 }
 
@@ -108,15 +108,21 @@ async function round(b: Build, clients: number, counted: boolean) {
     const specs = b.creates.slice(b.next, b.next + PER_ROUND);
     b.next += specs.length;
     if (specs.length === 0) throw new Error(`${b.name}: no session pairs left (fewer rounds, a smaller --per-round or more --sessions)`);
+    const gc0 = await gcMs(c);
+    const threads0 = readThreadCpuMs(ctl.pid);
     const cpu0 = readCpuMs(ctl.pid) ?? NaN;
     const main0 = readCpuMs(ctl.pid, ctl.pid) ?? NaN;
     const r = await runLoad({ client: c, concurrency: clients, requests: specs, count: specs.length });
     const cpuMs = (readCpuMs(ctl.pid) ?? NaN) - cpu0;
     const mainCpuMs = (readCpuMs(ctl.pid, ctl.pid) ?? NaN) - main0;
+    const threads1 = readThreadCpuMs(ctl.pid);
+    const gc1 = await gcMs(c);
     if (r.ok !== specs.length) throw new Error(`${b.name}: ${specs.length - r.ok} creates failed: ${JSON.stringify(r.errors)}`);
     if (!counted) return;
     let l = b.levels.get(clients);
-    if (!l) b.levels.set(clients, (l = { ok: 0, seconds: 0, cpuMs: 0, mainCpuMs: 0, perRound: [] }));
+    if (!l) b.levels.set(clients, (l = { ok: 0, seconds: 0, cpuMs: 0, mainCpuMs: 0, perRound: [], threadCpuMs: new Map(), gcMs: new Map() }));
+    for (const [tid, ms] of threads1) l.threadCpuMs.set(tid, (l.threadCpuMs.get(tid) ?? 0) + ms - (threads0.get(tid) ?? 0));
+    for (const [kind, ms] of gc1) l.gcMs.set(kind, (l.gcMs.get(kind) ?? 0) + ms - (gc0.get(kind) ?? 0));
     l.ok += r.ok;
     l.seconds += r.ok / r.okPerSec;
     l.cpuMs += cpuMs;
@@ -125,6 +131,16 @@ async function round(b: Build, clients: number, counted: boolean) {
   } finally {
     await c.close();
   }
+}
+
+const ctlPid = (b: Build) => b.ctl!.pid;
+
+/** Milliseconds spent in garbage collection so far, by kind (minor, major, incremental, weakcb), from prom-client's default metrics. */
+async function gcMs(c: Awaited<ReturnType<typeof createClient>>): Promise<Map<string, number>> {
+  const r = await c.request({ method: 'GET', path: '/metrics', headers: {}, wantBody: true });
+  const out = new Map<string, number>();
+  for (const m of (r.body?.toString('utf8') ?? '').matchAll(/^nodejs_gc_duration_seconds_sum\{kind="(\w+)"\} (\S+)$/gm)) out.set(m[1], Number(m[2]) * 1000);
+  return out;
 }
 
 /** The session-token signing counters, where the build has them. */
@@ -169,7 +185,17 @@ async function main() {
   const levels = LEVELS.map((clients) => {
     const per = (b: Build) => {
       const l = b.levels.get(clients)!;
-      return { createsPerSec: Math.round(l.ok / l.seconds), cpuUsPerCreate: +((l.cpuMs / l.ok) * 1000).toFixed(1), mainThreadCpuUsPerCreate: +((l.mainCpuMs / l.ok) * 1000).toFixed(1), perRound: l.perRound };
+      const perCreate = (m: Map<string, number>) => Object.fromEntries([...m].filter(([, ms]) => ms > 0).map(([k, ms]) => [k, +((ms / l.ok) * 1000).toFixed(1)]));
+      return {
+        createsPerSec: Math.round(l.ok / l.seconds),
+        cpuUsPerCreate: +((l.cpuMs / l.ok) * 1000).toFixed(1),
+        mainThreadCpuUsPerCreate: +((l.mainCpuMs / l.ok) * 1000).toFixed(1),
+        perRound: l.perRound,
+        /** CPU µs per create of the main thread and of the busiest others, by rank. */
+        threadCpuUsPerCreate: perCreate(new Map([...l.threadCpuMs].sort((x, y) => (x[0] === ctlPid(b) ? -1 : y[0] === ctlPid(b) ? 1 : y[1] - x[1])).slice(0, 8).map(([tid, ms], i) => [tid === ctlPid(b) ? 'main' : `#${i}`, ms]))),
+        /** Garbage collection µs per create by kind. */
+        gcUsPerCreate: perCreate(l.gcMs),
+      };
     };
     const a = per(now);
     const b = per(then);
@@ -179,6 +205,11 @@ async function main() {
   });
   console.log(`\nsession creates, ${ROUNDS - 1} counted rounds of ${PER_ROUND} per build and level (this: ${ROOT}, before: ${before}; data in ${DATA_PARENT})\n`);
   console.log(table(['level', 'this', 'before', 'ratio', 'this CPU per create', 'before CPU per create', 'ratio'], rows));
+  const show = (m: Record<string, number>) => Object.entries(m).sort((x, y) => y[1] - x[1]).map(([k, us]) => `${k} ${us}`).join(', ');
+  for (const l of levels) {
+    console.log(`\n${l.clients} clients, CPU µs per create by thread: this ${show(l.this.threadCpuUsPerCreate)}; before ${show(l.before.threadCpuUsPerCreate)}`);
+    console.log(`${l.clients} clients, GC µs per create by kind: this ${show(l.this.gcUsPerCreate)}; before ${show(l.before.gcUsPerCreate)}`);
+  }
   for (const b of builds) if (b.signing) console.log(`${b.name}: ${b.signing.tokens} session tokens in ${b.signing.signatures} signatures (${fmt(b.signing.tokens / b.signing.signatures, 1)} a signature)`);
   console.log(`(load average at the end: ${os.loadavg().map((x) => x.toFixed(1)).join(' ')} on ${os.cpus().length} CPUs)`);
   const file = writeResults('sessions-ab', { machine: machineInfo(), before, rounds: ROUNDS, perRound: PER_ROUND, apiSessions: API_SESSIONS, dataDir: DATA_PARENT, levels, signing: Object.fromEntries(builds.map((b) => [b.name, b.signing ?? null])) });

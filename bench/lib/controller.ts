@@ -188,6 +188,22 @@ export function readCpuMs(pid: number, thread?: number): number | undefined {
   }
 }
 
+/** CPU ms of each of the process's threads by thread id (the main thread's is the process id). */
+export function readThreadCpuMs(pid: number): Map<number, number> {
+  const out = new Map<number, number>();
+  let tids: string[] = [];
+  try {
+    tids = fs.readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return out;
+  }
+  for (const tid of tids) {
+    const ms = readCpuMs(pid, Number(tid));
+    if (ms !== undefined) out.set(Number(tid), ms);
+  }
+  return out;
+}
+
 /** Password login on the Management API; returns the `zt-session` token. */
 export async function login(client: HttpClient, username: string, password: string): Promise<string> {
   const r = await requestJson(client, 'POST', `${MGMT}/authenticate?method=password`, { accept: 'application/json' }, { username, password });

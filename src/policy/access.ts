@@ -7,7 +7,7 @@
  * The policy engine (engine.ts) extends this with what keeps the index current.
  */
 import type { Store, IdentityRecord, PostureCheckRecord } from '../store/store.js';
-import { RoleIndex, type PolicyState } from './role-index.js';
+import { RoleIndex, type IdSet, type PolicyState } from './role-index.js';
 import { PostureStore, type CheckResult } from './posture.js';
 
 export type PolicyType = 'Dial' | 'Bind';
@@ -29,6 +29,8 @@ export interface PolicyFailure {
 interface IdentityView {
   sortedServices?: string[];
   routers?: Set<string>;
+  /** The same routers as ordinals (hasCommonRouter: a word-wise AND with each service policy's routers). */
+  routerSet?: IdSet;
 }
 
 const MAX_VIEWS = 20_000;
@@ -39,6 +41,7 @@ export class AccessQueries {
   private readonly views = new Versioned<IdentityView>(this.index);
   private readonly serviceRouters = new Versioned<Set<string>>(this.index);
   private readonly servicePolicies = new Versioned<PolicyState[]>(this.index);
+  private readonly serviceRouterPolicies = new Versioned<PolicyState[]>(this.index);
 
   constructor(readonly store: Store) {}
 
@@ -75,8 +78,9 @@ export class AccessQueries {
   permissions(identityId: string, serviceId: string): string[] {
     let dial = false;
     let bind = false;
-    for (const p of this.servicePoliciesOf(serviceId)) {
-      if ((p.type === 'Bind' ? bind : dial) || !this.index.isMember(p.sides.get('identities')!, identityId)) continue;
+    const o = this.index.ordinal('identities', identityId);
+    if (o >= 0) for (const p of this.servicePoliciesOf(serviceId)) {
+      if ((p.type === 'Bind' ? bind : dial) || !this.index.isMemberAt(p.sides.get('identities')!, o)) continue;
       if (p.type === 'Bind') bind = true;
       else dial = true;
     }
@@ -89,14 +93,17 @@ export class AccessQueries {
   /** The policies granting the identity `type` access to the service. */
   grantingPolicies(identityId: string, serviceId: string, type: PolicyType): PolicyState[] {
     const out: PolicyState[] = [];
-    for (const p of this.servicePoliciesOf(serviceId)) if ((p.type === 'Bind') === (type === 'Bind') && this.index.isMember(p.sides.get('identities')!, identityId)) out.push(p);
+    const o = this.index.ordinal('identities', identityId);
+    if (o >= 0) for (const p of this.servicePoliciesOf(serviceId)) if ((p.type === 'Bind') === (type === 'Bind') && this.index.isMemberAt(p.sides.get('identities')!, o)) out.push(p);
     return out;
   }
 
   hasAccess(identityId: string, serviceId: string, type?: PolicyType): boolean {
+    const o = this.index.ordinal('identities', identityId);
+    if (o < 0) return false;
     for (const p of this.servicePoliciesOf(serviceId)) {
       if (type && (p.type === 'Bind') !== (type === 'Bind')) continue;
-      if (this.index.isMember(p.sides.get('identities')!, identityId)) return true;
+      if (this.index.isMemberAt(p.sides.get('identities')!, o)) return true;
     }
     return false;
   }
@@ -140,22 +147,28 @@ export class AccessQueries {
 
   /**
    * Whether the identity's and the service's router policies share at least one router. Asked at
-   * every session create: when the service's router set is not cached, its policies are tried one
-   * by one against the identity's routers, which usually answers at the first policy instead of
-   * building the union of every policy's routers (docs/benchmarks.md, "Measurements behind the code").
+   * every session create, all in ordinals: the identity's routers as one set (kept in its view),
+   * and-ed with each of the service's policies' router sides in turn, which usually answers at the
+   * first policy instead of building the union of every policy's routers (docs/benchmarks.md,
+   * "Measurements behind the code").
    */
   hasCommonRouter(identityId: string, serviceId: string): boolean {
-    const mine = this.identityRouters(identityId);
-    if (mine.size === 0) return false;
-    const cached = this.serviceRouters.fresh(serviceId);
-    if (cached) return intersects(mine, cached);
-    for (const p of this.index.policiesOf('services', serviceId, 'serviceEdgeRouterPolicies')) {
-      const side = p.sides.get('edgeRouters')!;
-      if (this.index.memberCount(side) <= mine.size) {
-        for (const r of this.index.members(side)) if (mine.has(r)) return true;
-      } else {
-        for (const r of mine) if (this.index.isMember(side, r)) return true;
+    const v = this.view(identityId);
+    if (!v.routerSet) {
+      const set = this.index.newSet('edgeRouters');
+      for (const p of this.index.policiesOf('identities', identityId, 'edgeRouterPolicies')) {
+        const side = p.sides.get('edgeRouters')!;
+        if (side.all) for (const r of this.index.members(side)) set.addOrd(this.index.ordinal('edgeRouters', r));
+        else set.addAll(side.members);
       }
+      v.routerSet = set;
+    }
+    const mine = v.routerSet;
+    if (mine.size === 0) return false;
+    const policies = this.serviceRouterPolicies.get(serviceId, () => this.index.policiesOf('services', serviceId, 'serviceEdgeRouterPolicies'));
+    for (const p of policies) {
+      const side = p.sides.get('edgeRouters')!;
+      if (side.all ? this.index.memberCount(side) > 0 : mine.intersects(side.members)) return true;
     }
     return false;
   }
@@ -243,10 +256,4 @@ class Versioned<T> {
   delete(key: string) {
     this.entries.delete(key);
   }
-}
-
-function intersects(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {
-  const [small, big] = a.size <= b.size ? [a, b] : [b, a];
-  for (const x of small) if (big.has(x)) return true;
-  return false;
 }

@@ -180,6 +180,19 @@ export class IdSet implements Iterable<string> {
     } else this.sparse!.delete(o);
   }
 
+  /** Whether the two sets (same kind) share a member. */
+  intersects(other: IdSet): boolean {
+    const a = this.bits;
+    const b = other.bits;
+    if (a && b) {
+      for (let i = Math.min(a.length, b.length) - 1; i >= 0; i--) if ((a[i] & b[i]) !== 0) return true;
+      return false;
+    }
+    const [small, big] = this.size <= other.size ? [this, other] : [other, this];
+    for (const o of small.ordinals()) if (big.hasOrd(o)) return true;
+    return false;
+  }
+
   /** Adds every member of `other` (same kind). */
   addAll(other: IdSet) {
     const ob = other.bits;
@@ -276,6 +289,8 @@ export class Side {
   /** `#attr` entries other than `#all`. */
   readonly attrs: string[] = [];
   all = false;
+  /** RoleIndex.explicitSidesOf's mark: already taken by the call with this stamp. */
+  mark = 0;
   /** Selected entities (not maintained when `all`: then every entity of the kind is selected). */
   readonly members: IdSet;
 
@@ -317,8 +332,10 @@ class EntityKind {
   /** Role attributes by ordinal (deduplicated; undefined: no such entity). */
   readonly attrs: (readonly string[] | undefined)[] = [];
   readonly byAttr = new Map<string, IdSet>();
-  /** `#attr` / `@id` → sides that mention it. */
-  readonly sidesByRole = new Map<string, Set<Side>>();
+  /** Attribute → sides whose role list names it (`#attr`). */
+  readonly sidesByAttr = new Map<string, Set<Side>>();
+  /** Id → sides whose role list names it (`@id`). */
+  readonly sidesById = new Map<string, Set<Side>>();
   /** Sides with `#all`. */
   readonly allSides = new Set<Side>();
 
@@ -347,6 +364,8 @@ const EMPTY: ReadonlySet<never> = new Set();
 export class RoleIndex {
   private readonly kinds: Map<Kind, EntityKind>;
   private readonly policies = new Map<string, PolicyState>();
+  /** The mark of the latest explicitSidesOf call (Side.mark). */
+  private stamp = 0;
   /**
    * Bumped on every policy change and every membership change of a service, edge router or
    * posture check: views derived for many identities compare against it. A change of one
@@ -420,25 +439,49 @@ export class RoleIndex {
    * The sides of policies in `coll` that select entity `id` of `kind`. Only sides naming one of
    * its attributes or its id can hold it (plus `#all` sides), so no per-entity list is kept.
    */
-  *sidesOf(kind: Kind, id: string, coll?: PolicyColl): Iterable<Side> {
+  sidesOf(kind: Kind, id: string, coll?: PolicyColl): Side[] {
     const k = this.kind(kind);
     const o = k.ords.get(id);
-    if (o === undefined) return;
-    for (const s of this.explicitSidesOf(k, id, o)) if (!coll || s.policy.coll === coll) yield s;
-    for (const s of k.allSides) if (!coll || s.policy.coll === coll) yield s;
+    if (o === undefined) return [];
+    const out = this.explicitSidesOf(k, id, o, coll);
+    for (const s of k.allSides) if (!coll || s.policy.coll === coll) out.push(s);
+    return out;
   }
 
-  /** Sides with explicit members that hold the entity. */
-  private explicitSidesOf(k: EntityKind, id: string, o: number): Set<Side> {
-    const out = new Set<Side>();
-    for (const a of k.attrs[o] ?? NONE) for (const s of k.sidesByRole.get('#' + a) ?? EMPTY) if (s.members.hasOrd(o)) out.add(s);
-    for (const s of k.sidesByRole.get('@' + id) ?? EMPTY) if (s.members.hasOrd(o)) out.add(s);
+  /**
+   * Sides with explicit members that hold the entity (of `coll` when given), each once: a side
+   * reached through several attributes is told apart by the mark of this call, set and read before
+   * it returns (no Set per call: this runs at every session create).
+   */
+  private explicitSidesOf(k: EntityKind, id: string, o: number, coll?: PolicyColl): Side[] {
+    const out: Side[] = [];
+    const stamp = ++this.stamp;
+    const take = (sides: Set<Side> | undefined) => {
+      if (sides) for (const s of sides) if (s.mark !== stamp && (!coll || s.policy.coll === coll) && s.members.hasOrd(o)) out.push(s), (s.mark = stamp);
+    };
+    for (const a of k.attrs[o] ?? NONE) take(k.sidesByAttr.get(a));
+    take(k.sidesById.get(id));
     return out;
   }
 
   /** Policies of `coll` selecting the entity. */
-  *policiesOf(kind: Kind, id: string, coll: PolicyColl): Iterable<PolicyState> {
-    for (const s of this.sidesOf(kind, id, coll)) yield s.policy;
+  policiesOf(kind: Kind, id: string, coll: PolicyColl): PolicyState[] {
+    return this.sidesOf(kind, id, coll).map((s) => s.policy);
+  }
+
+  /** The ordinal of an entity (the same for as long as it exists), or -1: for many membership questions about one entity. */
+  ordinal(kind: Kind, id: string): number {
+    return this.kind(kind).ords.get(id) ?? -1;
+  }
+
+  /** `isMember` by the entity's `ordinal` (>= 0). */
+  isMemberAt(side: Side, o: number): boolean {
+    return side.all || side.members.hasOrd(o);
+  }
+
+  /** An empty set of entities of a kind, to collect ordinals in (e.g. the union of several sides). */
+  newSet(kind: Kind): IdSet {
+    return this.kind(kind).newSet();
   }
 
   // ---- bulk load (start-up, before any policy exists: no evaluation, no deltas) ---------------
@@ -519,9 +562,9 @@ export class RoleIndex {
     k.attrs[o] = after;
     // Sides that could change their mind about this entity: those naming one of its old or new attributes or its id.
     const candidates = new Set<Side>();
-    for (const a of before ?? NONE) for (const s of k.sidesByRole.get('#' + a) ?? EMPTY) candidates.add(s);
-    for (const a of after) for (const s of k.sidesByRole.get('#' + a) ?? EMPTY) candidates.add(s);
-    for (const s of k.sidesByRole.get('@' + id) ?? EMPTY) candidates.add(s);
+    for (const a of before ?? NONE) for (const s of k.sidesByAttr.get(a) ?? EMPTY) candidates.add(s);
+    for (const a of after) for (const s of k.sidesByAttr.get(a) ?? EMPTY) candidates.add(s);
+    for (const s of k.sidesById.get(id) ?? EMPTY) candidates.add(s);
     for (const s of candidates) {
       if (s.all) continue;
       const was = s.members.hasOrd(o);
@@ -599,15 +642,15 @@ export class RoleIndex {
 
   private register(k: EntityKind, side: Side) {
     if (side.all) k.allSides.add(side);
-    for (const a of side.attrs) addTo(k.sidesByRole, '#' + a, side);
-    for (const id of side.ids) addTo(k.sidesByRole, '@' + id, side);
+    for (const a of side.attrs) addTo(k.sidesByAttr, a, side);
+    for (const id of side.ids) addTo(k.sidesById, id, side);
   }
 
   /** Detach a side from the kind's maps; its `members` set stays intact for diffing. */
   private unregister(k: EntityKind, side: Side) {
     k.allSides.delete(side);
-    for (const a of side.attrs) removeFrom(k.sidesByRole, '#' + a, side);
-    for (const id of side.ids) removeFrom(k.sidesByRole, '@' + id, side);
+    for (const a of side.attrs) removeFrom(k.sidesByAttr, a, side);
+    for (const id of side.ids) removeFrom(k.sidesById, id, side);
   }
 
   /** Fill a (non-`#all`) side's members from the attribute sets. */
