@@ -33,6 +33,7 @@ import { reservePort, type PortReservation } from './http/ports.js';
 import { Presence } from './control/presence.js';
 import { startEvents } from './events/index.js';
 import { PolicyEngine } from './policy/engine.js';
+import { ROLE_INDEX_SNAPSHOT } from './policy/index-snapshot.js';
 import { Traces } from './control/traces.js';
 import { ControlChannel } from './control/channel.js';
 import { loadOrCreateControllerId } from './control/controller-id.js';
@@ -192,8 +193,11 @@ async function startOn(settings: Static<typeof ConfigSchema>, log: Logger, liste
   if (ended) log.info({ ended }, 'ended API sessions stored with a plain token');
   // Built on the main thread: it reads only index keys and policies (no entity records); the
   // policy benchmark measures it at 100k identities (docs/policy.md).
-  const policy = new PolicyEngine(store, { onError: (err) => log.error({ err }, 'policy index update failed') });
-  log.info({ ms: Math.round(policy.buildMs) }, 'role index built');
+  const policy = new PolicyEngine(store, {
+    onError: (err) => log.error({ err }, 'policy index update failed'),
+    snapshotFile: cluster ? undefined : path.join(dataDir, ROLE_INDEX_SNAPSHOT),
+  });
+  log.info({ ms: Math.round(policy.buildMs), fromSnapshot: policy.fromSnapshot }, 'role index built');
 
   const config = { ...settings, advertisedAddress: settings.advertisedAddress ?? '', certAdvertisedAddress: settings.certAdvertisedAddress ?? '' } as Config;
   // Cluster mode: the membership this controller announces once its listeners are bound (below).
@@ -309,6 +313,13 @@ async function startOn(settings: Static<typeof ConfigSchema>, log: Logger, liste
     oidc.close();
     policy.close();
     await pool.close();
+    // Nothing writes any more: the index as of the store's last write, for the next start.
+    await store.settled();
+    try {
+      policy.saveSnapshot();
+    } catch (err) {
+      log.warn({ err }, 'role index snapshot not written: the next start builds the index from the store');
+    }
     await store.close();
     dirLock.release();
   };

@@ -18,6 +18,7 @@ import { AccessQueries } from './access.js';
 import { ServiceUpdateTimes } from './service-update-times.js';
 import { SessionRegistry } from './session-registry.js';
 import { FailedRequests } from './failed-requests.js';
+import { readSnapshot, writeSnapshot, type SnapshotKey } from './index-snapshot.js';
 
 type EntityCollection = 'identities' | 'services' | 'edgeRouters' | 'postureChecks';
 
@@ -37,16 +38,24 @@ export class PolicyEngine extends AccessQueries {
   private sweepTimer?: NodeJS.Timeout;
   /** Time the index build took at start-up (ms). */
   readonly buildMs: number;
+  /** Whether the start-up read the entities from the snapshot instead of building them (index-snapshot.ts). */
+  readonly fromSnapshot: boolean;
 
   constructor(
     store: Store,
-    private readonly opts: { sweepMs?: number; now?: () => number; onError?: (err: unknown) => void } = {},
+    private readonly opts: {
+      sweepMs?: number;
+      now?: () => number;
+      onError?: (err: unknown) => void;
+      /** Where the index's entities are kept across a clean stop (single node only: a replica's store moves under it). */
+      snapshotFile?: string;
+    } = {},
   ) {
     super(store);
     this.updateTimes = new ServiceUpdateTimes(this.index, () => this.now());
     this.sessions = new SessionRegistry(store);
     const t0 = performance.now();
-    this.build();
+    this.fromSnapshot = this.build();
     this.buildMs = performance.now() - t0;
     store.on('change', (events: ChangeEvent[]) => {
       // A listener that throws would break the store's commit callback for every write after it.
@@ -71,11 +80,40 @@ export class PolicyEngine extends AccessQueries {
   // ---- build ----------------------------------------------------------------------------------
 
   /**
-   * Load entities from the name and role-attribute indexes (no entity record is decoded nor its
-   * pages touched: the records of a million identities are a gigabyte of the map), then policies:
-   * the attribute sets are complete before any side is filled from them.
+   * Entities from the snapshot the last clean stop left when the store is still as it was then
+   * (index-snapshot.ts), else from the name and role-attribute indexes (no entity record is decoded
+   * nor its pages touched: the records of a million identities are a gigabyte of the map); then
+   * policies: the attribute sets are complete before any side is filled from them. True when the
+   * snapshot was used.
    */
-  private build() {
+  private build(): boolean {
+    const { store, index } = this;
+    const restored = this.opts.snapshotFile !== undefined && readSnapshot(this.opts.snapshotFile, index, this.snapshotKey());
+    if (!restored) this.loadEntities();
+    for (const coll of POLICY_COLLS) for (const rec of store.scan(coll)) index.upsertPolicy(coll, rec);
+    for (const rec of store.scan('apiSessions')) this.apiSessionStarted(rec);
+    for (const rec of store.scan('sessions')) this.sessions.track(rec);
+    index.settle();
+    return restored;
+  }
+
+  /** What a snapshot of the index must have been taken at to be used now: the store as it is. */
+  private snapshotKey(): SnapshotKey {
+    const counts = Object.fromEntries(Object.entries(ENTITY_KINDS).map(([coll, kind]) => [kind, this.store.count(coll as EntityCollection)])) as Record<Kind, number>;
+    return { stamp: this.store.stamp(), counts, minDense: this.index.minDense };
+  }
+
+  /**
+   * Keep the index's entities for the next start (index-snapshot.ts). Call once the store has
+   * settled and nothing writes any more (the stop): the snapshot names the store's state now.
+   */
+  saveSnapshot(): void {
+    if (this.opts.snapshotFile === undefined) return;
+    this.index.settle();
+    writeSnapshot(this.opts.snapshotFile, this.index, this.snapshotKey());
+  }
+
+  private loadEntities() {
     const { store, index } = this;
     for (const [coll, kind] of Object.entries(ENTITY_KINDS) as [EntityCollection, Kind][]) {
       // Ids are matched as bytes between the two indexes (ordinals-by-bytes.ts): no string per attribute entry.
@@ -107,10 +145,6 @@ export class PolicyEngine extends AccessQueries {
       flush();
       for (const id of digested) index.loadEntity(kind, id, store.get(coll, id)?.roleAttributes ?? []);
     }
-    for (const coll of POLICY_COLLS) for (const rec of store.scan(coll)) index.upsertPolicy(coll, rec);
-    for (const rec of store.scan('apiSessions')) this.apiSessionStarted(rec);
-    for (const rec of store.scan('sessions')) this.sessions.track(rec);
-    index.settle();
   }
 
   // ---- change events --------------------------------------------------------------------------

@@ -32,6 +32,28 @@ export class OrdinalsByBytes {
     this.bytes = new Uint8Array(4096);
   }
 
+  /** The table as it is, for a snapshot (index-snapshot.ts): views, not copies. */
+  toState(): OrdinalsByBytesState {
+    return { slots: this.slots, bytes: this.bytes.subarray(0, this.used), size: this.size, taken: this.taken };
+  }
+
+  /** A table as `toState` gave it (the arrays are taken over, not copied). */
+  static fromState(st: OrdinalsByBytesState): OrdinalsByBytes {
+    const t = new OrdinalsByBytes();
+    t.slots = st.slots;
+    t.bytes = st.bytes;
+    t.used = st.bytes.length;
+    t.size = st.size;
+    t.taken = st.taken;
+    return t;
+  }
+
+  /** Each live id's ordinal and the bytes of the id, `bytes[start..end)` (the table's own buffer). */
+  forEach(visit: (ord: number, bytes: Uint8Array, start: number, end: number) => void): void {
+    const slots = this.slots;
+    for (let x = 0; x < slots.length; x += 4) if (slots[x + 2] > 0) visit(slots[x + 3], this.bytes, slots[x + 1], slots[x + 1] + slots[x + 2]);
+  }
+
   /** Room for `n` ids without a rehash (a bulk load about to add them). */
   reserve(n: number) {
     if (slotsFor(n) > this.slots.length >> 2) this.rehash(slotsFor(n));
@@ -141,6 +163,14 @@ export class OrdinalsByBytes {
     wider.set(this.bytes.subarray(0, this.used));
     this.bytes = wider;
   }
+}
+
+/** An OrdinalsByBytes as plain arrays. */
+export interface OrdinalsByBytesState {
+  slots: Int32Array;
+  bytes: Uint8Array;
+  size: number;
+  taken: number;
 }
 
 /** Slots for `n` ids: a power of two, at most half full. */

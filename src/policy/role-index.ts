@@ -25,7 +25,7 @@
  *   idx.isMember(idx.policy('P')!.sides.get('identities')!, 'I1') // → true
  */
 
-import { OrdinalsByBytes } from './ordinals-by-bytes.js';
+import { OrdinalsByBytes, type OrdinalsByBytesState } from './ordinals-by-bytes.js';
 
 export type Kind = 'identities' | 'services' | 'edgeRouters' | 'postureChecks';
 export type PolicyColl = 'servicePolicies' | 'edgeRouterPolicies' | 'serviceEdgeRouterPolicies';
@@ -70,9 +70,30 @@ class Ordinals {
   /** Ordinal → id (undefined: free). */
   readonly ids: (string | undefined)[] = [];
   /** Id → ordinal, by the id's bytes (ordinals-by-bytes.ts). */
-  readonly byId = new OrdinalsByBytes();
+  readonly byId: OrdinalsByBytes;
   private readonly free: number[] = [];
   private released: number[] = [];
+
+  constructor(byId = new OrdinalsByBytes()) {
+    this.byId = byId;
+  }
+
+  /** Ordinals as a snapshot holds them (settled: no release pending). */
+  toState(): OrdinalsState {
+    return { byId: this.byId.toState(), span: this.ids.length, free: Int32Array.from(this.free) };
+  }
+
+  static fromState(st: OrdinalsState): Ordinals {
+    const o = new Ordinals(OrdinalsByBytes.fromState(st.byId));
+    o.ids.length = st.span;
+    let text: Buffer | undefined;
+    o.byId.forEach((ord, bytes, start, end) => {
+      text ??= Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+      o.ids[ord] = text.toString('utf8', start, end);
+    });
+    for (const f of st.free) o.free.push(f);
+    return o;
+  }
 
   get(id: string): number | undefined {
     const o = this.byId.getString(id);
@@ -121,6 +142,32 @@ class Ordinals {
   }
 }
 
+export interface OrdinalsState {
+  byId: OrdinalsByBytesState;
+  /** One past the highest ordinal ever used. */
+  span: number;
+  /** Ordinals free for reuse. */
+  free: Int32Array;
+}
+
+/** An IdSet as a snapshot holds it: its bitset, or its ordinals while sparse. */
+export interface IdSetState {
+  size: number;
+  bits?: Uint32Array;
+  ordinals?: Int32Array;
+}
+
+/** One entity kind of the index as a snapshot holds it (index-snapshot.ts). */
+export interface EntityKindState {
+  ords: OrdinalsState;
+  /** The distinct attribute lists entities carry. */
+  lists: string[][];
+  /** Per ordinal, its list in `lists` (-1: no entity). */
+  listOf: Int32Array;
+  /** Attribute → its entities. */
+  byAttr: [attribute: string, entities: IdSetState][];
+}
+
 /**
  * A set of entities of one kind, held as ordinals: a Set of numbers while sparse (about 24 bytes an
  * entry), a bitset (one bit per ordinal of the kind) once that is smaller. Reads take and give ids.
@@ -135,6 +182,21 @@ export class IdSet implements Iterable<string> {
     /** Smallest size held as a bitset (tests lower it to exercise both forms on small models). */
     private readonly minDense: number,
   ) {}
+
+  toState(): IdSetState {
+    return this.bits ? { size: this.size, bits: this.bits } : { size: this.size, ordinals: Int32Array.from(this.sparse!) };
+  }
+
+  /** A set as `toState` gave it (a bitset is taken over, not copied). */
+  static fromState(ords: Ordinals, minDense: number, st: IdSetState): IdSet {
+    const set = new IdSet(ords, minDense);
+    if (st.bits) {
+      set.bits = st.bits;
+      set.sparse = undefined;
+    } else set.sparse = new Set(st.ordinals);
+    set.size = st.size;
+    return set;
+  }
 
   has(id: string): boolean {
     const o = this.ords.get(id);
@@ -328,7 +390,7 @@ export interface Delta {
 const NONE: readonly string[] = Object.freeze([]);
 
 class EntityKind {
-  readonly ords = new Ordinals();
+  ords = new Ordinals();
   /** Role attributes by ordinal (deduplicated; undefined: no such entity). */
   readonly attrs: (readonly string[] | undefined)[] = [];
   readonly byAttr = new Map<string, IdSet>();
@@ -343,6 +405,28 @@ class EntityKind {
 
   newSet(): IdSet {
     return new IdSet(this.ords, this.minDense);
+  }
+
+  toState(): EntityKindState {
+    const lists: string[][] = [];
+    const listIndex = new Map<readonly string[], number>();
+    const listOf = new Int32Array(this.ords.ids.length).fill(-1);
+    for (let o = 0; o < listOf.length; o++) {
+      const list = this.attrs[o];
+      if (!list) continue;
+      let i = listIndex.get(list);
+      if (i === undefined) listIndex.set(list, (i = lists.push([...list]) - 1));
+      listOf[o] = i;
+    }
+    return { ords: this.ords.toState(), lists, listOf, byAttr: [...this.byAttr].map(([a, set]) => [a, set.toState()]) };
+  }
+
+  /** The state `toState` gave, on a kind with no entity and no side yet. */
+  restore(st: EntityKindState) {
+    this.ords = Ordinals.fromState(st.ords);
+    const lists: readonly string[][] = st.lists.map((l) => (l.length ? l : (NONE as string[])));
+    for (let o = 0; o < st.listOf.length; o++) this.attrs[o] = st.listOf[o] < 0 ? undefined : lists[st.listOf[o]];
+    for (const [a, set] of st.byAttr) this.byAttr.set(a, IdSet.fromState(this.ords, this.minDense, set));
   }
 
   addAttr(a: string, o: number) {
@@ -373,8 +457,12 @@ export class RoleIndex {
    */
   version = 0;
 
+  /** Smallest set held as a bitset. */
+  readonly minDense: number;
+
   constructor(opts: { minDense?: number } = {}) {
-    this.kinds = new Map(KINDS.map((k) => [k, new EntityKind(opts.minDense ?? 64)]));
+    this.minDense = opts.minDense ?? 64;
+    this.kinds = new Map(KINDS.map((k) => [k, new EntityKind(this.minDense)]));
   }
 
   private kind(k: Kind): EntityKind {
@@ -539,6 +627,18 @@ export class RoleIndex {
       set.addOrd(o);
     }
     if (set.size === 0) k.byAttr.delete(attribute);
+  }
+
+  /** The entities of a kind (attributes and attribute sets; policies are not part of it), settled. */
+  entityState(kind: Kind): EntityKindState {
+    return this.kind(kind).toState();
+  }
+
+  /** Entities of a kind as `entityState` gave them, into an index that holds no entity or policy yet. */
+  restoreEntities(kind: Kind, st: EntityKindState) {
+    const k = this.kind(kind);
+    if (k.ords.byId.size > 0 || this.policies.size > 0) throw new Error('restoreEntities: the index is not empty');
+    k.restore(st);
   }
 
   /** End of a change batch: ordinals of entities deleted in it may be reused from now on. */

@@ -16,6 +16,7 @@ import type { Sealer } from './sealed.js';
 import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import fs from 'node:fs';
+import path from 'node:path';
 import { open, type Database, type RootDatabase } from 'lmdb';
 import type { BaseRecord, CollectionName, Records } from './records.js';
 
@@ -236,6 +237,12 @@ export const indexKeys = (v: unknown): IndexKey[] => {
   if (typeof v === 'object') return [];
   return [keyOf(v as IndexKey)];
 };
+
+/** Store.stamp: the committed state of a data file. */
+export interface StoreStamp {
+  lastTxnId: number;
+  inode: number;
+}
 
 export class Store<M extends RecordMap = Records> extends EventEmitter {
   readonly env: RootDatabase;
@@ -787,10 +794,24 @@ export class Store<M extends RecordMap = Records> extends EventEmitter {
     if (this.closed) return;
     this.closed = true;
     await this.cluster?.close();
-    // Let writes already queued for the group commit reach the disk.
+    await this.settled();
+    await this.env.close();
+  }
+
+  /** Once every write already queued for the group commit is on disk. */
+  async settled(): Promise<void> {
     while (this.queue.length > 0 || this.flushScheduled || this.committing) await new Promise((r) => setImmediate(r));
     await this.env.flushed;
-    await this.env.close();
+  }
+
+  /**
+   * What tells this data file's committed state from any other: LMDB's last transaction id (every
+   * write transaction, of this process or any other, moves it) and the file's inode (a restore
+   * or a compaction replaces the file). Equal stamps: nothing was written in between.
+   */
+  stamp(): StoreStamp {
+    const { lastTxnId } = this.env.getStats() as { lastTxnId: number };
+    return { lastTxnId, inode: fs.statSync(path.join(this.dir, 'data.mdb')).ino };
   }
 
   /** Internal, for Tx. */
