@@ -121,6 +121,7 @@ export class PolicyEngine extends AccessQueries {
       store.scanIndexIdBytes(coll, 'name', (bytes, start, end, id) => index.loadNewEntity(kind, id(), bytes, start, end));
       const digested = new Set<string>();
       let attr = '';
+      let isDigest = false;
       let members: number[] = [];
       const flush = () => {
         if (members.length) index.loadAttributeAt(kind, members, attr);
@@ -131,7 +132,7 @@ export class PolicyEngine extends AccessQueries {
         'roleAttributes',
         (bytes, start, end, id) => {
           // Attributes longer than the index key limit are digests there: those few records are read.
-          if (attr.includes('\u001fsha256:')) digested.add(id());
+          if (isDigest) digested.add(id());
           else {
             const o = index.ordinalOf(kind, bytes, start, end);
             if (o >= 0) members.push(o);
@@ -140,6 +141,7 @@ export class PolicyEngine extends AccessQueries {
         (key) => {
           flush();
           attr = String(key);
+          isDigest = attr.includes('\u001fsha256:');
         },
       );
       flush();
