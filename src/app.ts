@@ -313,12 +313,15 @@ async function startOn(settings: Static<typeof ConfigSchema>, log: Logger, liste
     oidc.close();
     policy.close();
     await pool.close();
-    // Nothing writes any more: the index as of the store's last write, for the next start.
-    await store.settled();
-    try {
-      policy.saveSnapshot();
-    } catch (err) {
-      log.warn({ err }, 'role index snapshot not written: the next start builds the index from the store');
+    // Nothing writes any more: the index as of the store's last write, for the next start (a
+    // cluster member's replica moves while it is down: it keeps none).
+    if (!cluster) {
+      await store.settled();
+      try {
+        policy.saveSnapshot();
+      } catch (err) {
+        log.warn({ err }, 'role index snapshot not written: the next start builds the index from the store');
+      }
     }
     await store.close();
     dirLock.release();
