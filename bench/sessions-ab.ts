@@ -16,6 +16,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import WebSocket from 'ws';
 import { ROOT, login, readCpuMs, readThreadCpuMs, MGMT, type ControllerProcess, type SpawnOptions } from './lib/controller.js';
 import { createClient, requestJson, type RequestSpec } from './lib/http.js';
 import { runLoad } from './lib/load.js';
@@ -36,6 +37,7 @@ up at once, in alternating rounds: creates/s and controller CPU per create of ea
     'sessions': { type: 'string', default: '64', arg: 'S', help: 'API sessions of the worst-case identity (sessions to create: S × its dialable services)' },
     'data-dir': { type: 'string', default: os.tmpdir(), arg: 'DIR', help: 'where the two data directories go (e.g. /dev/shm to take the disk out)' },
     'cpu-prof': { type: 'string', arg: 'DIR', help: 'profile both controllers (node --cpu-prof) into DIR/this and DIR/before' },
+    'heap-sample': { type: 'string', arg: 'DIR', help: "sample both controllers' allocations over the counted rounds, collected objects included (V8's sampling heap profiler through the inspector), into DIR/this.heapprofile and DIR/before.heapprofile" },
   },
 });
 const before = path.resolve(String(argv.before ?? ''));
@@ -49,6 +51,7 @@ const LEVELS = intListFlag(argv, 'session-clients', 1, 4096);
 const API_SESSIONS = intFlag(argv, 'sessions', 1, 1000);
 const DATA_PARENT = String(argv['data-dir']);
 const PROFILE_DIR = argv['cpu-prof'] ? path.resolve(String(argv['cpu-prof'])) : undefined;
+const HEAP_DIR = argv['heap-sample'] ? path.resolve(String(argv['heap-sample'])) : undefined;
 const ADMIN_PASSWORD = 'bench-admin-password';
 const USER_PASSWORD = 'bench-user-password';
 const CLIENT = '/edge/client/v1';
@@ -63,6 +66,45 @@ interface Build {
   next: number;
   levels: Map<number, { ok: number; seconds: number; cpuMs: number; mainCpuMs: number; perRound: number[]; threadCpuMs: Map<number, number>; gcMs: Map<string, number> }>;
   signing?: { tokens: number; signatures: number };
+  /** --heap-sample: the controller's inspector, sampling. */
+  inspector?: Inspector;
+}
+
+/** A controller's inspector (`--inspect`), for V8's sampling heap profiler. */
+class Inspector {
+  private next = 1;
+  private readonly waiting = new Map<number, (r: { result?: unknown; error?: unknown }) => void>();
+  private constructor(private readonly ws: WebSocket) {
+    ws.on('message', (data) => {
+      const m = JSON.parse(String(data)) as { id?: number; result?: unknown; error?: unknown };
+      if (m.id !== undefined) this.waiting.get(m.id)?.(m);
+    });
+  }
+
+  /** The inspector whose address the controller printed (`Debugger listening on ws://…`). */
+  static async connect(output: string): Promise<Inspector> {
+    const url = /Debugger listening on (ws:\/\/\S+)/.exec(output)?.[1];
+    if (!url) throw new Error('--heap-sample: the controller printed no inspector address');
+    const ws = new WebSocket(url);
+    await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
+    return new Inspector(ws);
+  }
+
+  call(method: string, params: Record<string, unknown> = {}): Promise<unknown> {
+    const id = this.next++;
+    this.ws.send(JSON.stringify({ id, method, params }));
+    return new Promise((resolve, reject) =>
+      this.waiting.set(id, (m) => {
+        this.waiting.delete(id);
+        if (m.error) reject(new Error(`${method}: ${JSON.stringify(m.error)}`));
+        else resolve(m.result);
+      }),
+    );
+  }
+
+  close() {
+    this.ws.close();
+  }
 }
 
 /** A build's own spawnController and model writer: each writes its data directory in its own format. */
@@ -76,7 +118,7 @@ async function prepare(b: Build) {
   const bar = progressBar(`${b.name}: writing the large model`, {});
   const seeded = await model.writeModelToStore(dataDir, model.shapeByName('large'), { seed: 1, env: { MESH_ADMIN_PASSWORD: ADMIN_PASSWORD, MESH_ADDRESS: '127.0.0.1:0' } });
   bar.done();
-  const nodeArgs = PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${path.join(PROFILE_DIR, b.name)}`] : [];
+  const nodeArgs = [...(PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${path.join(PROFILE_DIR, b.name)}`] : []), ...(HEAP_DIR ? ['--inspect=127.0.0.1:0'] : [])];
   const ctl = (b.ctl = await lib.spawnController({ password: ADMIN_PASSWORD, env, dataDir, nodeArgs, readyTimeoutMs: 120_000 }));
   const c = await createClient({ origin: ctl.origin, ca: ctl.ca, connections: 1, kind: 'raw' });
   try {
@@ -167,6 +209,12 @@ async function main() {
     const bar = progressBar('rounds', { total: ROUNDS * LEVELS.length });
     let done = 0;
     for (let i = 0; i < ROUNDS; i++) {
+      if (i === 1 && HEAP_DIR)
+        for (const b of builds) {
+          b.inspector = await Inspector.connect(b.ctl!.output());
+          await b.inspector.call('HeapProfiler.enable');
+          await b.inspector.call('HeapProfiler.startSampling', { samplingInterval: 16384, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+        }
       for (const clients of LEVELS) {
         for (const b of i % 2 ? [...builds].reverse() : builds) await round(b, clients, i > 0);
         bar.update(++done);
@@ -174,6 +222,15 @@ async function main() {
     }
     bar.done();
     for (const b of builds) await signing(b);
+    if (HEAP_DIR) {
+      fs.mkdirSync(HEAP_DIR, { recursive: true });
+      for (const b of builds) {
+        const r = (await b.inspector!.call('HeapProfiler.stopSampling')) as { profile: unknown };
+        fs.writeFileSync(path.join(HEAP_DIR, `${b.name}.heapprofile`), JSON.stringify(r.profile));
+        b.inspector!.close();
+      }
+      console.log(`allocation samples: ${HEAP_DIR}/this.heapprofile and before.heapprofile (open in Chrome's DevTools, Memory)`);
+    }
   } finally {
     for (const b of builds) {
       await b.ctl?.stop();
