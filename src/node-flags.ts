@@ -8,7 +8,11 @@
  * second the default young generation was scavenged many times a second, each scavenge copying
  * everything still in flight: the larger one cut scavenges, their pause and the controller's CPU
  * per create. The price is memory: the young generation grows to that size under allocation
- * pressure (loading a large model at start is enough) and keeps it; a fresh controller is
- * unchanged. Figures: docs/benchmarks.md ("2026-11-28 night").
+ * pressure and keeps it. Figures: docs/benchmarks.md ("2026-11-28 night").
+ *
+ * --min-semi-space-size=64: and starts at that size. Loading a large model at start once grew it
+ * (Maps and strings); the role index now loads into typed arrays, and the creates that followed
+ * ran on the small default young generation, scavenged far more often for the same allocation.
+ * The price: a fresh controller holds that memory from the start (docs/benchmarks.md, session 19).
  */
-export const NODE_FLAGS: readonly string[] = ['--max-semi-space-size=64'];
+export const NODE_FLAGS: readonly string[] = ['--max-semi-space-size=64', '--min-semi-space-size=64'];
