@@ -73,6 +73,9 @@ class Ordinals {
   readonly byId: OrdinalsByBytes;
   private readonly free: number[] = [];
   private released: number[] = [];
+  /** The id `get` found last, and its ordinal. */
+  private lastId: string | undefined;
+  private lastOrd = -1;
 
   constructor(byId = new OrdinalsByBytes()) {
     this.byId = byId;
@@ -96,8 +99,14 @@ class Ordinals {
   }
 
   get(id: string): number | undefined {
+    // A page of services asks about one caller per service, several times each: the last id found
+    // is answered without encoding and hashing it again.
+    if (id === this.lastId) return this.lastOrd;
     const o = this.byId.getString(id);
-    return o < 0 ? undefined : o;
+    if (o < 0) return undefined;
+    this.lastId = id;
+    this.lastOrd = o;
+    return o;
   }
 
   add(id: string): number {
@@ -120,6 +129,7 @@ class Ordinals {
   }
 
   release(id: string) {
+    if (id === this.lastId) this.lastId = undefined;
     const o = this.byId.deleteString(id);
     if (o < 0) return;
     this.ids[o] = undefined;
